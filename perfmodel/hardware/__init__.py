@@ -1,0 +1,20 @@
+"""Hardware profiles: dataclasses, the strict TOML loader and the shipped profiles."""
+
+from __future__ import annotations
+
+from .loader import DEFAULT_HARDWARE, load_hardware, load_profile, parse_profile, profile_names, profiles_dir
+from .profile import PRECISIONS, ComputeEfficiency, Device, Hardware, LinkTier
+
+__all__ = [
+    "DEFAULT_HARDWARE",
+    "PRECISIONS",
+    "ComputeEfficiency",
+    "Device",
+    "Hardware",
+    "LinkTier",
+    "load_hardware",
+    "load_profile",
+    "parse_profile",
+    "profile_names",
+    "profiles_dir",
+]

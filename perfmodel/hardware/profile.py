@@ -1,0 +1,182 @@
+"""Hardware profiles: a device, a node of devices, the network between nodes, and efficiencies as data."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import ProfileError
+
+__all__ = [
+    "PRECISIONS",
+    "TOPOLOGIES",
+    "Device",
+    "LinkTier",
+    "ComputeEfficiency",
+    "Hardware",
+    "PEAK_KEY",
+]
+
+#: Training precisions and the peak they run convolutions and matmuls at.
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+#: Which entry of ``peak_flops_per_s`` each precision's convolutions and matmuls use.
+PEAK_KEY = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "bf16": "bf16"}
+TOPOLOGIES = ("nvswitch", "cube-mesh", "pcie", "ethernet", "infiniband", "fat-tree")
+
+
+def _positive(where: str, **values: float) -> None:
+    for k, v in values.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or v != v or v == float("inf"):
+            raise ProfileError(f"{where}: field '{k}' must be a positive finite number, got {v!r}")
+
+
+def _fraction(where: str, **values: float) -> None:
+    for k, v in values.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= 1:
+            raise ProfileError(f"{where}: field '{k}' must be a fraction in (0, 1], got {v!r}")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator: peaks per precision class, memory capacity and bandwidth."""
+
+    name: str
+    memory_bytes: float
+    memory_bandwidth_bytes_per_s: float
+    peak_flops_per_s: Mapping[str, float]
+
+    def __post_init__(self) -> None:
+        _positive(f"device {self.name}", memory_bytes=self.memory_bytes,
+                  memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s)
+        if "fp32" not in self.peak_flops_per_s:
+            raise ProfileError(f"device {self.name}: peak_flops_per_s needs at least 'fp32'")
+        for k, v in self.peak_flops_per_s.items():
+            _positive(f"device {self.name} peak_flops_per_s", **{k: v})
+        object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(self.peak_flops_per_s)))
+
+    def peak(self, precision: str) -> float:
+        """Peak FLOP/s of convolutions and matmuls at ``precision`` (falls back to fp32)."""
+        return self.peak_flops_per_s.get(PEAK_KEY[precision], self.peak_flops_per_s["fp32"])
+
+
+@dataclass(frozen=True)
+class LinkTier:
+    """A tier of the interconnect under the alpha-beta model: time = latency + bytes / (bandwidth * efficiency).
+
+    Intra-node: ``bandwidth_bytes_per_s`` is one GPU's, in one direction. Inter-node: one
+    node's, in one direction (the sum over its network ports).
+    """
+
+    bandwidth_bytes_per_s: float
+    latency_s: float
+    efficiency: float
+    topology: str
+
+    def __post_init__(self) -> None:
+        _positive("link", bandwidth_bytes_per_s=self.bandwidth_bytes_per_s)
+        if not isinstance(self.latency_s, (int, float)) or self.latency_s < 0:
+            raise ProfileError(f"link: field 'latency_s' must be >= 0, got {self.latency_s!r}")
+        _fraction("link", efficiency=self.efficiency)
+        if self.topology not in TOPOLOGIES:
+            raise ProfileError(f"link: topology '{self.topology}' is not one of {', '.join(TOPOLOGIES)}")
+
+    @property
+    def effective_bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_bytes_per_s * self.efficiency
+
+
+@dataclass(frozen=True)
+class ComputeEfficiency:
+    """Achievable fractions of peak for one precision (Hockney's n_1/2 model of work size).
+
+    A kernel of ``w`` FLOPs reaches ``max_fraction * w / (w + half_work_flops)`` of peak:
+    small kernels (small tiles, small batches) run further from peak.
+    """
+
+    conv: float
+    linear: float
+    memory: float
+    half_work_flops: float
+
+    def __post_init__(self) -> None:
+        _fraction("efficiency", conv=self.conv, linear=self.linear, memory=self.memory)
+        if not isinstance(self.half_work_flops, (int, float)) or self.half_work_flops < 0:
+            raise ProfileError(f"efficiency: 'half_work_flops' must be >= 0, got {self.half_work_flops!r}")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A whole system: a device type, ``gpus_per_node`` of them per node, and the link tiers."""
+
+    name: str
+    description: str
+    device: Device
+    gpus_per_node: int
+    intra: LinkTier
+    inter: LinkTier
+    compute: Mapping[str, ComputeEfficiency]
+    kernel_launch_s: float
+    framework_reserve_bytes: float
+    max_nodes: int = 4096
+    sources: Mapping[str, str] = field(default_factory=dict)
+    path: str = ""
+    schema_version: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
+            raise ProfileError(f"{self.name}: gpus_per_node must be a positive integer, got {self.gpus_per_node!r}")
+        missing = [p for p in PRECISIONS if p not in self.compute]
+        if missing:
+            raise ProfileError(f"{self.name}: efficiency.compute lacks precisions {missing}")
+        if self.kernel_launch_s < 0 or self.framework_reserve_bytes < 0:
+            raise ProfileError(f"{self.name}: kernel_launch_s and framework_reserve_bytes must be >= 0")
+        object.__setattr__(self, "compute", MappingProxyType(dict(self.compute)))
+        object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
+
+    @property
+    def max_gpus(self) -> int:
+        return self.gpus_per_node * self.max_nodes
+
+    def what_if(self, **changes: Any) -> Hardware:
+        """A copy with fields changed, for what-if analysis without writing files.
+
+        Keys are field names of :class:`Hardware`, or dotted paths into its parts, and
+        ``*_scale`` multipliers: ``intra_bandwidth_scale=2``, ``inter_bandwidth_scale=4``,
+        ``peak_scale=2``, ``memory_bandwidth_scale=2``, ``inter_latency_scale=0.5``,
+        ``gpus_per_node=4``, ``memory_bytes=...``.
+        """
+        hw = self
+        for key, value in changes.items():
+            if key == "intra_bandwidth_scale":
+                hw = dataclasses.replace(hw, intra=dataclasses.replace(
+                    hw.intra, bandwidth_bytes_per_s=hw.intra.bandwidth_bytes_per_s * value))
+            elif key == "inter_bandwidth_scale":
+                hw = dataclasses.replace(hw, inter=dataclasses.replace(
+                    hw.inter, bandwidth_bytes_per_s=hw.inter.bandwidth_bytes_per_s * value))
+            elif key == "intra_latency_scale":
+                hw = dataclasses.replace(hw, intra=dataclasses.replace(hw.intra, latency_s=hw.intra.latency_s * value))
+            elif key == "inter_latency_scale":
+                hw = dataclasses.replace(hw, inter=dataclasses.replace(hw.inter, latency_s=hw.inter.latency_s * value))
+            elif key == "peak_scale":
+                hw = dataclasses.replace(hw, device=dataclasses.replace(
+                    hw.device, peak_flops_per_s={k: v * value for k, v in hw.device.peak_flops_per_s.items()}))
+            elif key == "memory_bandwidth_scale":
+                hw = dataclasses.replace(hw, device=dataclasses.replace(
+                    hw.device, memory_bandwidth_bytes_per_s=hw.device.memory_bandwidth_bytes_per_s * value))
+            elif key == "memory_bytes":
+                hw = dataclasses.replace(hw, device=dataclasses.replace(hw.device, memory_bytes=value))
+            elif key in ("intra", "inter") and isinstance(value, Mapping):
+                hw = dataclasses.replace(hw, **{key: dataclasses.replace(getattr(hw, key), **value)})
+            elif key in {f.name for f in dataclasses.fields(Hardware)}:
+                hw = dataclasses.replace(hw, **{key: value})
+            else:
+                raise ProfileError(f"what-if: unknown field '{key}'")
+        if changes:
+            hw = dataclasses.replace(hw, name=f"{self.name} (what-if: {', '.join(f'{k}={v}' for k, v in changes.items())})")
+        return hw
+
+    def source_summary(self) -> str:
+        return "; ".join(f"{k}: {v}" for k, v in self.sources.items())

@@ -1,0 +1,257 @@
+"""A builder that infers shapes and parameter counts as a network is written layer by layer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from ..errors import NetworkError
+from .graph import Network
+from .layers import Layer, Shape
+
+__all__ = ["NetBuilder"]
+
+IntOrTuple = int | Sequence[int]
+
+
+def _tup(v: IntOrTuple, n: int) -> tuple[int, ...]:
+    if isinstance(v, int):
+        return (v,) * n
+    t = tuple(v)
+    if len(t) != n:
+        raise NetworkError(f"expected {n} values, got {t}")
+    return t
+
+
+def _pool_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
+    """PyTorch's pooling output size (torch/nn/functional pooling_output_shape)."""
+    num = size + 2 * p - d * (k - 1) - 1
+    out = (-(-num // s) if ceil_mode else num // s) + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+class NetBuilder:
+    """Write a network as a program; each method adds one layer and returns its tensor name.
+
+    >>> b = NetBuilder("tiny", (3, 32, 32))
+    >>> x = b.conv("input", 16, 3, padding=1)
+    >>> x = b.act(b.bn(x), "relu")
+    >>> net = b.build()
+    """
+
+    def __init__(self, name: str, input_shape: Shape, source: str = "") -> None:
+        self.name = name
+        self.input_shape = tuple(input_shape)
+        self.source = source
+        self._layers: list[Layer] = []
+        self._shapes: dict[str, Shape] = {"input": self.input_shape}
+        self._block = ""
+        self._counter: dict[str, int] = {}
+
+    # -- bookkeeping -------------------------------------------------------------------
+    def shape(self, x: str) -> Shape:
+        try:
+            return self._shapes[x]
+        except KeyError:
+            raise NetworkError(f"{self.name}: unknown tensor '{x}'") from None
+
+    def _name(self, kind: str, name: str | None) -> str:
+        if name is None:
+            n = self._counter.get(kind, 0)
+            self._counter[kind] = n + 1
+            name = f"{self._block + '.' if self._block else ''}{kind}{n}"
+        if name in self._shapes:
+            raise NetworkError(f"{self.name}: duplicate layer name '{name}'")
+        return name
+
+    def _add(self, layer: Layer) -> str:
+        self._layers.append(layer)
+        self._shapes[layer.name] = layer.out_shape
+        return layer.name
+
+    @contextmanager
+    def block(self, name: str) -> Iterator[None]:
+        """Layers added inside form one link of the chain (blocks do not nest)."""
+        outer = self._block
+        self._block = name if not outer else outer
+        try:
+            yield
+        finally:
+            self._block = outer
+
+    def build(self) -> Network:
+        return Network(self.name, self.input_shape, tuple(self._layers), self.source)
+
+    # -- layers ------------------------------------------------------------------------
+    def conv(
+        self,
+        x: str,
+        out_channels: int,
+        kernel: IntOrTuple,
+        stride: IntOrTuple = 1,
+        padding: IntOrTuple = 0,
+        dilation: IntOrTuple = 1,
+        groups: int = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> str:
+        """``nn.Conv2d`` / ``nn.Conv3d`` (by the input's rank)."""
+        ins = self.shape(x)
+        n = len(ins) - 1
+        if n not in (2, 3):
+            raise NetworkError(f"{self.name}: conv on a tensor of shape {ins}")
+        k, s, p, d = _tup(kernel, n), _tup(stride, n), _tup(padding, n), _tup(dilation, n)
+        cin = ins[0]
+        if cin % groups or out_channels % groups:
+            raise NetworkError(f"{self.name}: channels {cin}->{out_channels} not divisible by groups {groups}")
+        spatial = tuple(
+            (ins[1 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(n)
+        )
+        params = out_channels * (cin // groups) * math.prod(k) + (out_channels if bias else 0)
+        return self._add(
+            Layer(self._name("conv", name), "conv", (x,), (ins,), (out_channels, *spatial),
+                  k, s, p, d, groups, bias, params, block=self._block)
+        )
+
+    def conv_transpose(
+        self,
+        x: str,
+        out_channels: int,
+        kernel: IntOrTuple,
+        stride: IntOrTuple = 1,
+        padding: IntOrTuple = 0,
+        output_padding: IntOrTuple = 0,
+        groups: int = 1,
+        bias: bool = True,
+        name: str | None = None,
+    ) -> str:
+        """``nn.ConvTranspose2d`` / ``nn.ConvTranspose3d``."""
+        ins = self.shape(x)
+        n = len(ins) - 1
+        k, s, p, op = _tup(kernel, n), _tup(stride, n), _tup(padding, n), _tup(output_padding, n)
+        cin = ins[0]
+        spatial = tuple((ins[1 + i] - 1) * s[i] - 2 * p[i] + (k[i] - 1) + op[i] + 1 for i in range(n))
+        params = cin * (out_channels // groups) * math.prod(k) + (out_channels if bias else 0)
+        return self._add(
+            Layer(self._name("convt", name), "conv_transpose", (x,), (ins,), (out_channels, *spatial),
+                  k, s, p, (1,) * n, groups, bias, params, block=self._block)
+        )
+
+    def linear(self, x: str, out_features: int, bias: bool = True, name: str | None = None) -> str:
+        ins = self.shape(x)
+        if len(ins) != 1:
+            raise NetworkError(f"{self.name}: linear on shape {ins}; flatten first")
+        params = ins[0] * out_features + (out_features if bias else 0)
+        return self._add(
+            Layer(self._name("fc", name), "linear", (x,), (ins,), (out_features,),
+                  bias=bias, params=params, block=self._block)
+        )
+
+    def bn(self, x: str, affine: bool = True, name: str | None = None) -> str:
+        """``nn.BatchNorm2d/3d`` (weight and bias are parameters; running stats are buffers)."""
+        ins = self.shape(x)
+        return self._add(
+            Layer(self._name("bn", name), "batchnorm", (x,), (ins,), ins,
+                  params=2 * ins[0] if affine else 0, block=self._block)
+        )
+
+    def act(self, x: str, fn: str = "relu", inplace: bool = False, name: str | None = None) -> str:
+        ins = self.shape(x)
+        return self._add(
+            Layer(self._name(fn, name), "act", (x,), (ins,), ins, fn=fn, inplace=inplace, block=self._block)
+        )
+
+    def maxpool(
+        self,
+        x: str,
+        kernel: IntOrTuple,
+        stride: IntOrTuple | None = None,
+        padding: IntOrTuple = 0,
+        dilation: IntOrTuple = 1,
+        ceil_mode: bool = False,
+        name: str | None = None,
+    ) -> str:
+        return self._pool("maxpool", x, kernel, stride, padding, dilation, ceil_mode, name)
+
+    def avgpool(
+        self,
+        x: str,
+        kernel: IntOrTuple,
+        stride: IntOrTuple | None = None,
+        padding: IntOrTuple = 0,
+        ceil_mode: bool = False,
+        name: str | None = None,
+    ) -> str:
+        return self._pool("avgpool", x, kernel, stride, padding, 1, ceil_mode, name)
+
+    def _pool(
+        self,
+        kind: str,
+        x: str,
+        kernel: IntOrTuple,
+        stride: IntOrTuple | None,
+        padding: IntOrTuple,
+        dilation: IntOrTuple,
+        ceil_mode: bool,
+        name: str | None,
+    ) -> str:
+        ins = self.shape(x)
+        n = len(ins) - 1
+        k = _tup(kernel, n)
+        s = _tup(stride, n) if stride is not None else k
+        p, d = _tup(padding, n), _tup(dilation, n)
+        spatial = tuple(_pool_out(ins[1 + i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(n))
+        return self._add(
+            Layer(self._name(kind, name), kind, (x,), (ins,), (ins[0], *spatial), k, s, p, d,
+                  block=self._block, attrs=(("ceil_mode", float(ceil_mode)),))
+        )
+
+    def adaptive_avgpool(self, x: str, output_size: IntOrTuple = 1, name: str | None = None) -> str:
+        ins = self.shape(x)
+        n = len(ins) - 1
+        out = _tup(output_size, n)
+        return self._add(
+            Layer(self._name("avgpool", name), "adaptive_avgpool", (x,), (ins,), (ins[0], *out),
+                  block=self._block)
+        )
+
+    def add(self, a: str, b: str, inplace: bool = False, name: str | None = None) -> str:
+        sa, sb = self.shape(a), self.shape(b)
+        if sa != sb:
+            raise NetworkError(f"{self.name}: add of shapes {sa} and {sb}")
+        return self._add(Layer(self._name("add", name), "add", (a, b), (sa, sb), sa, inplace=inplace,
+                               block=self._block))
+
+    def mul(self, a: str, b: str, name: str | None = None) -> str:
+        """Broadcast multiply ``a * b`` where ``b`` is (C, 1, 1) or equal to ``a`` (SE scaling)."""
+        sa, sb = self.shape(a), self.shape(b)
+        if sb[0] != sa[0]:
+            raise NetworkError(f"{self.name}: mul of shapes {sa} and {sb}")
+        return self._add(Layer(self._name("mul", name), "mul", (a, b), (sa, sb), sa, block=self._block))
+
+    def concat(self, xs: Sequence[str], name: str | None = None) -> str:
+        shapes = [self.shape(x) for x in xs]
+        if any(s[1:] != shapes[0][1:] for s in shapes):
+            raise NetworkError(f"{self.name}: concat of shapes {shapes}")
+        out = (sum(s[0] for s in shapes), *shapes[0][1:])
+        return self._add(Layer(self._name("cat", name), "concat", tuple(xs), tuple(shapes), out,
+                               block=self._block))
+
+    def flatten(self, x: str, name: str | None = None) -> str:
+        ins = self.shape(x)
+        return self._add(Layer(self._name("flatten", name), "flatten", (x,), (ins,), (math.prod(ins),),
+                               block=self._block))
+
+    def dropout(self, x: str, p: float = 0.5, inplace: bool = False, name: str | None = None) -> str:
+        ins = self.shape(x)
+        return self._add(Layer(self._name("dropout", name), "dropout", (x,), (ins,), ins, inplace=inplace,
+                               block=self._block, attrs=(("p", p),)))
+
+    def upsample(self, x: str, scale: int = 2, mode: str = "nearest", name: str | None = None) -> str:
+        ins = self.shape(x)
+        out = (ins[0], *(d * scale for d in ins[1:]))
+        return self._add(Layer(self._name("up", name), "upsample", (x,), (ins,), out, block=self._block,
+                               attrs=(("scale", float(scale)), ("bilinear", float(mode == "bilinear")))))

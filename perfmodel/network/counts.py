@@ -1,0 +1,256 @@
+"""Symbolic per-layer counts (FLOPs, parameters, traffic, saved activations) and their compiled form.
+
+Every count is a sympy expression of the batch ``b`` and the spatial split factors
+``s_d, s_h, s_w`` (a tile of a spatially decomposed layer has ``1/s`` of each extent), so a
+spatial split is a substitution. :func:`compile_counts` lambdifies them once per network.
+
+FLOP conventions (1 multiply-add = 2 FLOPs):
+
+* convolution: ``2 * out_elems * (C_in / groups) * prod(kernel)``; transposed convolution
+  ``2 * in_elems * (C_out / groups) * prod(kernel)``; linear ``2 * in * out``. These are the
+  ``matmul`` FLOPs, the convention of ``torch.utils.flop_counter`` and of published GFLOPs
+  tables (no bias, no elementwise ops).
+* backward: input gradient and weight gradient each cost the forward matmul FLOPs (the two
+  transposed products of the same sizes); the first layer (reading the network input) has
+  no input gradient.
+* total forward FLOPs add the bias and the elementwise ops with the per-element counts of
+  :data:`ELEMENTWISE_FLOPS` (conventions; elementwise layers are memory-bound, so the
+  roofline prices them by bytes and these counts hardly matter).
+
+Saved activations follow what autograd keeps: convolution, linear and batch-norm keep their
+input; ReLU, sigmoid and tanh their output; the other activations their input; max-pooling
+its input and int64 indices; average pooling its input; a broadcast multiply both operands;
+dropout a one-byte mask; add, concat, flatten and nearest upsampling nothing. Storage is
+counted once: in-place ops and views share their input's storage. The loss is excluded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from .graph import Network
+from .layers import MATMUL_KINDS, Layer, numel
+
+__all__ = [
+    "B",
+    "S_D",
+    "S_H",
+    "S_W",
+    "LayerCounts",
+    "CompiledCounts",
+    "layer_counts",
+    "network_counts",
+    "compile_counts",
+    "ELEMENTWISE_FLOPS",
+    "COUNT_FIELDS",
+]
+
+#: The batch (samples on one device) and the spatial split factors of a tile.
+B, S_D, S_H, S_W = sp.symbols("b s_d s_h s_w", positive=True)
+
+#: Forward FLOPs per output element of elementwise ops (backward: twice as many).
+ELEMENTWISE_FLOPS: dict[str, int] = {
+    "relu": 1, "relu6": 2, "sigmoid": 4, "tanh": 4, "silu": 5, "hardswish": 5,
+    "hardsigmoid": 3, "gelu": 8, "batchnorm": 8, "add": 1, "mul": 1, "dropout": 2,
+}
+
+_SAVES_OUTPUT = frozenset({"relu", "sigmoid", "tanh"})
+
+#: The fields of :class:`LayerCounts` that are expressions (in the order compiled).
+COUNT_FIELDS = (
+    "fwd_flops",
+    "fwd_matmul_flops",
+    "bwd_input_flops",
+    "bwd_weight_flops",
+    "fwd_mem_elems",
+    "bwd_mem_elems",
+    "saved_elems",
+    "saved_extra_bytes",
+    "out_elems",
+)
+
+
+def spatial_scale(ndim: int) -> sp.Expr:
+    """The fraction of a tensor with ``ndim`` spatial dimensions that one tile holds."""
+    if ndim == 2:
+        return 1 / (S_H * S_W)
+    if ndim == 3:
+        return 1 / (S_D * S_H * S_W)
+    return sp.Integer(1)
+
+
+@dataclass(frozen=True)
+class LayerCounts:
+    """Counts of one layer for a batch ``b`` on one tile (sympy expressions; params an int)."""
+
+    name: str
+    kind: str
+    params: int
+    fwd_flops: sp.Expr
+    fwd_matmul_flops: sp.Expr
+    bwd_input_flops: sp.Expr
+    bwd_weight_flops: sp.Expr
+    fwd_mem_elems: sp.Expr
+    bwd_mem_elems: sp.Expr
+    saved_elems: sp.Expr
+    saved_extra_bytes: sp.Expr
+    out_elems: sp.Expr
+
+
+def _matmul_flops_per_sample(layer: Layer) -> int:
+    if layer.kind == "conv":
+        return 2 * layer.out_elems * (layer.in_shape[0] // layer.groups) * math.prod(layer.kernel)
+    if layer.kind == "conv_transpose":
+        return 2 * numel(layer.in_shape) * (layer.out_shape[0] // layer.groups) * math.prod(layer.kernel)
+    if layer.kind == "linear":
+        return 2 * layer.in_shape[0] * layer.out_shape[0]
+    return 0
+
+
+def layer_counts(layer: Layer, first: bool, saved_storages: dict[str, int]) -> LayerCounts:
+    """The counts of ``layer``; ``saved_storages`` maps each tensor storage this layer is the
+    first to save to its elements per sample (see :func:`_saved_storages`)."""
+    so = spatial_scale(layer.spatial_dims)
+    si = spatial_scale(len(layer.in_shape) - 1)
+    n_out = layer.out_elems
+    n_in = sum(numel(s) for s in layer.in_shapes)
+    kind = layer.kind
+    mm = _matmul_flops_per_sample(layer)
+    ew = 0
+    bwd_ew = 0
+    if kind in MATMUL_KINDS:
+        ew = n_out if layer.bias else 0
+        bwd_ew = n_out if layer.bias else 0
+    elif kind == "act":
+        ew, bwd_ew = ELEMENTWISE_FLOPS[layer.fn] * n_out, 2 * ELEMENTWISE_FLOPS[layer.fn] * n_out
+    elif kind in ("batchnorm", "add", "mul", "dropout"):
+        ew, bwd_ew = ELEMENTWISE_FLOPS[kind] * n_out, 2 * ELEMENTWISE_FLOPS[kind] * n_out
+    elif kind in ("maxpool", "avgpool"):
+        ew, bwd_ew = math.prod(layer.kernel) * n_out, n_out
+    elif kind == "adaptive_avgpool":
+        ew, bwd_ew = numel(layer.in_shape), numel(layer.in_shape)
+    elif kind == "upsample":
+        ew = 4 * n_out if layer.attr("bilinear") else 0
+        bwd_ew = ew
+    # activation traffic in elements (weights are priced separately from ``params``)
+    if kind in MATMUL_KINDS:
+        fwd_mem, bwd_mem = n_in + n_out, (n_out + n_in) if first else 2 * (n_out + n_in)
+    elif kind == "batchnorm":
+        fwd_mem, bwd_mem = 3 * n_out, 4 * n_out
+    elif kind in ("act", "dropout"):
+        fwd_mem, bwd_mem = 2 * n_out, 3 * n_out
+    elif kind in ("add", "mul"):
+        fwd_mem, bwd_mem = n_in + n_out, n_in + n_out
+    elif kind in ("maxpool", "avgpool", "adaptive_avgpool", "upsample"):
+        fwd_mem, bwd_mem = n_in + n_out, n_in + n_out
+    elif kind == "concat":
+        fwd_mem, bwd_mem = 2 * n_out, 0
+    else:  # flatten: a view
+        fwd_mem, bwd_mem = 0, 0
+    bwd_in = 0 if first else mm
+    bwd_w = mm if layer.params else 0
+    # saved activations: this layer's first-saved storages scale like its input or output
+    saved = sp.Integer(0)
+    for storage, elems in saved_storages.items():
+        scale = so if storage == layer.name else si
+        saved += elems * scale
+    extra = 0
+    if kind == "maxpool":
+        extra = 8 * n_out  # int64 indices
+    elif kind == "dropout":
+        extra = n_out  # bool mask
+    return LayerCounts(
+        name=layer.name,
+        kind=kind,
+        params=layer.params,
+        fwd_flops=B * (mm + ew) * so,
+        fwd_matmul_flops=B * mm * so,
+        bwd_input_flops=B * (bwd_in + bwd_ew) * so,
+        bwd_weight_flops=B * bwd_w * so,
+        fwd_mem_elems=B * fwd_mem * so,
+        bwd_mem_elems=B * bwd_mem * so,
+        saved_elems=B * saved,
+        saved_extra_bytes=B * extra * so,
+        out_elems=B * n_out * so,
+    )
+
+
+def _storage_of(net: Network) -> dict[str, str]:
+    """Tensor -> the storage it lives in (in-place ops and views share their input's)."""
+    storage: dict[str, str] = {"input": "input"}
+    for layer in net.layers:
+        aliases = layer.inplace or layer.kind == "flatten"
+        storage[layer.name] = storage[layer.inputs[0]] if aliases else layer.name
+    return storage
+
+
+def _saved_tensors(layer: Layer) -> tuple[str, ...]:
+    kind = layer.kind
+    if kind in MATMUL_KINDS or kind in ("batchnorm", "maxpool", "avgpool", "adaptive_avgpool"):
+        return (layer.inputs[0],)
+    if kind == "act":
+        return (layer.name,) if layer.fn in _SAVES_OUTPUT or layer.inplace else (layer.inputs[0],)
+    if kind == "mul":
+        return layer.inputs
+    return ()
+
+
+def _saved_storages(net: Network) -> list[dict[str, int]]:
+    """Per layer: the storages it is the first to save (keyed by the tensor it saves), with elements."""
+    storage = _storage_of(net)
+    seen: set[str] = set()
+    out: list[dict[str, int]] = []
+    for layer in net.layers:
+        mine: dict[str, int] = {}
+        for t in _saved_tensors(layer):
+            st = storage[t]
+            if st in seen or t == "input":
+                continue  # the network input is data, not an activation kept by autograd
+            seen.add(st)
+            mine[t] = numel(net.shape_of(t))
+        out.append(mine)
+    return out
+
+
+def network_counts(net: Network) -> tuple[LayerCounts, ...]:
+    """The symbolic counts of every layer of ``net``."""
+    saved = _saved_storages(net)
+    return tuple(
+        layer_counts(layer, all(t == "input" for t in layer.inputs), saved[i])
+        for i, layer in enumerate(net.layers)
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledCounts:
+    """Numeric counts of a network: ``evaluate(b, s_d, s_h, s_w)`` returns a dict of per-layer arrays."""
+
+    network: Network
+    counts: tuple[LayerCounts, ...]
+    params: np.ndarray
+    _fn: Callable[..., list[list[float]]]
+
+    def evaluate(
+        self, b: float = 1.0, s_d: float = 1.0, s_h: float = 1.0, s_w: float = 1.0
+    ) -> dict[str, np.ndarray]:
+        rows = np.asarray(self._fn(b, s_d, s_h, s_w), dtype=float).reshape(len(COUNT_FIELDS), -1)
+        return {f: rows[i] for i, f in enumerate(COUNT_FIELDS)}
+
+    def total(self, field: str, b: float = 1.0) -> float:
+        return float(self.evaluate(b)[field].sum())
+
+
+@lru_cache(maxsize=64)
+def compile_counts(net: Network) -> CompiledCounts:
+    """Lambdify every layer's counts once (cached per network)."""
+    counts = network_counts(net)
+    exprs = [[getattr(c, f) for c in counts] for f in COUNT_FIELDS]
+    fn = sp.lambdify((B, S_D, S_H, S_W), exprs, modules="numpy", cse=False)
+    params = np.array([c.params for c in counts], dtype=float)
+    return CompiledCounts(net, counts, params, fn)

@@ -1,0 +1,66 @@
+"""The registry of zoo models: name -> builder, default input size and source."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...errors import UsageError, UnknownNameError
+from ..graph import Network
+
+__all__ = ["ModelEntry", "MODELS", "get_model", "model_names"]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A zoo model: ``build(image_size)`` returns the network for a square input of that size."""
+
+    name: str
+    build: Callable[[int], Network]
+    default_image_size: int
+    source: str
+    min_image_size: int = 32
+
+
+def _entries() -> dict[str, ModelEntry]:
+    from . import tiny
+
+    entries: list[ModelEntry] = [*tiny.ENTRIES]
+    return {e.name: e for e in entries}
+
+
+MODELS: dict[str, ModelEntry] = {}
+
+
+def _models() -> dict[str, ModelEntry]:
+    if not MODELS:
+        MODELS.update(_entries())
+    return MODELS
+
+
+def model_names() -> list[str]:
+    return sorted(_models())
+
+
+def get_model(name: str, image_size: int | None = None) -> Network:
+    """The zoo network ``name`` at ``image_size`` (default: the size torchvision evaluates it at)."""
+    models = _models()
+    if name not in models:
+        raise UnknownNameError("model", name, models)
+    entry = models[name]
+    size = entry.default_image_size if image_size is None else image_size
+    if size < entry.min_image_size:
+        raise UsageError(
+            f"image size {size} is too small for {name} (valid: >= {entry.min_image_size})"
+        )
+    return _build(name, size)
+
+
+_CACHE: dict[tuple[str, int], Network] = {}
+
+
+def _build(name: str, size: int) -> Network:
+    key = (name, size)
+    if key not in _CACHE:
+        _CACHE[key] = _models()[name].build(size)
+    return _CACHE[key]
