@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from .loader import DEFAULT_HARDWARE, load_hardware, load_profile, parse_profile, profile_names, profiles_dir
+from .loader import (
+    DEFAULT_HARDWARE,
+    load_hardware,
+    load_profile,
+    parse_profile,
+    profile_names,
+    profiles_dir,
+)
 from .profile import PRECISIONS, ComputeEfficiency, Device, Hardware, LinkTier
 
 __all__ = [

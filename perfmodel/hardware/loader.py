@@ -1,19 +1,50 @@
-"""Load hardware profiles from TOML with strict validation; the shipped profiles live in the package."""
+"""Load hardware profiles from TOML with strict validation.
+
+Every error is a :class:`~perfmodel.errors.ProfileError` whose message names the file, the
+field (dotted path) and what was expected. Unknown keys are rejected so that a typo
+(``bandwith_bytes_per_s``) fails loudly instead of silently falling back to nothing. The
+schema is documented field by field in ``hardware_profiles/template.toml``.
+"""
 
 from __future__ import annotations
 
+import math
 import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError, UnknownNameError
-from .profile import PRECISIONS, ComputeEfficiency, Device, Hardware, LinkTier
+from .profile import PEAK_KEY, PRECISIONS, TOPOLOGIES, ComputeEfficiency, Device, Hardware, LinkTier
 
-__all__ = ["load_profile", "load_hardware", "profile_names", "profiles_dir", "SCHEMA_VERSION"]
+__all__ = [
+    "load_profile",
+    "load_hardware",
+    "parse_profile",
+    "profile_names",
+    "profiles_dir",
+    "SCHEMA_VERSION",
+    "DEFAULT_HARDWARE",
+    "DEFAULT_MAX_NODES",
+]
 
 SCHEMA_VERSION = 1
 DEFAULT_HARDWARE = "a100-80gb-dgx"
+#: ``network.max_nodes`` when a profile does not give one.
+DEFAULT_MAX_NODES = 4096
+
+#: Keys each table accepts; anything else is rejected with its name (catches typos).
+_TOP_KEYS = {"schema_version", "name", "description", "source", "device", "node", "network",
+             "efficiency"}
+_DEVICE_KEYS = {"name", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops_per_s",
+                "source"}
+_PEAK_KEYS = set(PEAK_KEY.values()) | {"source"}
+_NODE_KEYS = {"gpus_per_node", "link", "source"}
+_LINK_KEYS = {"bandwidth_bytes_per_s", "latency_s", "efficiency", "topology", "source"}
+_NETWORK_KEYS = _LINK_KEYS | {"max_nodes"}
+_EFFICIENCY_KEYS = {"kernel_launch_s", "framework_reserve_bytes", "compute", "source"}
+_COMPUTE_KEYS = set(PRECISIONS) | {"source"}
+_PRECISION_KEYS = {"conv", "linear", "memory", "half_work_flops", "source"}
 
 
 def profiles_dir() -> Path:
@@ -28,113 +59,176 @@ def profiles_dir() -> Path:
 
 
 def profile_names() -> list[str]:
+    """Names of the shipped profiles (file stems), without the ``template``."""
     return sorted(p.stem for p in profiles_dir().glob("*.toml") if p.stem != "template")
 
 
+def _kind(v: object) -> str:
+    if v is None:
+        return "nothing (missing)"
+    if isinstance(v, bool):
+        return f"a boolean ({str(v).lower()})"
+    if isinstance(v, str):
+        return f"a string ({v!r})"
+    if isinstance(v, dict):
+        return "a table"
+    if isinstance(v, list):
+        return "an array"
+    return f"{type(v).__name__} {v!r}"
+
+
 class _Reader:
-    """Typed access to a TOML table that names the file and field on every error."""
+    """Typed access to one TOML table; every error names the file and the dotted field."""
 
     def __init__(self, file: str, table: dict[str, Any], prefix: str = "") -> None:
         self.file, self.table, self.prefix = file, table, prefix
 
-    def _where(self, key: str) -> str:
+    def where(self, key: str) -> str:
         return f"{self.file}: field '{self.prefix}{key}'"
+
+    def fail(self, key: str, expected: str, got: object) -> ProfileError:
+        return ProfileError(f"{self.where(key)}: expected {expected}, got {_kind(got)}")
+
+    def only(self, allowed: set[str]) -> None:
+        """Reject keys outside ``allowed`` (typos, fields of another schema version)."""
+        unknown = sorted(set(self.table) - allowed)
+        if unknown:
+            allowed_list = ", ".join(sorted(allowed))
+            where = self.where(unknown[0])
+            raise ProfileError(f"{where}: unknown field (allowed here: {allowed_list})")
 
     def sub(self, key: str) -> _Reader:
         v = self.table.get(key)
         if not isinstance(v, dict):
-            raise ProfileError(f"{self._where(key)}: expected a table, got {_kind(v)}")
+            raise self.fail(key, "a table", v)
         return _Reader(self.file, v, f"{self.prefix}{key}.")
 
-    def num(self, key: str, minimum: float = 0.0, strict: bool = True) -> float:
+    def num(self, key: str, *, minimum: float = 0.0, strict: bool = True,
+            maximum: float | None = None) -> float:
+        """A finite number ``> minimum`` (``>=`` when not ``strict``), ``<= maximum`` if given."""
         v = self.table.get(key)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ProfileError(f"{self._where(key)}: expected a number, got {_kind(v)}")
-        if v != v or v in (float("inf"), float("-inf")) or (v <= minimum if strict else v < minimum):
-            raise ProfileError(f"{self._where(key)}: expected a number {'>' if strict else '>='} {minimum}, got {v}")
-        return float(v)
+            raise self.fail(key, "a number", v)
+        x = float(v)
+        if not math.isfinite(x):
+            raise self.fail(key, "a finite number", v)
+        if x < minimum or (strict and x == minimum):
+            raise self.fail(key, f"a number {'>' if strict else '>='} {minimum:g}", v)
+        if maximum is not None and x > maximum:
+            raise self.fail(key, f"a fraction <= {maximum:g}", v)
+        return x
+
+    def fraction(self, key: str) -> float:
+        """An achievable fraction in (0, 1]."""
+        return self.num(key, maximum=1.0)
 
     def integer(self, key: str) -> int:
         v = self.table.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ProfileError(f"{self._where(key)}: expected a positive integer, got {_kind(v)} {v!r}")
+            raise self.fail(key, "a positive integer", v)
         return v
 
     def text(self, key: str) -> str:
         v = self.table.get(key)
         if not isinstance(v, str) or not v.strip():
-            raise ProfileError(f"{self._where(key)}: expected a non-empty string, got {_kind(v)}")
+            raise self.fail(key, "a non-empty string", v)
+        return v
+
+    def choice(self, key: str, valid: tuple[str, ...]) -> str:
+        v = self.table.get(key)
+        if not isinstance(v, str) or v not in valid:
+            raise self.fail(key, f"one of {', '.join(valid)}", v)
         return v
 
 
-def _kind(v: object) -> str:
-    return "nothing (missing)" if v is None else type(v).__name__
-
-
-def _tier(r: _Reader) -> LinkTier:
-    try:
-        return LinkTier(
-            bandwidth_bytes_per_s=r.num("bandwidth_bytes_per_s"),
-            latency_s=r.num("latency_s", strict=False),
-            efficiency=r.num("efficiency"),
-            topology=r.text("topology"),
-        )
-    except ProfileError as e:
-        if str(e).startswith(r.file):
-            raise
-        raise ProfileError(f"{r.file}: [{r.prefix.rstrip('.')}] {e}") from None
+def _tier(r: _Reader, sources: dict[str, str], source_key: str) -> LinkTier:
+    if "source" in r.table:
+        sources[source_key] = r.text("source")
+    return LinkTier(
+        bandwidth_bytes_per_s=r.num("bandwidth_bytes_per_s"),
+        latency_s=r.num("latency_s", strict=False),
+        efficiency=r.fraction("efficiency"),
+        topology=r.choice("topology", TOPOLOGIES),
+    )
 
 
 def parse_profile(data: dict[str, Any], file: str) -> Hardware:
     """Build a :class:`Hardware` from parsed TOML ``data`` (``file`` names it in errors)."""
-    r = _Reader(file, data)
+    if not isinstance(data, dict):
+        raise ProfileError(f"{file}: expected a TOML table at the top level, got {_kind(data)}")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ProfileError(f"{file}: field 'schema_version': expected {SCHEMA_VERSION}, got {version!r}")
+    if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
+        raise ProfileError(
+            f"{file}: field 'schema_version': expected the integer {SCHEMA_VERSION} "
+            f"(the schema this perfmodel reads), got {_kind(version)}"
+        )
+    r = _Reader(file, data)
+    r.only(_TOP_KEYS)
     name = r.text("name")
+    description = r.text("description")
     sources: dict[str, str] = {"profile": r.text("source")}
+
     dev = r.sub("device")
+    dev.only(_DEVICE_KEYS)
     sources["device"] = dev.text("source")
     peaks_r = dev.sub("peak_flops_per_s")
-    peaks = {k: peaks_r.num(k) for k in peaks_r.table if k != "source"}
-    if "fp32" not in peaks:
-        raise ProfileError(f"{file}: field 'device.peak_flops_per_s.fp32': expected a number, got nothing (missing)")
+    peaks_r.only(_PEAK_KEYS)
+    if "fp32" not in peaks_r.table:
+        raise peaks_r.fail("fp32", "a number (every device needs its fp32 peak)", None)
+    peaks = {k: peaks_r.num(k) for k in sorted(peaks_r.table) if k != "source"}
     if "source" in peaks_r.table:
         sources["peak_flops_per_s"] = peaks_r.text("source")
-    device = Device(dev.text("name"), dev.num("memory_bytes"), dev.num("memory_bandwidth_bytes_per_s"), peaks)
+    device = Device(dev.text("name"), dev.num("memory_bytes"),
+                    dev.num("memory_bandwidth_bytes_per_s"), peaks)
+
     node = r.sub("node")
+    node.only(_NODE_KEYS)
     sources["node"] = node.text("source")
+    gpus_per_node = node.integer("gpus_per_node")
+    link = node.sub("link")
+    link.only(_LINK_KEYS)
+    intra = _tier(link, sources, "link")
+
     net = r.sub("network")
+    net.only(_NETWORK_KEYS)
     sources["network"] = net.text("source")
+    inter = _tier(net, sources, "network")
+    max_nodes = net.integer("max_nodes") if "max_nodes" in net.table else DEFAULT_MAX_NODES
+
     eff = r.sub("efficiency")
+    eff.only(_EFFICIENCY_KEYS)
     sources["efficiency"] = eff.text("source")
     comp = eff.sub("compute")
+    comp.only(_COMPUTE_KEYS)
     compute: dict[str, ComputeEfficiency] = {}
     for p in PRECISIONS:
         c = comp.sub(p)
-        compute[p] = ComputeEfficiency(c.num("conv"), c.num("linear"), c.num("memory"),
-                                       c.num("half_work_flops", strict=False))
-    for frac_key in ("conv", "linear", "memory"):
-        for p in PRECISIONS:
-            if getattr(compute[p], frac_key) > 1:
-                raise ProfileError(f"{file}: field 'efficiency.compute.{p}.{frac_key}': expected a fraction <= 1")
+        c.only(_PRECISION_KEYS)
+        if "source" in c.table:
+            c.text("source")
+        compute[p] = ComputeEfficiency(
+            conv=c.fraction("conv"),
+            linear=c.fraction("linear"),
+            memory=c.fraction("memory"),
+            half_work_flops=c.num("half_work_flops", strict=False),
+        )
     try:
         return Hardware(
             name=name,
-            description=r.text("description"),
+            description=description,
             device=device,
-            gpus_per_node=node.integer("gpus_per_node"),
-            intra=_tier(node.sub("link")),
-            inter=_tier(net),
+            gpus_per_node=gpus_per_node,
+            intra=intra,
+            inter=inter,
             compute=compute,
             kernel_launch_s=eff.num("kernel_launch_s", strict=False),
             framework_reserve_bytes=eff.num("framework_reserve_bytes", strict=False),
-            max_nodes=net.integer("max_nodes") if "max_nodes" in net.table else 4096,
+            max_nodes=max_nodes,
             sources=sources,
             path=file,
             schema_version=SCHEMA_VERSION,
         )
-    except ProfileError as e:
+    except ProfileError as e:  # a cross-field check of the dataclasses: add the file
         if str(e).startswith(file):
             raise
         raise ProfileError(f"{file}: {e}") from None
@@ -147,10 +241,19 @@ def load_profile(path: str | Path) -> Hardware:
         raw = p.read_bytes()
     except OSError as e:
         raise ProfileError(f"{p}: cannot read hardware profile ({e.strerror or e})") from None
+    if not raw.strip():
+        raise ProfileError(f"{p}: empty file; expected a TOML hardware profile "
+                           f"(see hardware_profiles/template.toml)")
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ProfileError(f"{p}: not a text TOML file (not UTF-8)") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{p}: not a text TOML file (byte {e.start} is not UTF-8); "
+                           f"expected a TOML hardware profile") from None
+    if "\x00" in text:
+        raise ProfileError(f"{p}: not a text TOML file (contains NUL bytes); "
+                           f"expected a TOML hardware profile")
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"{p}: not valid TOML ({e})") from None
     return parse_profile(data, str(p))
@@ -160,18 +263,23 @@ _CACHE: dict[str, Hardware] = {}
 
 
 def load_hardware(name_or_path: str | Path | Hardware = DEFAULT_HARDWARE) -> Hardware:
-    """A shipped profile by name, or a profile file by path; a :class:`Hardware` passes through."""
+    """A shipped profile by name, or a profile file by path; a :class:`Hardware` passes through.
+
+    Shipped profiles are cached by name; files given by path are read afresh every time.
+    An unknown name raises :class:`~perfmodel.errors.UnknownNameError` with the closest names.
+    """
     if isinstance(name_or_path, Hardware):
         return name_or_path
     s = str(name_or_path)
+    if isinstance(name_or_path, Path) or s.endswith(".toml") or "/" in s or "\\" in s:
+        return load_profile(s)
     if s in _CACHE:
         return _CACHE[s]
-    if s.endswith(".toml") or "/" in s or Path(s).is_file():
-        hw = load_profile(s)
-    else:
-        f = profiles_dir() / f"{s}.toml"
-        if not f.is_file() or s == "template":
-            raise UnknownNameError("hardware", s, profile_names())
-        hw = load_profile(f)
+    f = profiles_dir() / f"{s}.toml"
+    if s == "template" or not f.is_file():
+        if Path(s).is_file():  # a profile file in the working directory, named without .toml
+            return load_profile(s)
+        raise UnknownNameError("hardware", s, profile_names())
+    hw = load_profile(f)
     _CACHE[s] = hw
     return hw

@@ -1,4 +1,8 @@
-"""Hardware profiles: a device, a node of devices, the network between nodes, and efficiencies as data."""
+"""Hardware profiles: a device, a node of devices, the network between nodes, efficiencies as data.
+
+Units are SI throughout: bytes, seconds, FLOP/s, bytes/s. The TOML schema that fills these
+dataclasses is documented field by field in ``hardware_profiles/template.toml``.
+"""
 
 from __future__ import annotations
 
@@ -24,12 +28,16 @@ __all__ = [
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 #: Which entry of ``peak_flops_per_s`` each precision's convolutions and matmuls use.
 PEAK_KEY = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "bf16": "bf16"}
-TOPOLOGIES = ("nvswitch", "cube-mesh", "pcie", "ethernet", "infiniband", "fat-tree")
+#: Interconnect topologies a link tier may name (informational; the cost model reads the
+#: bandwidth, latency and efficiency). ``full-mesh``: every GPU pair of the node has direct
+#: links (e.g. 4 V100 SXM2 with two NVLinks per pair); ``cube-mesh``: the DGX-1 hybrid cube-mesh.
+TOPOLOGIES = ("nvswitch", "cube-mesh", "full-mesh", "pcie", "ethernet", "infiniband", "fat-tree")
 
 
 def _positive(where: str, **values: float) -> None:
     for k, v in values.items():
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or v != v or v == float("inf"):
+        bad_type = not isinstance(v, (int, float)) or isinstance(v, bool)
+        if bad_type or not v > 0 or v != v or v == float("inf"):
             raise ProfileError(f"{where}: field '{k}' must be a positive finite number, got {v!r}")
 
 
@@ -64,7 +72,7 @@ class Device:
 
 @dataclass(frozen=True)
 class LinkTier:
-    """A tier of the interconnect under the alpha-beta model: time = latency + bytes / (bandwidth * efficiency).
+    """A tier of the interconnect (alpha-beta): time = latency + bytes / (bandwidth * efficiency).
 
     Intra-node: ``bandwidth_bytes_per_s`` is one GPU's, in one direction. Inter-node: one
     node's, in one direction (the sum over its network ports).
@@ -81,7 +89,9 @@ class LinkTier:
             raise ProfileError(f"link: field 'latency_s' must be >= 0, got {self.latency_s!r}")
         _fraction("link", efficiency=self.efficiency)
         if self.topology not in TOPOLOGIES:
-            raise ProfileError(f"link: topology '{self.topology}' is not one of {', '.join(TOPOLOGIES)}")
+            raise ProfileError(
+                f"link: topology '{self.topology}' is not one of {', '.join(TOPOLOGIES)}"
+            )
 
     @property
     def effective_bandwidth_bytes_per_s(self) -> float:
@@ -104,7 +114,9 @@ class ComputeEfficiency:
     def __post_init__(self) -> None:
         _fraction("efficiency", conv=self.conv, linear=self.linear, memory=self.memory)
         if not isinstance(self.half_work_flops, (int, float)) or self.half_work_flops < 0:
-            raise ProfileError(f"efficiency: 'half_work_flops' must be >= 0, got {self.half_work_flops!r}")
+            raise ProfileError(
+                f"efficiency: 'half_work_flops' must be >= 0, got {self.half_work_flops!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -127,12 +139,21 @@ class Hardware:
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
-            raise ProfileError(f"{self.name}: gpus_per_node must be a positive integer, got {self.gpus_per_node!r}")
+            raise ProfileError(
+                f"{self.name}: gpus_per_node must be a positive integer, got {self.gpus_per_node!r}"
+            )
         missing = [p for p in PRECISIONS if p not in self.compute]
         if missing:
             raise ProfileError(f"{self.name}: efficiency.compute lacks precisions {missing}")
         if self.kernel_launch_s < 0 or self.framework_reserve_bytes < 0:
-            raise ProfileError(f"{self.name}: kernel_launch_s and framework_reserve_bytes must be >= 0")
+            raise ProfileError(
+                f"{self.name}: kernel_launch_s and framework_reserve_bytes must be >= 0"
+            )
+        n = self.max_nodes
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ProfileError(
+                f"{self.name}: max_nodes must be a positive integer, got {self.max_nodes!r}"
+            )
         object.__setattr__(self, "compute", MappingProxyType(dict(self.compute)))
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
@@ -143,40 +164,58 @@ class Hardware:
     def what_if(self, **changes: Any) -> Hardware:
         """A copy with fields changed, for what-if analysis without writing files.
 
-        Keys are field names of :class:`Hardware`, or dotted paths into its parts, and
-        ``*_scale`` multipliers: ``intra_bandwidth_scale=2``, ``inter_bandwidth_scale=4``,
-        ``peak_scale=2``, ``memory_bandwidth_scale=2``, ``inter_latency_scale=0.5``,
-        ``gpus_per_node=4``, ``memory_bytes=...``.
+        ``self`` is left unchanged. Keys are
+
+        * ``*_scale`` multipliers: ``intra_bandwidth_scale``, ``inter_bandwidth_scale``,
+          ``intra_latency_scale``, ``inter_latency_scale``, ``peak_scale`` (every peak),
+          ``memory_bandwidth_scale``;
+        * ``memory_bytes=...`` (the device's capacity);
+        * ``intra={...}`` / ``inter={...}``: fields of that :class:`LinkTier` to replace;
+        * any field of :class:`Hardware` (``gpus_per_node=4``, ``max_nodes=2``, ...).
+
+        The copy's name records the changes. An unknown key raises :class:`ProfileError`.
         """
         hw = self
         for key, value in changes.items():
-            if key == "intra_bandwidth_scale":
-                hw = dataclasses.replace(hw, intra=dataclasses.replace(
-                    hw.intra, bandwidth_bytes_per_s=hw.intra.bandwidth_bytes_per_s * value))
-            elif key == "inter_bandwidth_scale":
-                hw = dataclasses.replace(hw, inter=dataclasses.replace(
-                    hw.inter, bandwidth_bytes_per_s=hw.inter.bandwidth_bytes_per_s * value))
-            elif key == "intra_latency_scale":
-                hw = dataclasses.replace(hw, intra=dataclasses.replace(hw.intra, latency_s=hw.intra.latency_s * value))
-            elif key == "inter_latency_scale":
-                hw = dataclasses.replace(hw, inter=dataclasses.replace(hw.inter, latency_s=hw.inter.latency_s * value))
-            elif key == "peak_scale":
-                hw = dataclasses.replace(hw, device=dataclasses.replace(
-                    hw.device, peak_flops_per_s={k: v * value for k, v in hw.device.peak_flops_per_s.items()}))
-            elif key == "memory_bandwidth_scale":
-                hw = dataclasses.replace(hw, device=dataclasses.replace(
-                    hw.device, memory_bandwidth_bytes_per_s=hw.device.memory_bandwidth_bytes_per_s * value))
-            elif key == "memory_bytes":
-                hw = dataclasses.replace(hw, device=dataclasses.replace(hw.device, memory_bytes=value))
-            elif key in ("intra", "inter") and isinstance(value, Mapping):
-                hw = dataclasses.replace(hw, **{key: dataclasses.replace(getattr(hw, key), **value)})
-            elif key in {f.name for f in dataclasses.fields(Hardware)}:
-                hw = dataclasses.replace(hw, **{key: value})
-            else:
-                raise ProfileError(f"what-if: unknown field '{key}'")
+            hw = _apply_change(hw, key, value)
         if changes:
-            hw = dataclasses.replace(hw, name=f"{self.name} (what-if: {', '.join(f'{k}={v}' for k, v in changes.items())})")
+            what = ", ".join(f"{k}={v}" for k, v in changes.items())
+            hw = dataclasses.replace(hw, name=f"{self.name} (what-if: {what})")
         return hw
 
     def source_summary(self) -> str:
         return "; ".join(f"{k}: {v}" for k, v in self.sources.items())
+
+
+_LINK_SCALES = {
+    "intra_bandwidth_scale": ("intra", "bandwidth_bytes_per_s"),
+    "inter_bandwidth_scale": ("inter", "bandwidth_bytes_per_s"),
+    "intra_latency_scale": ("intra", "latency_s"),
+    "inter_latency_scale": ("inter", "latency_s"),
+}
+
+
+def _apply_change(hw: Hardware, key: str, value: Any) -> Hardware:
+    """One what-if change (see :meth:`Hardware.what_if`)."""
+    if key in _LINK_SCALES:
+        tier_name, field_name = _LINK_SCALES[key]
+        tier = getattr(hw, tier_name)
+        new_tier = dataclasses.replace(tier, **{field_name: getattr(tier, field_name) * value})
+        return dataclasses.replace(hw, **{tier_name: new_tier})
+    if key == "peak_scale":
+        peaks = {k: v * value for k, v in hw.device.peak_flops_per_s.items()}
+        device = dataclasses.replace(hw.device, peak_flops_per_s=peaks)
+        return dataclasses.replace(hw, device=device)
+    if key == "memory_bandwidth_scale":
+        bw = hw.device.memory_bandwidth_bytes_per_s * value
+        device = dataclasses.replace(hw.device, memory_bandwidth_bytes_per_s=bw)
+        return dataclasses.replace(hw, device=device)
+    if key == "memory_bytes":
+        return dataclasses.replace(hw, device=dataclasses.replace(hw.device, memory_bytes=value))
+    if key in ("intra", "inter") and isinstance(value, Mapping):
+        return dataclasses.replace(hw, **{key: dataclasses.replace(getattr(hw, key), **value)})
+    if key in {f.name for f in dataclasses.fields(Hardware)}:
+        return dataclasses.replace(hw, **{key: value})
+    valid = sorted([*_LINK_SCALES, "peak_scale", "memory_bandwidth_scale", "memory_bytes",
+                    *(f.name for f in dataclasses.fields(Hardware))])
+    raise ProfileError(f"what-if: unknown field '{key}' (valid: {', '.join(valid)})")
