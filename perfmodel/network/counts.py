@@ -21,7 +21,9 @@ Saved activations follow what autograd keeps: convolution, linear and batch-norm
 input; ReLU, sigmoid and tanh their output; the other activations their input; max-pooling
 its input and int64 indices; average pooling its input; a broadcast multiply both operands;
 dropout a one-byte mask; add, concat, flatten and nearest upsampling nothing. Storage is
-counted once: in-place ops and views share their input's storage. The loss is excluded.
+counted once: in-place ops and views share their input's storage, except that an in-place
+activation whose backward reads its input (ReLU6, SiLU, ...; not ReLU, sigmoid, tanh) makes
+autograd save a copy of that input. The loss is excluded.
 """
 
 from __future__ import annotations
@@ -210,6 +212,8 @@ def _saved_storages(net: Network) -> list[dict[str, int]]:
         mine: dict[str, int] = {}
         for t in _saved_tensors(layer):
             st = storage[t]
+            if layer.kind == "act" and layer.inplace and layer.fn not in _SAVES_OUTPUT:
+                st = f"{layer.name}#clone"  # autograd saves a copy of the input it overwrites
             if st in seen or t == "input":
                 continue  # the network input is data, not an activation kept by autograd
             seen.add(st)

@@ -1,0 +1,5 @@
+"""``python -m perfmodel`` runs the CLI."""
+
+from perfmodel.cli import main
+
+main()

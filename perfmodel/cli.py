@@ -1,0 +1,107 @@
+"""The ``perfmodel`` command line: one click group; :class:`PerfmodelError` is caught once, here."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import PerfmodelError
+
+__all__ = ["main", "cli"]
+
+#: (module under perfmodel.commands, command name) of every sub-command, in help order.
+COMMANDS = (
+    ("plan", "plan"),
+    ("predict", "predict"),
+    ("explain", "explain"),
+    ("scale", "scale"),
+    ("validate", "validate"),
+    ("calibrate", "calibrate"),
+    ("measure", "measure"),
+    ("partition", "partition"),
+    ("inspect", "models"),
+    ("inspect", "show"),
+    ("inspect", "hardware"),
+)
+
+
+class _Group(click.Group):
+    """Loads each sub-command's module only when it is used (fast start-up)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for mod, name in COMMANDS if _available(mod)]
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        for mod, cmd in COMMANDS:
+            if cmd == name and _available(mod):
+                module = importlib.import_module(f"perfmodel.commands.{mod}")
+                command = getattr(module, cmd.replace("-", "_") + "_cmd")
+                assert isinstance(command, click.Command)
+                return command
+        return None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from .errors import closest_names
+
+            close = closest_names(name, self.list_commands(ctx))
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            ctx.fail(f"No such command '{name}'.{hint}")
+        return super().resolve_command(ctx, args)
+
+
+def _available(mod: str) -> bool:
+    return importlib.util.find_spec(f"perfmodel.commands.{mod}") is not None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="perfmodel")
+@click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """perfmodel: how to split the training of a deep network over GPUs, and how fast it runs.
+
+    \b
+    Start with:   perfmodel plan resnet50 --gpus 8
+    Price a plan: perfmodel predict resnet50 --gpus 8 --strategy dp=8 --batch-per-gpu 256
+    Units: seconds, bytes, FLOP/s in JSON; human units (ms, GiB) in tables, named in headers.
+    """
+    ctx.obj = {"debug": debug}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: exit 1 for bad data, 2 for usage errors, a one-line message, no traceback."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="perfmodel", standalone_mode=False)
+    except PerfmodelError as e:
+        if debug:
+            raise
+        click.echo(f"error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as e:
+        if debug:
+            raise
+        e.show()
+        sys.exit(e.exit_code)
+    except (BrokenPipeError, KeyboardInterrupt):
+        sys.exit(1)
+    except OSError as e:
+        if debug:
+            raise
+        click.echo(f"error: {e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "), err=True)
+        sys.exit(1)
+    sys.exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

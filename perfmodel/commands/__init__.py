@@ -1,0 +1,1 @@
+"""CLI commands, one module each; :mod:`perfmodel.cli` assembles them into one click group."""

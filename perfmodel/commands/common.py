@@ -1,0 +1,81 @@
+"""Options and helpers shared by every CLI command."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import UsageError
+from ..hardware import DEFAULT_HARDWARE, PRECISIONS
+from ..report import FORMATS
+
+__all__ = [
+    "format_option",
+    "hardware_option",
+    "precision_option",
+    "optimizer_option",
+    "image_size_option",
+    "gpus_option",
+    "chart_option",
+    "emit",
+    "check_writable",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def format_option(f: F) -> F:
+    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                        help="Output format; JSON is the stable contract.")(f)
+
+
+def hardware_option(f: F) -> F:
+    return click.option("--hardware", "-H", default=DEFAULT_HARDWARE, show_default=True,
+                        help="Shipped profile name (see `perfmodel hardware`) or path to a TOML profile.")(f)
+
+
+def precision_option(f: F) -> F:
+    return click.option("--precision", type=click.Choice(PRECISIONS), default="amp", show_default=True,
+                        help="fp32, tf32, amp (fp16 mixed precision) or bf16.")(f)
+
+
+def optimizer_option(f: F) -> F:
+    return click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd", show_default=True,
+                        help="sgd (with momentum) or adam: sets optimizer state and update cost.")(f)
+
+
+def image_size_option(f: F) -> F:
+    return click.option("--image-size", type=click.IntRange(min=1), default=None,
+                        help="Input height/width in pixels (default: the model's evaluation size).")(f)
+
+
+def gpus_option(f: F) -> F:
+    return click.option("--gpus", "-n", type=click.IntRange(min=1, max=1_000_000), required=True,
+                        help="Total number of GPUs.")(f)
+
+
+def chart_option(f: F) -> F:
+    return click.option("--chart", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                        help="Also draw a chart to this file (.png or .svg).")(f)
+
+
+def check_writable(path: Path | None) -> None:
+    """Fail before any work if ``path`` cannot be written (nothing partial is left)."""
+    if path is None:
+        return
+    if path.suffix.lower() not in (".png", ".svg", ".pdf", ".toml", ".csv", ".json"):
+        raise UsageError(f"cannot write '{path}': unknown extension '{path.suffix}' (use .png or .svg)")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write '{path}': folder '{parent}' does not exist")
+    import os
+
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"cannot write '{path}': folder '{parent}' is not writable")
+
+
+def emit(text: str) -> None:
+    click.echo(text)

@@ -1,0 +1,93 @@
+"""``perfmodel predict``: price one parallel plan and show its breakdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from ..report import render_frame, to_json
+from ..strategies import Prediction, predict
+from ..units import GIB
+from .common import (
+    chart_option,
+    check_writable,
+    emit,
+    format_option,
+    gpus_option,
+    hardware_option,
+    image_size_option,
+    optimizer_option,
+    precision_option,
+)
+
+__all__ = ["predict_cmd", "render_prediction"]
+
+
+def render_prediction(p: Prediction) -> str:
+    """A prediction as text: headline, breakdown (ms), memory (GiB), assumptions."""
+    sp = "-" if p.speedup_vs_1gpu is None else f"{p.speedup_vs_1gpu:.2f}x"
+    eff = "-" if p.parallel_efficiency is None else f"{100 * p.parallel_efficiency:.0f}%"
+    lines = [
+        f"{p.model} on {p.gpus} x {p.hardware}, strategy {p.strategy.spec()} ({p.strategy.kind}), "
+        f"{p.precision}, global batch {p.global_batch}",
+        f"step {p.iteration_time_s * 1e3:.2f} ms   throughput {p.throughput_samples_per_s:,.1f} samples/s   "
+        f"speedup {sp} (efficiency {eff})",
+        f"memory per GPU {p.memory_per_gpu_bytes / GIB:.2f} GiB of {p.memory_capacity_bytes / GIB:.2f} GiB: "
+        + ("fits" if p.fits_in_memory else "DOES NOT FIT"),
+        "",
+    ]
+    total = p.iteration_time_s
+    bd = pd.DataFrame([{"step part": k, "time_ms": v * 1e3, "share_%": 100 * v / total}
+                       for k, v in p.breakdown.items()])
+    lines.append(render_frame(bd))
+    lines.append("")
+    mem = pd.DataFrame([{"memory part": k, "GiB": v / GIB} for k, v in p.memory.items()])
+    lines.append(render_frame(mem))
+    lines.append("")
+    lines.append("assumptions:")
+    lines += [f"  {k}: {v}" for k, v in p.assumptions.items()]
+    return "\n".join(lines)
+
+
+def prediction_row(p: Prediction) -> dict[str, object]:
+    """One flat row for CSV output."""
+    row: dict[str, object] = {k: v for k, v in p.to_dict().items() if not isinstance(v, dict)}
+    row.update({f"breakdown_{k}_s": v for k, v in p.breakdown.items()})
+    row.update({f"memory_{k}_bytes": v for k, v in p.memory.items()})
+    return row
+
+
+@click.command("predict")
+@click.argument("model")
+@gpus_option
+@click.option("--strategy", "-s", required=True,
+              help="Plan spec, e.g. dp=8 | pp=4,dp=2,mb=8 | sp=2x2,dp=2 | dp=8,comm=ps-central. "
+                   "Keys: dp sp pp mp filter channel mb schedule comm recompute balance.")
+@hardware_option
+@precision_option
+@click.option("--batch-per-gpu", "-b", type=int, default=None, help="Samples per GPU (global batch = this x GPUs).")
+@click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
+@optimizer_option
+@image_size_option
+@format_option
+@chart_option
+def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
+                global_batch: int | None, optimizer: str, image_size: int | None, fmt: str,
+                chart: Path | None) -> None:
+    """Predict step time, throughput, speedup and memory of MODEL under one plan."""
+    check_writable(chart)
+    if batch_per_gpu is None and global_batch is None:
+        batch_per_gpu = 32
+    p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size)
+    if chart is not None:
+        from ..report.charts import pipeline_gantt
+
+        pipeline_gantt(p).savefig(chart)
+    if fmt == "json":
+        emit(to_json(p.to_dict()))
+    elif fmt == "csv":
+        emit(render_frame(pd.DataFrame([prediction_row(p)]), "csv"))
+    else:
+        emit(render_prediction(p))

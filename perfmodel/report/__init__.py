@@ -1,0 +1,7 @@
+"""Presentation: tables, JSON, CSV and charts of result objects (no computation)."""
+
+from __future__ import annotations
+
+from .render import FORMATS, render_frame, to_json
+
+__all__ = ["FORMATS", "render_frame", "to_json"]

@@ -1,0 +1,64 @@
+"""Render tables (pandas DataFrames) as text, CSV or JSON; no computation here."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["render_frame", "to_json", "FORMATS"]
+
+FORMATS = ("table", "json", "csv")
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
+        try:
+            return _clean(x.item())
+        except (ValueError, AttributeError):
+            return x
+    return x
+
+
+def to_json(obj: Any) -> str:
+    """JSON with non-finite numbers as null (the output contract never carries NaN or inf)."""
+    return json.dumps(_clean(obj), indent=2, allow_nan=False)
+
+
+def render_frame(df: pd.DataFrame, fmt: str = "table", floatfmt: str = "{:,.2f}") -> str:
+    """A DataFrame as an aligned text table (numbers formatted) or CSV."""
+    if fmt == "csv":
+        return str(df.to_csv(index=False)).rstrip("\n")
+    if df.empty:
+        return "(no rows)"
+    cols = list(df.columns)
+    cells = [[_fmt(v, floatfmt) for v in row] for row in df.itertuples(index=False)]
+    widths = [max(len(str(c)), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) for c in cols]
+
+    def line(vals: list[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, numeric, strict=True)).rstrip()
+
+    out = [line([str(c) for c in cols]), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def _fmt(v: Any, floatfmt: str) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return floatfmt.format(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)

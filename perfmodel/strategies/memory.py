@@ -1,0 +1,32 @@
+"""Memory per GPU: weights, gradients, optimizer state, activations in flight, workspace."""
+
+from __future__ import annotations
+
+from ..errors import UsageError
+
+__all__ = ["OPTIMIZERS", "optimizer_bytes_per_param", "optimizer_traffic_bytes_per_param", "weight_bytes_per_param"]
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+def _check(optimizer: str) -> None:
+    if optimizer not in OPTIMIZERS:
+        raise UsageError(f"unknown optimizer '{optimizer}' (valid: {', '.join(OPTIMIZERS)})")
+
+
+def optimizer_bytes_per_param(optimizer: str) -> int:
+    """State bytes per parameter: SGD with momentum keeps one fp32 buffer, Adam two (m and v)."""
+    _check(optimizer)
+    return 4 if optimizer == "sgd" else 8
+
+
+def optimizer_traffic_bytes_per_param(optimizer: str) -> int:
+    """Bytes the update reads and writes per parameter (fp32): SGD+momentum reads w, g, m and
+    writes w, m (20 B); Adam reads w, g, m, v and writes w, m, v (28 B)."""
+    _check(optimizer)
+    return 20 if optimizer == "sgd" else 28
+
+
+def weight_bytes_per_param(precision: str) -> int:
+    """fp32 weights, plus the 16-bit copies autocast caches during the forward pass under amp/bf16."""
+    return 4 + (2 if precision in ("amp", "bf16") else 0)

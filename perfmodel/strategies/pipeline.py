@@ -1,0 +1,123 @@
+"""Pipeline parallelism: the optimal contiguous stage partition, and GPipe / 1F1B step timing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["partition_min_max", "brute_force_partition", "PipelineTiming", "pipeline_timing"]
+
+
+def _greedy(costs: np.ndarray, bound: float, parts: int) -> list[int] | None:
+    """Cut points of the greedy fill under ``bound`` (None if it needs more than ``parts`` stages)."""
+    cuts: list[int] = []
+    acc = 0.0
+    for i, c in enumerate(costs):
+        if c > bound:
+            return None
+        if acc + c > bound:
+            cuts.append(i)
+            acc = c
+            if len(cuts) >= parts:
+                return None
+        else:
+            acc += c
+    return cuts
+
+
+def partition_min_max(costs: Sequence[float], parts: int) -> tuple[int, ...]:
+    """Split ``costs`` into ``parts`` non-empty contiguous runs minimising the largest run sum.
+
+    Returns the run lengths. Bisection on the bottleneck with the greedy feasibility test
+    (O(L log(1/eps)), linear in the chain length), then the greedy split at the found bound;
+    the result's bottleneck is a real run sum, so it is the optimum up to ``eps``-ties.
+    (The "linear partitioning" problem; Olstad & Manne, "Efficient partitioning of sequences",
+    IEEE Trans. Computers 44(11), 1995.)
+    """
+    c = np.asarray(costs, dtype=float)
+    n = len(c)
+    if parts > n:
+        raise ValueError(f"sequence is shorter than intended partitions ({n} < {parts})")
+    lo, hi = float(c.max()), float(c.sum())
+    for _ in range(200):
+        if hi - lo <= 1e-12 * max(hi, 1e-300):
+            break
+        mid = 0.5 * (lo + hi)
+        if _greedy(c, mid, parts) is not None:
+            hi = mid
+        else:
+            lo = mid
+    cuts = _greedy(c, hi, parts)
+    assert cuts is not None
+    # the greedy may use fewer stages: split the longest runs until there are ``parts``
+    bounds = [0, *cuts, n]
+    while len(bounds) - 1 < parts:
+        lengths = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
+        j = max(range(len(lengths)), key=lambda k: lengths[k])
+        bounds.insert(j + 1, bounds[j] + 1)
+    return tuple(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
+
+
+def brute_force_partition(costs: Sequence[float], parts: int) -> float:
+    """The optimal bottleneck by exhaustive search (for tests and benchmarks; exponential)."""
+    from itertools import combinations
+
+    n = len(costs)
+    prefix = np.concatenate([[0.0], np.cumsum(costs)])
+    best = float("inf")
+    for cuts in combinations(range(1, n), parts - 1):
+        b = [0, *cuts, n]
+        best = min(best, max(prefix[b[i + 1]] - prefix[b[i]] for i in range(parts)))
+    return best
+
+
+@dataclass(frozen=True)
+class PipelineTiming:
+    """Seconds of one pipelined step and its parts, for the critical (slowest) stage."""
+
+    total_s: float
+    compute_s: float
+    p2p_s: float
+    recompute_s: float
+    bubble_s: float
+    stage_fwd_s: tuple[float, ...]
+    stage_bwd_s: tuple[float, ...]
+    last_bwd_end_s: tuple[float, ...]
+
+
+def pipeline_timing(
+    fwd: Sequence[float],
+    bwd: Sequence[float],
+    send_fwd: Sequence[float],
+    send_bwd: Sequence[float],
+    micro_batches: int,
+    recompute: bool,
+) -> PipelineTiming:
+    """Step time of a synchronous pipeline (GPipe; 1F1B has the same bubble).
+
+    Per micro-batch, stage ``s`` computes forward ``f_s`` and backward ``b_s`` and sends
+    ``send_fwd[s]`` (activations to stage s+1) and ``send_bwd[s]`` (gradients to s-1).
+    With ``M`` micro-batches the forward phase takes ``sum_s F_s + (M - 1) * max_s F_s``
+    (fill, then the bottleneck stage sets the pace; Huang et al., GPipe, NeurIPS 2019,
+    section 2.3), likewise the backward phase. With recomputation (torchgpipe's
+    ``checkpoint='except_last'``) every micro-batch but the last re-runs its forward pass
+    in backward.
+    """
+    m = micro_batches
+    f = np.asarray(fwd, float) + np.asarray(send_fwd, float)
+    b = np.asarray(bwd, float) + np.asarray(send_bwd, float)
+    rb = b + (np.asarray(fwd, float) if recompute else 0.0)
+    t_f = f.sum() + (m - 1) * f.max()
+    t_b = b.sum() + (m - 1) * rb.max() if m > 1 else b.sum()
+    total = float(t_f + t_b)
+    crit = int(np.argmax(np.asarray(fwd) + np.asarray(bwd) + (np.asarray(fwd) if recompute else 0)))
+    compute = m * (fwd[crit] + bwd[crit])
+    p2p = m * (send_fwd[crit] + send_bwd[crit])
+    rec = (m - 1) * fwd[crit] if recompute else 0.0
+    bubble = max(0.0, total - compute - p2p - rec)
+    # when each stage finishes its last backward micro-batch (stage 0 finishes last, at ``total``)
+    ends = tuple(float(total - b[:s].sum()) for s in range(len(b)))
+    return PipelineTiming(total, float(compute), float(p2p), float(rec), float(bubble),
+                          tuple(map(float, fwd)), tuple(map(float, bwd)), ends)
