@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ...errors import UsageError, UnknownNameError
+from ...errors import UnknownNameError, UsageError
 from ..graph import Network
 
 __all__ = ["ModelEntry", "MODELS", "get_model", "model_names"]
@@ -23,9 +23,33 @@ class ModelEntry:
 
 
 def _entries() -> dict[str, ModelEntry]:
-    from . import tiny
+    from . import (
+        alexnet,
+        densenet,
+        efficientnet,
+        googlenet,
+        inception,
+        mobilenet,
+        resnet,
+        squeezenet,
+        tiny,
+        unet,
+        vgg,
+    )
 
-    entries: list[ModelEntry] = [*tiny.ENTRIES]
+    entries: list[ModelEntry] = [
+        *tiny.ENTRIES,
+        *alexnet.ENTRIES,
+        *vgg.ENTRIES,
+        *resnet.ENTRIES,
+        *googlenet.ENTRIES,
+        *inception.ENTRIES,
+        *squeezenet.ENTRIES,
+        *mobilenet.ENTRIES,
+        *densenet.ENTRIES,
+        *efficientnet.ENTRIES,
+        *unet.ENTRIES,
+    ]
     return {e.name: e for e in entries}
 
 
@@ -43,7 +67,7 @@ def model_names() -> list[str]:
 
 
 def get_model(name: str, image_size: int | None = None) -> Network:
-    """The zoo network ``name`` at ``image_size`` (default: the size torchvision evaluates it at)."""
+    """The zoo network ``name`` at ``image_size`` (default: the size torchvision evaluates)."""
     models = _models()
     if name not in models:
         raise UnknownNameError("model", name, models)
