@@ -25,6 +25,7 @@ class ModelEntry:
 def _entries() -> dict[str, ModelEntry]:
     from . import (
         alexnet,
+        cosmoflow,
         densenet,
         efficientnet,
         googlenet,
@@ -49,6 +50,7 @@ def _entries() -> dict[str, ModelEntry]:
         *densenet.ENTRIES,
         *efficientnet.ENTRIES,
         *unet.ENTRIES,
+        *cosmoflow.ENTRIES,
     ]
     return {e.name: e for e in entries}
 
