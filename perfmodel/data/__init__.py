@@ -1,0 +1,1 @@
+"""Data shipped with perfmodel: published measured runs (validation and hold-out sets)."""

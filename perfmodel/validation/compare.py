@@ -1,0 +1,339 @@
+"""Predicted against measured: error per row, speedup error per group, MAPE summaries."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import PerfmodelError, UsageError
+from ..hardware import Hardware
+from ..units import GIB
+from .calibrate import Calibration, calibrate_single_gpu
+from .measurements import Measurement, MeasurementSet, resolve_hardware
+from .pricing import price_row
+
+__all__ = [
+    "CALIBRATION_MODES",
+    "RowResult",
+    "GroupSummary",
+    "Summary",
+    "Validation",
+    "validate",
+    "compare_rows",
+    "mape",
+    "DEFINITIONS",
+]
+
+CALIBRATION_MODES = ("none", "single-gpu")
+
+#: What the summary figures mean (carried in every JSON summary).
+DEFINITIONS = {
+    "error_pct": (
+        "100 x (predicted - measured) / measured throughput; positive = the model is optimistic"
+    ),
+    "throughput_mape_pct": (
+        "mean |error_pct| over the scored rows (all predicted rows without calibration; the "
+        "multi-GPU rows with single-GPU calibration, whose 1-GPU rows were fitted)"
+    ),
+    "speedup": (
+        "throughput of a multi-GPU row over the 1-GPU row of its speedup group (same model, "
+        "hardware, precision, framework, source and per-GPU batch: one table's 1-GPU run is not "
+        "another's baseline; rows given by global batch, as pipeline benchmarks are, are grouped "
+        "across batches, each configuration at its own batch, against the plain data-parallel "
+        "1-GPU row)"
+    ),
+    "speedup_mape_pct": (
+        "mean |100 x (predicted speedup - measured speedup) / measured speedup| over the "
+        "multi-GPU rows that have a 1-GPU row in their speedup group"
+    ),
+    "groups": "per (model, hardware, strategy kind)",
+}
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """One measured row with the model's prediction (or the reason it has none)."""
+
+    measurement: Measurement
+    predicted_throughput: float | None
+    reason: str = ""
+    role: str = "scored"
+    calibrated: bool = False
+    fits_in_memory: bool | None = None
+    measured_speedup: float | None = None
+    predicted_speedup: float | None = None
+    speedup_baseline_row: int | None = None
+
+    @property
+    def error_pct(self) -> float | None:
+        if self.predicted_throughput is None:
+            return None
+        m = self.measurement.measured_throughput
+        return 100.0 * (self.predicted_throughput - m) / m
+
+    @property
+    def speedup_error_pct(self) -> float | None:
+        if self.predicted_speedup is None or self.measured_speedup is None:
+            return None
+        return 100.0 * (self.predicted_speedup - self.measured_speedup) / self.measured_speedup
+
+    @property
+    def scored(self) -> bool:
+        return self.role == "scored" and self.predicted_throughput is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Input columns (typed where known) then the prediction, error and speedup."""
+        m = self.measurement
+        out: dict[str, Any] = dict(m.columns)
+        out.update(
+            row=m.row,
+            file=m.file,
+            model=m.model,
+            hardware=m.hardware,
+            gpus=m.gpus,
+            precision=m.precision,
+            batch_per_gpu=m.batch_per_gpu,
+            global_batch=m.global_batch,
+            strategy=m.strategy_text,
+            strategy_kind=m.strategy_kind,
+            measured_throughput=m.measured_throughput,
+            predicted_throughput=self.predicted_throughput,
+            error_pct=self.error_pct,
+            reason=self.reason or None,
+            role=self.role,
+            calibrated=self.calibrated,
+            fits_in_memory=self.fits_in_memory,
+            measured_speedup=self.measured_speedup,
+            predicted_speedup=self.predicted_speedup,
+            speedup_error_pct=self.speedup_error_pct,
+            speedup_baseline_row=self.speedup_baseline_row,
+        )
+        if "image_size" in m.columns:
+            out["image_size"] = m.image_size
+        return out
+
+
+def mape(values: Sequence[float | None]) -> float | None:
+    """Mean absolute percentage of the given signed percentages (None if there are none)."""
+    xs = [abs(v) for v in values if v is not None and math.isfinite(v)]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _max_abs(values: Sequence[float | None]) -> float | None:
+    xs = [abs(v) for v in values if v is not None]
+    return max(xs) if xs else None
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """Figures of one (model, hardware, strategy kind) group."""
+
+    model: str
+    hardware: str
+    strategy_kind: str
+    rows: int
+    scored: int
+    throughput_mape_pct: float | None
+    speedup_mape_pct: float | None
+    speedup_pairs: int
+    max_abs_error_pct: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Whole-set figures: MAPE of throughput and of speedup, worst row, and the same per group."""
+
+    mode: str
+    rows: int
+    predicted: int
+    unpredictable: int
+    scored: int
+    throughput_mape_pct: float | None
+    throughput_mape_multi_gpu_pct: float | None
+    fit_mape_pct: float | None
+    speedup_mape_pct: float | None
+    speedup_pairs: int
+    max_abs_error_pct: float | None
+    worst_row: str | None
+    groups: tuple[GroupSummary, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "groups"}
+        d["groups"] = [g.to_dict() for g in self.groups]
+        d["definitions"] = dict(DEFINITIONS)
+        return d
+
+
+@dataclass(frozen=True)
+class Validation:
+    """Result of :func:`validate`: rows in input order, the summary, and what was fitted."""
+
+    files: tuple[str, ...]
+    rows: tuple[RowResult, ...]
+    summary: Summary
+    calibration: Calibration | None = None
+    columns: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        summary = self.summary.to_dict()
+        summary["files"] = list(self.files)
+        summary["calibration"] = None if self.calibration is None else self.calibration.to_dict()
+        return {"rows": [r.to_dict() for r in self.rows], "summary": summary}
+
+
+def validate(ms: MeasurementSet, calibrate: str = "none") -> Validation:
+    """Predict every row of ``ms`` and compare; ``calibrate='single-gpu'`` fits compute first.
+
+    With single-GPU calibration the compute efficiencies of each (hardware, precision) are
+    fitted to its 1-GPU rows only; those rows are then marked ``calibration`` and the
+    multi-GPU rows, which the fit never saw, are the scored predictions.
+    """
+    if calibrate not in CALIBRATION_MODES:
+        raise UsageError(
+            f"unknown calibration '{calibrate}' (valid: {', '.join(CALIBRATION_MODES)})"
+        )
+    calibration = calibrate_single_gpu(ms.rows) if calibrate == "single-gpu" else None
+    profiles = dict(calibration.profiles) if calibration else {}
+    rows = compare_rows(ms.rows, profiles, single_gpu_fit=calibration is not None)
+    return Validation(ms.files, rows, summarize(rows, calibrate), calibration, ms.columns)
+
+
+def compare_rows(
+    rows: Sequence[Measurement],
+    profiles: Mapping[str, Hardware] | None = None,
+    single_gpu_fit: bool = False,
+) -> tuple[RowResult, ...]:
+    """Price each row (on ``profiles[row.hardware]`` when given) and attach speedups."""
+    profiles = profiles or {}
+    results: list[RowResult] = []
+    for m in rows:
+        role = "calibration" if single_gpu_fit and m.gpus == 1 else "scored"
+        calibrated = m.hardware in profiles and _fitted(profiles[m.hardware], m.precision)
+        if not m.has_batch:
+            results.append(
+                RowResult(
+                    m,
+                    None,
+                    "the source states no batch size for this run (see the row's notes)",
+                    role,
+                    calibrated,
+                )
+            )
+            continue
+        try:
+            hw = resolve_hardware(m, profiles)
+            p = price_row(m, hw)
+        except PerfmodelError as e:
+            results.append(RowResult(m, None, f"cannot be priced: {e}", role, calibrated))
+            continue
+        reason = (
+            ""
+            if p.fits_in_memory
+            else (
+                f"note: the model puts {p.memory_per_gpu_bytes / GIB:.1f} GiB per GPU, over the "
+                f"{p.memory_capacity_bytes / GIB:.1f} GiB capacity, for a run that was measured"
+            )
+        )
+        results.append(
+            RowResult(m, p.throughput_samples_per_s, reason, role, calibrated, p.fits_in_memory)
+        )
+    return _with_speedups(results)
+
+
+def _fitted(hw: Hardware, precision: str) -> bool:
+    return f"calibrated.{precision}" in hw.sources
+
+
+def speedup_key(m: Measurement) -> tuple[str, ...]:
+    """Rows sharing this key form one speedup group (see :data:`DEFINITIONS`)."""
+    batch = f"b={m.batch_per_gpu}" if m.batch_per_gpu is not None else "global"
+    return (m.file, m.model, m.hardware, m.precision, m.framework, m.source, batch)
+
+
+def _with_speedups(results: list[RowResult]) -> tuple[RowResult, ...]:
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, r in enumerate(results):
+        if r.predicted_throughput is not None:
+            groups.setdefault(speedup_key(r.measurement), []).append(i)
+    out = list(results)
+    for idx in groups.values():
+        ones = [i for i in idx if results[i].measurement.gpus == 1]
+        if not ones:
+            continue
+        plain = [
+            i
+            for i in ones
+            if results[i].measurement.strategy.kind == "data"
+            and results[i].measurement.strategy.mb == 1
+            and not results[i].measurement.strategy.recompute
+        ]
+        b = (plain or ones)[0]
+        base = results[b]
+        assert base.predicted_throughput is not None
+        for i in idx:
+            r = results[i]
+            if r.measurement.gpus == 1 or r.predicted_throughput is None:
+                continue
+            out[i] = RowResult(
+                r.measurement,
+                r.predicted_throughput,
+                r.reason,
+                r.role,
+                r.calibrated,
+                r.fits_in_memory,
+                measured_speedup=r.measurement.measured_throughput
+                / base.measurement.measured_throughput,
+                predicted_speedup=r.predicted_throughput / base.predicted_throughput,
+                speedup_baseline_row=base.measurement.row,
+            )
+    return tuple(out)
+
+
+def summarize(rows: Sequence[RowResult], mode: str = "none") -> Summary:
+    """Whole-set and per-group figures of compared rows."""
+    scored = [r for r in rows if r.scored]
+    predicted = [r for r in rows if r.predicted_throughput is not None]
+    fit = [r for r in predicted if r.role == "calibration"]
+    multi = [r for r in scored if r.measurement.gpus > 1]
+    pairs = [r for r in rows if r.speedup_error_pct is not None]
+    worst = max(scored, key=lambda r: abs(r.error_pct or 0.0), default=None)
+    groups: dict[tuple[str, str, str], list[RowResult]] = {}
+    for r in rows:
+        m = r.measurement
+        groups.setdefault((m.model, m.hardware, m.strategy_kind), []).append(r)
+    gs = []
+    for (model, hw, kind), rs in groups.items():
+        sc = [r for r in rs if r.scored]
+        gs.append(
+            GroupSummary(
+                model,
+                hw,
+                kind,
+                len(rs),
+                len(sc),
+                mape([r.error_pct for r in sc]),
+                mape([r.speedup_error_pct for r in rs]),
+                sum(r.speedup_error_pct is not None for r in rs),
+                _max_abs([r.error_pct for r in sc]),
+            )
+        )
+    return Summary(
+        mode=mode,
+        rows=len(rows),
+        predicted=len(predicted),
+        unpredictable=len(rows) - len(predicted),
+        scored=len(scored),
+        throughput_mape_pct=mape([r.error_pct for r in scored]),
+        throughput_mape_multi_gpu_pct=mape([r.error_pct for r in multi]),
+        fit_mape_pct=mape([r.error_pct for r in fit]) if fit else None,
+        speedup_mape_pct=mape([r.speedup_error_pct for r in pairs]),
+        speedup_pairs=len(pairs),
+        max_abs_error_pct=_max_abs([r.error_pct for r in scored]),
+        worst_row=None if worst is None else worst.measurement.where(),
+        groups=tuple(gs),
+    )

@@ -1,0 +1,54 @@
+"""Price one measured run with the cost model: predicted throughput of the row's own plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hardware import Hardware
+from ..network import get_model
+from ..strategies.predict import context, price
+from .measurements import Measurement
+
+__all__ = ["RowPrice", "price_row", "global_batch_of"]
+
+
+@dataclass(frozen=True)
+class RowPrice:
+    """The model's step time and throughput for one measured row, and whether it fits memory."""
+
+    global_batch: int
+    step_time_s: float
+    throughput_samples_per_s: float
+    memory_per_gpu_bytes: float
+    memory_capacity_bytes: float
+    breakdown: dict[str, float]
+
+    @property
+    def fits_in_memory(self) -> bool:
+        return self.memory_per_gpu_bytes <= self.memory_capacity_bytes
+
+
+def global_batch_of(m: Measurement) -> int | None:
+    """Samples per step over all GPUs (None when the row gives no batch)."""
+    if m.batch_per_gpu is not None:
+        return m.batch_per_gpu * m.gpus
+    return m.global_batch
+
+
+def price_row(m: Measurement, hw: Hardware) -> RowPrice:
+    """Price row ``m`` on ``hw``; raises :class:`~perfmodel.errors.PerfmodelError` if it cannot."""
+    batch = global_batch_of(m)
+    if batch is None:
+        raise ValueError(f"{m.where()}: no batch given")
+    net = get_model(m.model, m.image_size)
+    ctx = context(net, hw, m.precision, m.optimizer)
+    priced = price(ctx, m.strategy, batch)
+    t = priced.time_s
+    return RowPrice(
+        global_batch=batch,
+        step_time_s=t,
+        throughput_samples_per_s=batch / t,
+        memory_per_gpu_bytes=float(sum(priced.memory.values())),
+        memory_capacity_bytes=hw.device.memory_bytes,
+        breakdown=dict(priced.breakdown),
+    )
