@@ -1,0 +1,112 @@
+"""``perfmodel calibrate``: fit a profile's efficiencies to measured runs, write a new profile."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ..hardware import load_hardware, load_profile
+from ..report import to_json
+from ..validation import calibrate_profile, load_measurements, mape, profile_toml
+from ..validation.compare import compare_rows
+from .common import emit, format_option
+
+__all__ = ["calibrate_cmd"]
+
+
+@click.command("calibrate")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--hardware",
+    "-H",
+    required=True,
+    help="Profile to calibrate: a shipped name or a TOML path; the rows of FILE whose "
+    "hardware column names it are used.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Where to write the calibrated profile (.toml).",
+)
+@format_option
+def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
+    """Fit the compute efficiencies (by op kind and kernel size) and link efficiencies of a
+    hardware profile to the measured runs in FILE, and write the result as a new profile.
+
+    \b
+    Compute is fitted per precision on the 1-GPU rows (all rows of that precision if it has
+    none); then the intra- and inter-node link efficiencies on the multi-GPU rows, where
+    the predicted times depend on them. Use the result with --hardware calibrated.toml.
+    """
+    if output.suffix.lower() != ".toml":
+        raise UsageError(f"cannot write '{output}': the calibrated profile must be a .toml file")
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write '{output}': folder '{parent}' does not exist")
+    base = load_hardware(hardware)
+    ms = load_measurements([file])
+    keys = {hardware, base.name}
+    rows = [
+        m for m in ms.rows if m.hardware in keys or Path(m.hardware).name == Path(hardware).name
+    ]
+    if not rows:
+        named = sorted({m.hardware for m in ms.rows})
+        raise UsageError(
+            f"{file}: no row names hardware '{hardware}' (rows name: {', '.join(named)})"
+        )
+    key = rows[0].hardware
+    cal = calibrate_profile(rows, base, key)
+    hw = cal.profiles[key]
+    before = compare_rows(rows, {key: base})
+    after = compare_rows(rows, {key: hw})
+    mape_before = mape([r.error_pct for r in before])
+    mape_after = mape([r.error_pct for r in after])
+    used = sum(r.predicted_throughput is not None for r in after)
+    today = datetime.date.today().isoformat()
+    source = (
+        f"{base.name} calibrated by perfmodel calibrate on {today} from {used} measured "
+        f"run(s) in {file.name}; throughput MAPE on them "
+        f"{_pct(mape_before)} -> {_pct(mape_after)}. Base profile: "
+        f"{base.sources.get('profile', '')}"
+    )
+    notes = {f.precision: f.describe() for f in cal.compute}
+    text = profile_toml(
+        hw,
+        f"{base.name}-calibrated",
+        f"{base.description} (efficiencies calibrated to {file.name})",
+        source,
+        notes,
+    )
+    output.write_text(text, encoding="utf-8")
+    load_profile(output)  # the file must load as a profile; raises ProfileError otherwise
+    if fmt == "json":
+        emit(
+            to_json(
+                {
+                    "output": str(output),
+                    "hardware": base.name,
+                    "rows": used,
+                    "throughput_mape_before_pct": mape_before,
+                    "throughput_mape_after_pct": mape_after,
+                    "calibration": cal.to_dict(),
+                }
+            )
+        )
+        return
+    lines = [f"calibrated {base.name} on {used} run(s) of {file}:"]
+    lines += [f"  {line}" for line in cal.lines()]
+    lines.append(
+        f"throughput MAPE on these runs: {_pct(mape_before)} -> {_pct(mape_after)} "
+        "(in-sample: check on other runs with `perfmodel validate`)"
+    )
+    lines.append(f"wrote {output} (use it with --hardware {output})")
+    emit("\n".join(lines))
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}%"

@@ -1,0 +1,139 @@
+"""``perfmodel validate``: predicted against measured throughput and speedup, MAPE summaries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from ..report import render_frame, to_json
+from ..validation import CALIBRATION_MODES, Validation, load_measurements, validate
+from .common import chart_option, check_writable, emit, format_option
+
+__all__ = ["validate_cmd", "render_validation", "rows_frame", "groups_frame"]
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}%"
+
+
+def rows_frame(v: Validation) -> pd.DataFrame:
+    """One line per input row, in input order, units in the headers."""
+    many = len(v.files) > 1
+    recs = []
+    for r in v.rows:
+        m = r.measurement
+        rec: dict[str, object] = {}
+        if many:
+            rec["file"] = Path(m.file).name
+        rec.update(
+            {
+                "row": m.row,
+                "model": m.model,
+                "hardware": m.hardware,
+                "gpus": m.gpus,
+                "precision": m.precision,
+                "batch": m.batch_key,
+                "strategy": m.strategy_text,
+                "measured_samples/s": m.measured_throughput,
+                "predicted_samples/s": r.predicted_throughput,
+                "error_%": r.error_pct,
+                "measured_speedup_x": r.measured_speedup,
+                "predicted_speedup_x": r.predicted_speedup,
+                "speedup_error_%": r.speedup_error_pct,
+                "role": r.role,
+                "reason": r.reason,
+            }
+        )
+        recs.append(rec)
+    return pd.DataFrame(recs)
+
+
+def groups_frame(v: Validation) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "model": g.model,
+                "hardware": g.hardware,
+                "strategy_kind": g.strategy_kind,
+                "rows": g.rows,
+                "scored": g.scored,
+                "throughput_MAPE_%": g.throughput_mape_pct,
+                "speedup_MAPE_%": g.speedup_mape_pct,
+                "speedup_runs": g.speedup_pairs,
+                "max_|error|_%": g.max_abs_error_pct,
+            }
+            for g in v.summary.groups
+        ]
+    )
+
+
+def render_validation(v: Validation) -> str:
+    """Rows, the summary, per-group figures and what calibration fitted, as text."""
+    s = v.summary
+    mode = {
+        "none": "none (profile values as shipped)",
+        "single-gpu": "single-gpu (compute fitted on the 1-GPU rows; multi-GPU rows scored)",
+    }[s.mode]
+    lines = [render_frame(rows_frame(v)), ""]
+    lines.append(f"calibration: {mode}")
+    if v.calibration is not None:
+        lines += [
+            f"  fitted {line}" if not line.startswith("not fitted") else f"  {line}"
+            for line in v.calibration.lines()
+        ]
+    lines += [
+        "",
+        f"rows {s.rows}: predicted {s.predicted}, without prediction {s.unpredictable}, "
+        f"scored {s.scored}",
+        f"throughput MAPE {_pct(s.throughput_mape_pct)} over {s.scored} scored rows "
+        f"(multi-GPU rows only: {_pct(s.throughput_mape_multi_gpu_pct)})",
+    ]
+    if s.fit_mape_pct is not None:
+        lines.append(f"in-sample error of the fitted 1-GPU rows: {_pct(s.fit_mape_pct)} MAPE")
+    lines += [
+        f"speedup MAPE {_pct(s.speedup_mape_pct)} over {s.speedup_pairs} multi-GPU rows "
+        "(against the 1-GPU row of the same model, hardware, precision, batch, framework, source)",
+        f"max |error| {_pct(s.max_abs_error_pct)} ({s.worst_row or '-'})",
+        "",
+        "per group (model, hardware, strategy kind):",
+        render_frame(groups_frame(v)),
+    ]
+    return "\n".join(lines)
+
+
+@click.command("validate")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--calibrate",
+    "calibrate",
+    type=click.Choice(CALIBRATION_MODES),
+    default="none",
+    show_default=True,
+    help="none: profiles as shipped. single-gpu: fit compute efficiencies on the 1-GPU "
+    "rows, then score the multi-GPU rows (which the fit never sees).",
+)
+@format_option
+@chart_option
+def validate_cmd(files: tuple[Path, ...], calibrate: str, fmt: str, chart: Path | None) -> None:
+    """Compare predictions with measured runs in FILES (CSV; default: the shipped published runs).
+
+    \b
+    Columns: model, hardware, gpus, precision, batch_per_gpu, global_batch, strategy,
+    measured_throughput (samples/s over all GPUs); optional image_size, optimizer,
+    framework, source. Prints measured, predicted and error % per row, then MAPE of
+    throughput and of speedup overall and per (model, hardware, strategy kind).
+    """
+    check_writable(chart)
+    v = validate(load_measurements(list(files)), calibrate)
+    if chart is not None:
+        from ..report.charts_validation import validation_chart
+
+        validation_chart(v).savefig(chart, dpi=120)
+    if fmt == "json":
+        emit(to_json(v.to_dict()))
+    elif fmt == "csv":
+        emit(render_frame(pd.DataFrame([r.to_dict() for r in v.rows]), "csv"))
+    else:
+        emit(render_validation(v))
