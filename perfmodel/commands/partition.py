@@ -1,0 +1,229 @@
+"""``perfmodel partition``: split a network over K devices with a hypergraph partitioner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from ..partition import (
+    DEFAULT_EPSILON,
+    DEFAULT_SEED,
+    GRANULARITIES,
+    PartitionReport,
+    partition_report,
+)
+from ..partition.compare import SplitSummary
+from ..report import render_frame, to_json
+from ..units import GB
+from .common import (
+    chart_option,
+    check_writable,
+    emit,
+    format_option,
+    hardware_option,
+    image_size_option,
+    precision_option,
+)
+
+__all__ = ["partition_cmd", "render_partition", "partition_rows"]
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One split in SI units (None where it does not apply)."""
+
+    split: str
+    volume: float | None
+    per_device: float | None
+    max_device: float | None
+    reduction_vs_dp: float | None
+    imbalance: float | None
+    slowest_part_s: float | None
+
+
+def _rows(r: PartitionReport) -> list[_Row]:
+    dp = r.data_parallel_volume_bytes
+
+    def row(name: str, sp: SplitSummary | None) -> _Row:
+        if sp is None:
+            return _Row(name, None, None, None, None, None, None)
+        return _Row(
+            name,
+            sp.comm_volume_bytes,
+            sp.comm_volume_per_device_bytes,
+            sp.max_device_sent_bytes,
+            1.0 - sp.comm_volume_bytes / dp if dp > 0 else None,
+            sp.imbalance,
+            max(sp.part_loads_s),
+        )
+
+    per = r.data_parallel_per_device_bytes
+    return [
+        row("hypergraph", r.hypergraph),
+        row("contiguous", r.contiguous),
+        _Row("data_parallel", dp, per, per, 0.0, 0.0, None),
+    ]
+
+
+def partition_rows(r: PartitionReport) -> list[dict[str, object]]:
+    """One row per split (hypergraph, contiguous, data parallel), in SI units, for CSV."""
+    return [
+        {
+            "split": x.split,
+            "comm_volume_bytes": x.volume,
+            "comm_volume_per_device_bytes": x.per_device,
+            "max_device_sent_bytes": x.max_device,
+            "reduction_vs_data_parallel": x.reduction_vs_dp,
+            "imbalance": x.imbalance,
+            "slowest_part_s": x.slowest_part_s,
+            "global_batch": r.global_batch,
+            "parts": r.parts,
+            "model": r.model,
+            "granularity": r.granularity,
+        }
+        for x in _rows(r)
+    ]
+
+
+def _scaled(x: float | None, factor: float) -> float | None:
+    return None if x is None else x * factor
+
+
+def _versus_dp(r: PartitionReport) -> str:
+    red = r.reduction_vs_data_parallel
+    how = f"{100 * red:.1f}% less" if red >= 0 else f"{-100 * red:.1f}% more"
+    return (
+        f"the partition sends {how} than data parallelism's gradient allreduce; "
+        f"the same at global batch {r.break_even_batch:,.0f}"
+    )
+
+
+def render_partition(r: PartitionReport) -> str:
+    """The partition as text: headline, the splits compared, the parts, the definitions."""
+    lines = [
+        f"{r.model} split into {r.parts} parts at {r.granularity} granularity "
+        f"({r.units} units, {r.nets} tensors), "
+        f"{r.precision} on {r.hardware}, global batch {r.global_batch}",
+        f"KaHyPar km1, epsilon {r.epsilon}, seed {r.seed}: "
+        + (f"{r.partition_seconds * 1e3:.1f} ms" if r.partition_seconds > 0 else "cached")
+        + f"; the parts' quotient graph {'is acyclic' if r.acyclic else 'has cycles'}",
+        _versus_dp(r),
+        "",
+    ]
+    table = pd.DataFrame(
+        [
+            {
+                "split": x.split,
+                "volume_GB": _scaled(x.volume, 1 / GB),
+                "per_device_GB": _scaled(x.per_device, 1 / GB),
+                "max_device_GB": _scaled(x.max_device, 1 / GB),
+                "reduction_vs_dp_%": _scaled(x.reduction_vs_dp, 100.0),
+                "imbalance_%": _scaled(x.imbalance, 100.0),
+                "slowest_part_ms": _scaled(x.slowest_part_s, 1e3),
+            }
+            for x in _rows(r)
+        ]
+    )
+    lines.append(render_frame(table, floatfmt="{:,.3f}"))
+    if r.contiguous is None:
+        lines.append(f"(no contiguous split: the chain has fewer than {r.parts} links)")
+    lines.append("")
+    counts = [0] * r.parts
+    for p in r.assignment.values():
+        counts[p] += 1
+    c = r.contiguous
+    parts = pd.DataFrame(
+        [
+            {
+                "part": i,
+                "units": counts[i],
+                "params": int(round(r.hypergraph.part_params[i])),
+                "load_ms": r.hypergraph.part_loads_s[i] * 1e3,
+                "contiguous_load_ms": None if c is None else c.part_loads_s[i] * 1e3,
+            }
+            for i in range(r.parts)
+        ]
+    )
+    lines.append(render_frame(parts))
+    lines.append("")
+    lines.append("definitions:")
+    lines += [f"  {k}: {v}" for k, v in r.notes.items()]
+    lines.append("  assignment: every unit's part is in the JSON output (--format json)")
+    return "\n".join(lines)
+
+
+@click.command("partition")
+@click.argument("model")
+@click.option(
+    "--parts",
+    "-k",
+    type=int,
+    required=True,
+    help="Number of devices K to split the network over (>= 2).",
+)
+@click.option(
+    "--granularity",
+    type=click.Choice(GRANULARITIES),
+    default="layer",
+    show_default=True,
+    help="layer: one unit per layer; channel: convolution/linear layers cut into groups of "
+    "output channels (2 per part), so a layer can be split.",
+)
+@click.option(
+    "--epsilon",
+    type=float,
+    default=DEFAULT_EPSILON,
+    show_default=True,
+    help="Allowed imbalance: max part weight <= (1 + epsilon) x ceil(total / K).",
+)
+@click.option(
+    "--global-batch",
+    "-B",
+    type=int,
+    default=256,
+    show_default=True,
+    help="Samples per training step: scales the activation volume (not the gradients).",
+)
+@click.option(
+    "--seed", type=int, default=DEFAULT_SEED, show_default=True, help="KaHyPar's random seed."
+)
+@hardware_option
+@precision_option
+@image_size_option
+@format_option
+@chart_option
+def partition_cmd(
+    model: str,
+    parts: int,
+    granularity: str,
+    epsilon: float,
+    global_batch: int,
+    seed: int,
+    hardware: str,
+    precision: str,
+    image_size: int | None,
+    fmt: str,
+    chart: Path | None,
+) -> None:
+    """Split MODEL over K devices by partitioning its computation hypergraph with KaHyPar.
+
+    Compares the communication volume and load imbalance with the best contiguous
+    (pipeline) split and with data parallelism's gradient allreduce on K devices.
+    """
+    check_writable(chart)
+    r = partition_report(
+        model, parts, granularity, epsilon, global_batch, hardware, precision, image_size, seed
+    )
+    if chart is not None:
+        from ..report.charts_partition import partition_chart
+
+        partition_chart(r).savefig(chart)
+    if fmt == "json":
+        emit(to_json(r.to_dict()))
+    elif fmt == "csv":
+        emit(render_frame(pd.DataFrame(partition_rows(r)), "csv"))
+    else:
+        emit(render_partition(r))

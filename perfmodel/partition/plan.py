@@ -1,0 +1,201 @@
+"""Partitions of a network's hypergraph: KaHyPar's (cached) and the contiguous pipeline cut."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..errors import UsageError
+from ..hardware import Hardware
+from ..network import Network
+from ..strategies.pipeline import partition_min_max
+from .hypergraph import GRANULARITIES, Hypergraph, build_hypergraph, channel_groups_for
+from .kahypar_backend import kahypar_partition
+from .metrics import imbalance, km1_volume, part_loads
+
+__all__ = [
+    "DEFAULT_EPSILON",
+    "DEFAULT_SEED",
+    "Partition",
+    "hypergraph_partition",
+    "contiguous_partition",
+    "network_hypergraph",
+    "network_partition",
+    "check_parts",
+    "clear_cache",
+]
+
+#: KaHyPar's allowed imbalance by default (max part weight <= 1.03 x the ideal).
+DEFAULT_EPSILON = 0.03
+
+#: KaHyPar's random seed: fixed, so the same inputs give the same partition.
+DEFAULT_SEED = 42
+
+_CACHE_SIZE = 256
+_CACHE: OrderedDict[tuple[object, ...], Partition] = OrderedDict()
+
+
+@dataclass(frozen=True, eq=False)
+class Partition:
+    """An assignment of every unit of ``hypergraph`` to one of ``parts`` parts.
+
+    ``method`` is ``hypergraph`` (KaHyPar) or ``contiguous`` (the best contiguous cut of
+    the chain of links). ``seconds`` is how long KaHyPar took (0 for the contiguous cut
+    and for cached partitions reused).
+    """
+
+    hypergraph: Hypergraph
+    parts: int
+    assignment: np.ndarray
+    method: str
+    epsilon: float
+    seed: int
+    seconds: float = 0.0
+
+    @cached_property
+    def loads_s_per_sample(self) -> np.ndarray:
+        """Forward+backward seconds per sample of each part."""
+        return part_loads(self.hypergraph.unit_seconds, self.assignment, self.parts)
+
+    @cached_property
+    def weight_loads(self) -> np.ndarray:
+        """Integer (partitioner) weight of each part."""
+        return part_loads(self.hypergraph.unit_weights, self.assignment, self.parts).astype(
+            np.int64
+        )
+
+    @property
+    def imbalance(self) -> float:
+        """``max part load / mean part load - 1`` on the predicted compute times."""
+        return imbalance(self.loads_s_per_sample)
+
+    @cached_property
+    def volume_bytes_per_sample(self) -> float:
+        """Bytes all parts together send per sample (sum over nets of bytes x (lambda - 1))."""
+        return km1_volume(self.hypergraph, self.assignment, self.parts)
+
+    @cached_property
+    def sent_bytes_per_sample(self) -> np.ndarray:
+        """Bytes each part sends per sample: activations to the other parts that read them,
+        and the gradients (partial sums) of the tensors it reads from other parts."""
+        hg, a = self.hypergraph, self.assignment
+        sent = np.zeros(self.parts)
+        half = hg.net_bytes / 2
+        for i in range(hg.num_nets):
+            pins = hg.net_pins(i)
+            src = a[pins[0]]
+            others = np.unique(a[pins])
+            others = others[others != src]
+            sent[src] += half[i] * len(others)
+            sent[others] += half[i]
+        return sent
+
+    @property
+    def unit_parts(self) -> dict[str, int]:
+        """Unit name -> its part."""
+        return {n: int(p) for n, p in zip(self.hypergraph.unit_names, self.assignment, strict=True)}
+
+
+def check_parts(parts: int, hg: Hypergraph) -> None:
+    """Raise :class:`UsageError` unless ``2 <= parts <= units``."""
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
+        raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
+    if parts > hg.num_units:
+        raise UsageError(
+            f"{hg.model} has only {hg.num_units} units at {hg.granularity} granularity, "
+            f"so it cannot be split into {parts} parts (valid: 2..{hg.num_units}"
+            + (", or use --granularity channel)" if hg.granularity == "layer" else ")")
+        )
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if not (0.0 < epsilon < 1.0):
+        raise UsageError(f"epsilon must be in (0, 1), got {epsilon}")
+
+
+def hypergraph_partition(
+    hg: Hypergraph, parts: int, epsilon: float = DEFAULT_EPSILON, seed: int = DEFAULT_SEED
+) -> Partition:
+    """KaHyPar's partition of ``hg`` into ``parts`` parts (cached on the hypergraph's content)."""
+    check_parts(parts, hg)
+    _check_epsilon(epsilon)
+    key = (
+        hg.model,
+        hg.granularity,
+        hg.groups,
+        hg.elem_bytes,
+        parts,
+        float(epsilon),
+        int(seed),
+        hg.unit_weights.tobytes(),
+        hg.pins.tobytes(),
+        hg.offsets.tobytes(),
+        hg.net_bytes.tobytes(),
+    )
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        return Partition(hg, parts, hit.assignment, "hypergraph", epsilon, seed, 0.0)
+    t0 = time.perf_counter()
+    assignment = kahypar_partition(hg, parts, epsilon, seed)
+    assignment.setflags(write=False)
+    p = Partition(hg, parts, assignment, "hypergraph", epsilon, seed, time.perf_counter() - t0)
+    _CACHE[key] = p
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return p
+
+
+def clear_cache() -> None:
+    """Forget every cached partition."""
+    _CACHE.clear()
+
+
+def contiguous_partition(net: Network, hg: Hypergraph, parts: int) -> Partition | None:
+    """The best contiguous split of the chain of links, as a pipeline cuts it: the stages'
+    largest compute time is minimal (:func:`partition_min_max`). None if the chain has
+    fewer links than ``parts``."""
+    check_parts(parts, hg)
+    links = net.links
+    if parts > len(links):
+        return None
+    layer_s = np.bincount(hg.unit_layer, weights=hg.unit_seconds, minlength=len(net.layers))
+    costs = [float(layer_s[lk.start : lk.stop].sum()) for lk in links]
+    runs = partition_min_max(costs, parts)
+    stage_of_link = np.repeat(np.arange(parts), runs)
+    stage_of_layer = np.zeros(len(net.layers), dtype=np.int64)
+    for lk in links:
+        stage_of_layer[lk.start : lk.stop] = stage_of_link[lk.index]
+    assignment = stage_of_layer[hg.unit_layer]
+    assignment.setflags(write=False)
+    return Partition(hg, parts, assignment, "contiguous", 0.0, 0, 0.0)
+
+
+def network_hypergraph(
+    net: Network, hw: Hardware, precision: str, parts: int, granularity: str
+) -> Hypergraph:
+    """The hypergraph of ``net`` for a ``parts``-way split at ``granularity``."""
+    if granularity not in GRANULARITIES:
+        raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
+    return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts))
+
+
+def network_partition(
+    net: Network,
+    hw: Hardware,
+    precision: str,
+    parts: int,
+    granularity: str = "layer",
+    epsilon: float = DEFAULT_EPSILON,
+    seed: int = DEFAULT_SEED,
+) -> Partition:
+    """KaHyPar's ``parts``-way partition of ``net`` at ``granularity`` (cached per network,
+    weights, ``parts``, granularity, ``epsilon`` and seed)."""
+    if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
+        raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
+    hg = network_hypergraph(net, hw, precision, parts, granularity)
+    return hypergraph_partition(hg, parts, epsilon, seed)
