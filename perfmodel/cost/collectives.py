@@ -1,14 +1,32 @@
-"""Collectives on a hierarchical system: which tier a group of GPUs talks over, and the time."""
+"""Collectives on a hierarchical system: which tier a group of GPUs talks over, and the time.
+
+Each collective is written once as an expression over :class:`LinkParams`, which hold
+either the profile's numbers (``predict``) or sympy symbols (``explain``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import sympy as sp
 
 from ..errors import StrategyError
 from ..hardware import Hardware
 from . import formulas as f
 
-__all__ = ["Group", "allreduce", "allgather", "reduce_scatter", "point_to_point", "ALGORITHMS"]
+__all__ = [
+    "Group",
+    "LinkParams",
+    "link_params",
+    "link_symbols",
+    "allreduce",
+    "allreduce_expr",
+    "allgather",
+    "reduce_scatter",
+    "point_to_point",
+    "ALGORITHMS",
+]
 
 ALGORITHMS = ("ring", "tree", "hierarchical")
 
@@ -29,48 +47,61 @@ class Group:
     def nodes(self) -> int:
         return max(1, self.size // max(1, self.per_node))
 
-    @staticmethod
-    def place(size: int, stride: int, hw: Hardware) -> Group:
-        """A group of ``size`` GPUs whose ranks are ``stride`` apart (inner degrees fill a node first)."""
-        g = hw.gpus_per_node
-        if stride >= g:
-            per_node = 1
-        else:
-            per_node = max(1, min(size, g // stride))
-        return Group(size, per_node, sharing=g)
+
+@dataclass(frozen=True)
+class LinkParams:
+    """Effective bandwidths (bytes/s) and latencies (s): intra-node per GPU, network per GPU."""
+
+    bw_intra: Any
+    alpha_intra: Any
+    bw_net_per_gpu: Any
+    alpha_net: Any
 
 
-def _inter_bw_per_gpu(hw: Hardware, group: Group) -> float:
-    """The network bandwidth one GPU of the group gets: its node's, shared by ``sharing`` GPUs."""
-    sharing = group.sharing or hw.gpus_per_node
-    return hw.inter.effective_bandwidth_bytes_per_s / min(sharing, hw.gpus_per_node)
+def link_params(hw: Hardware, group: Group | None = None) -> LinkParams:
+    """The profile's numbers; the node's network bandwidth is shared by ``group.sharing`` GPUs."""
+    sharing = (group.sharing if group and group.sharing else 0) or hw.gpus_per_node
+    return LinkParams(
+        hw.intra.effective_bandwidth_bytes_per_s,
+        hw.intra.latency_s,
+        hw.inter.effective_bandwidth_bytes_per_s / min(sharing, hw.gpus_per_node),
+        hw.inter.latency_s,
+    )
+
+
+def link_symbols() -> LinkParams:
+    """Named symbols for :func:`allreduce_expr` (``explain``)."""
+    return LinkParams(*sp.symbols("beta_intra alpha_intra beta_net alpha_net", positive=True))
+
+
+def allreduce_expr(n_bytes: Any, group: Group, lp: LinkParams, algorithm: str = "ring") -> Any:
+    """Seconds to allreduce ``n_bytes`` over ``group`` (numbers or sympy, by ``lp``)."""
+    p = group.size
+    if p <= 1:
+        return 0
+    if group.nodes <= 1:
+        if algorithm == "tree":
+            return f.tree_allreduce(n_bytes, p, lp.bw_intra, lp.alpha_intra)
+        return f.ring_allreduce(n_bytes, p, lp.bw_intra, lp.alpha_intra)
+    # across nodes: one channel per GPU of the node, each over that GPU's share of the network
+    bw = f.smin(lp.bw_intra, group.per_node * lp.bw_net_per_gpu)
+    if algorithm == "ring":
+        return f.ring_allreduce(n_bytes, p, bw, lp.alpha_net)
+    if algorithm == "tree":
+        return f.tree_allreduce(n_bytes, p, bw, lp.alpha_net)
+    if algorithm == "hierarchical":
+        # reduce-scatter inside the node, allreduce of a 1/per_node shard across nodes, allgather
+        k, q = group.nodes, group.per_node
+        inside = 2 * f.ring_reduce_scatter(n_bytes, q, lp.bw_intra, lp.alpha_intra) if q > 1 else 0
+        return inside + f.ring_allreduce(n_bytes / q, k, lp.bw_net_per_gpu, lp.alpha_net)
+    raise StrategyError(f"unknown allreduce algorithm '{algorithm}' (valid: {', '.join(ALGORITHMS)})")
 
 
 def allreduce(n_bytes: float, group: Group, hw: Hardware, algorithm: str = "ring") -> float:
     """Seconds to allreduce ``n_bytes`` over ``group`` with ``algorithm``."""
-    p = group.size
-    if p <= 1 or n_bytes <= 0:
+    if group.size <= 1 or n_bytes <= 0:
         return 0.0
-    bw_in = hw.intra.effective_bandwidth_bytes_per_s
-    a_in, a_out = hw.intra.latency_s, hw.inter.latency_s
-    if group.nodes <= 1:
-        if algorithm == "tree":
-            return float(f.tree_allreduce(n_bytes, p, bw_in, a_in))
-        return float(f.ring_allreduce(n_bytes, p, bw_in, a_in))
-    # across nodes: a channel per GPU of the node, each over that GPU's share of the network
-    bw_out = group.per_node * _inter_bw_per_gpu(hw, group)
-    bw = min(bw_in, bw_out)
-    if algorithm == "ring":
-        return float(f.ring_allreduce(n_bytes, p, bw, a_out))
-    if algorithm == "tree":
-        return float(f.tree_allreduce(n_bytes, p, bw, a_out))
-    if algorithm == "hierarchical":
-        # reduce-scatter inside the node, allreduce of a 1/per_node shard across nodes, allgather
-        k, q = group.nodes, group.per_node
-        inside = 2 * f.ring_reduce_scatter(n_bytes, q, bw_in, a_in) if q > 1 else 0.0
-        across = f.ring_allreduce(n_bytes / q, k, _inter_bw_per_gpu(hw, group), a_out)
-        return float(inside + across)
-    raise StrategyError(f"unknown allreduce algorithm '{algorithm}' (valid: {', '.join(ALGORITHMS)})")
+    return float(allreduce_expr(n_bytes, group, link_params(hw, group), algorithm))
 
 
 def allgather(n_bytes_total: float, group: Group, hw: Hardware) -> float:
@@ -82,6 +113,7 @@ def allgather(n_bytes_total: float, group: Group, hw: Hardware) -> float:
 
 
 def reduce_scatter(n_bytes_total: float, group: Group, hw: Hardware) -> float:
+    """Seconds to reduce-scatter ``n_bytes_total`` over ``group``."""
     if group.size <= 1:
         return 0.0
     bw, alpha = _bw_alpha(group, hw)
@@ -92,14 +124,14 @@ def point_to_point(n_bytes: float, hw: Hardware, across_nodes: bool) -> float:
     """Seconds to send ``n_bytes`` from one GPU to another (a pipeline cut, a halo)."""
     if n_bytes <= 0:
         return 0.0
+    lp = link_params(hw)
     if across_nodes:
-        bw = hw.inter.effective_bandwidth_bytes_per_s / hw.gpus_per_node
-        return float(f.p2p(n_bytes, bw, hw.inter.latency_s))
-    return float(f.p2p(n_bytes, hw.intra.effective_bandwidth_bytes_per_s, hw.intra.latency_s))
+        return float(f.p2p(n_bytes, lp.bw_net_per_gpu, lp.alpha_net))
+    return float(f.p2p(n_bytes, lp.bw_intra, lp.alpha_intra))
 
 
 def _bw_alpha(group: Group, hw: Hardware) -> tuple[float, float]:
+    lp = link_params(hw, group)
     if group.nodes <= 1:
-        return hw.intra.effective_bandwidth_bytes_per_s, hw.intra.latency_s
-    bw = min(hw.intra.effective_bandwidth_bytes_per_s, group.per_node * _inter_bw_per_gpu(hw, group))
-    return bw, hw.inter.latency_s
+        return lp.bw_intra, lp.alpha_intra
+    return min(lp.bw_intra, group.per_node * lp.bw_net_per_gpu), lp.alpha_net

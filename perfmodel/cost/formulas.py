@@ -15,6 +15,7 @@ import sympy as sp
 
 __all__ = [
     "smax",
+    "smin",
     "kernel_time",
     "ring_allreduce",
     "tree_allreduce",
@@ -34,10 +35,20 @@ def _is_sym(*xs: Num) -> bool:
 def smax(*xs: Num) -> Num:
     """max() for numbers, numpy arrays (elementwise) and sympy expressions."""
     if _is_sym(*xs):
-        return sp.Max(*xs)
+        return sp.Max(*xs, evaluate=False)
     out = xs[0]
     for x in xs[1:]:
         out = np.maximum(out, x)
+    return out
+
+
+def smin(*xs: Num) -> Num:
+    """min() for numbers, numpy arrays (elementwise) and sympy expressions."""
+    if _is_sym(*xs):
+        return sp.Min(*xs, evaluate=False)
+    out = xs[0]
+    for x in xs[1:]:
+        out = np.minimum(out, x)
     return out
 
 

@@ -46,14 +46,24 @@ class Context:
     link_starts: np.ndarray
     link_of_layer: np.ndarray
     cut_elems: np.ndarray
+    _memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
+        default_factory=dict, repr=False)
 
     @property
     def elem_bytes(self) -> int:
         return BYTES_PER_ELEMENT[self.precision]
 
     def times(self, batch: float, grid: tuple[int, int, int] = (1, 1, 1)) -> tuple[LayerTimes, dict[str, np.ndarray]]:
-        ev = self.cc.evaluate(batch, *grid)
-        return layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev), ev
+        """Per-layer times and counts at ``batch`` on a tile of ``grid`` (memoised per context)."""
+        key = (float(batch), tuple(grid))
+        hit = self._memo.get(key)
+        if hit is None:
+            ev = self.cc.evaluate(batch, *grid)
+            hit = (layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev), ev)
+            if len(self._memo) > 256:
+                self._memo.clear()
+            self._memo[key] = hit  # type: ignore[index]
+        return hit
 
 
 def context(net: Network, hw: Hardware, precision: str, optimizer: str) -> Context:
@@ -353,7 +363,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
 
 def _transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int]) -> float:
     """The largest layer's input plus output (and their gradients) live during its backward."""
-    ev = ctx.cc.evaluate(m, *grid)
+    _, ev = ctx.times(m, grid)
     out = ev["out_elems"]
     return float(2 * out.max() * ctx.elem_bytes * 2)
 

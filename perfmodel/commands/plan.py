@@ -1,0 +1,101 @@
+"""``perfmodel plan``: search every strategy and print the best plans, ranked by throughput."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from ..report import render_frame, to_json
+from ..search import KINDS, PlanResult, plan
+from ..search.plan import DEFAULT_BATCH_PER_GPU
+from ..units import GIB
+from .common import (
+    chart_option,
+    check_writable,
+    emit,
+    format_option,
+    gpus_option,
+    hardware_option,
+    image_size_option,
+    optimizer_option,
+    precision_option,
+)
+
+__all__ = ["plan_cmd", "plan_frame", "render_plan"]
+
+
+def plan_frame(r: PlanResult) -> pd.DataFrame:
+    rows = []
+    for i, (p, why) in enumerate(zip(r.plans, r.reasons, strict=True), 1):
+        rows.append({
+            "rank": i,
+            "strategy": p.strategy.spec(),
+            "kind": p.strategy.kind,
+            "step_ms": p.iteration_time_s * 1e3,
+            "samples/s": p.throughput_samples_per_s,
+            "speedup_x": p.speedup_vs_1gpu,
+            "efficiency_%": None if p.parallel_efficiency is None else 100 * p.parallel_efficiency,
+            "mem_GiB": p.memory_per_gpu_bytes / GIB,
+            "cap_GiB": p.memory_capacity_bytes / GIB,
+            "dominant": p.dominant,
+            "why": why,
+        })
+    return pd.DataFrame(rows)
+
+
+def render_plan(r: PlanResult) -> str:
+    best = r.plans[0]
+    lines = [
+        f"{best.model} on {best.gpus} x {best.hardware}, {best.precision}, global batch {r.global_batch}: "
+        f"{len(r.plans)} best of {r.priced} priced plans ({r.candidates} candidates, {r.seconds:.2f} s)",
+        "",
+        render_frame(plan_frame(r)),
+        "",
+        f"speedup: {best.speedup_baseline}",
+    ]
+    for p in r.infeasible:
+        lines.append(f"fastest plan that does not fit: {p.strategy.spec()} "
+                     f"({p.throughput_samples_per_s:,.0f} samples/s, needs {p.memory_per_gpu_bytes / GIB:.1f} GiB "
+                     f"> {p.memory_capacity_bytes / GIB:.1f} GiB)")
+    lines.append("")
+    lines.append("assumptions:")
+    lines += [f"  {k}: {v}" for k, v in r.assumptions.items()]
+    return "\n".join(lines)
+
+
+@click.command("plan")
+@click.argument("model")
+@gpus_option
+@hardware_option
+@precision_option
+@click.option("--global-batch", "-B", type=int, default=None,
+              help=f"Samples per step over all GPUs (default: {DEFAULT_BATCH_PER_GPU} x GPUs, as Goyal et al. 2017).")
+@optimizer_option
+@image_size_option
+@click.option("--top", type=click.IntRange(min=1, max=100), default=5, show_default=True, help="How many plans to show.")
+@click.option("--strategies", default=",".join(KINDS), show_default=True,
+              help=f"Comma list of strategy kinds to search ({', '.join(KINDS)}).")
+@format_option
+@chart_option
+def plan_cmd(model: str, gpus: int, hardware: str, precision: str, global_batch: int | None, optimizer: str,
+             image_size: int | None, top: int, strategies: str, fmt: str, chart: Path | None) -> None:
+    """Search data, spatial, pipeline, hybrid, filter/channel and model-parallel plans of MODEL on GPUS GPUs.
+
+    Plans are ranked by throughput at the global batch; the table says why each runner-up
+    loses. If no plan fits in memory the command says how much the smallest needs and exits 1.
+    """
+    check_writable(chart)
+    kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
+    r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds)
+    if chart is not None:
+        from ..report.charts import plan_chart
+
+        plan_chart(r).savefig(chart)
+    if fmt == "json":
+        emit(to_json(r.to_dict()))
+    elif fmt == "csv":
+        emit(render_frame(plan_frame(r), "csv"))
+    else:
+        emit(render_plan(r))

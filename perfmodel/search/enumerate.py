@@ -1,0 +1,118 @@
+"""Enumerate candidate plans: factorisations of the GPU count into parallel degrees, and options."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ..network import Network
+from ..strategies.spec import Strategy
+
+__all__ = ["divisors", "factorisations", "spatial_grids", "candidates", "variants", "KINDS"]
+
+#: Strategy kinds the search can be restricted to.
+KINDS = ("dp", "ps", "sp", "pp", "hybrid", "mp", "filter", "channel")
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def factorisations(n: int, parts: int) -> Iterator[tuple[int, ...]]:
+    """Ordered tuples of ``parts`` positive integers whose product is ``n`` (any ``n``)."""
+    if parts == 1:
+        yield (n,)
+        return
+    for d in divisors(n):
+        for rest in factorisations(n // d, parts - 1):
+            yield (d, *rest)
+
+
+def spatial_grids(p: int, net: Network) -> list[tuple[int, int, int]]:
+    """Grids of ``p`` tiles that fit the input: HxW for images, DxHxW for volumes."""
+    ext = net.input_shape[1:]
+    if len(ext) == 2:
+        return [(1, h, p // h) for h in divisors(p) if h <= ext[0] and p // h <= ext[1]]
+    if len(ext) == 3:
+        out = []
+        for d, h, w in factorisations(p, 3):
+            if d <= ext[0] and h <= ext[1] and w <= ext[2]:
+                out.append((d, h, w))
+        return out
+    return []
+
+
+def _mb_choices(pp: int, per_replica: int) -> list[int]:
+    """Micro-batch counts worth trying: multiples of the stage count (GPipe's advice M >= 4S)."""
+    out = sorted({m for m in (pp, 2 * pp, 4 * pp, 8 * pp) if m <= per_replica})
+    return out or [per_replica]
+
+
+def candidates(
+    net: Network, gpus: int, global_batch: int, gpus_per_node: int, kinds: tuple[str, ...] = KINDS,
+    max_pp: int = 32, max_sp: int = 64,
+) -> Iterator[Strategy]:
+    """Every plan worth pricing for ``gpus`` GPUs and ``global_batch`` samples.
+
+    dp x sp x pp factorisations (any GPU count); spatial grids that fit the input; pipeline
+    stage counts up to the chain's links with micro-batch counts that split the batch;
+    central and sharded parameter servers for pure data parallelism; hypergraph model
+    parallelism (mp) and filter / channel splits inside a node. Structures come with ring
+    allreduce (and the 1F1B schedule); :func:`variants` gives their other options.
+    """
+    n_links = len(net.links)
+    multi_node = gpus > gpus_per_node
+    comms = ("ring", "tree", "hierarchical") if multi_node else ("ring", "tree")
+    for dp, p_sp, pp in factorisations(gpus, 3):
+        if global_batch % dp or global_batch < dp:
+            continue
+        per_replica = global_batch // dp
+        if pp > min(n_links, max_pp) or p_sp > max_sp:
+            continue
+        grids = [(1, 1, 1)] if p_sp == 1 else spatial_grids(p_sp, net)
+        if p_sp > 1 and not grids:
+            continue
+        kind = ("sp" if p_sp > 1 else "") + ("pp" if pp > 1 else "")
+        if kind == "":
+            if "dp" in kinds:
+                for c in comms if dp > 1 else ("ring",):
+                    yield Strategy(dp=dp, comm=c)
+            if "ps" in kinds and dp > 1:
+                yield Strategy(dp=dp, comm="ps-central")
+                yield Strategy(dp=dp, comm="ps-sharded")
+            continue
+        is_hybrid = dp > 1 or (p_sp > 1 and pp > 1)
+        if is_hybrid and "hybrid" not in kinds:
+            continue
+        if not is_hybrid and kind not in kinds:
+            continue
+        for grid in grids:
+            mbs = _mb_choices(pp, per_replica) if pp > 1 else [1]
+            for mb in mbs:
+                yield Strategy(dp=dp, sp=grid, pp=pp, mb=mb, schedule="1f1b" if pp > 1 else "gpipe")
+    # layer-parallel splits inside a node, combined with data parallelism across
+    for k in divisors(gpus):
+        if k == 1 or k > gpus_per_node:
+            continue
+        dp = gpus // k
+        if global_batch % dp:
+            continue
+        if "filter" in kinds:
+            yield Strategy(dp=dp, filter=k)
+        if "channel" in kinds:
+            yield Strategy(dp=dp, channel=k)
+        if "mp" in kinds and k <= min(8, n_links):
+            per_replica = global_batch // dp
+            for mb in sorted({m for m in (k, 4 * k) if m <= per_replica}) or [1]:
+                yield Strategy(dp=dp, mp=k, mb=mb)
+
+
+def variants(s: Strategy, gpus: int, gpus_per_node: int) -> Iterator[Strategy]:
+    """The options of a structure that change its price: allreduce algorithm, schedule."""
+    comms = ("ring", "tree", "hierarchical") if gpus > gpus_per_node else ("ring", "tree")
+    shares = s.dp * s.sp_degree > 1 and not s.is_ps
+    for c in comms if shares else (s.comm,):
+        for sched in ("gpipe", "1f1b") if s.pp > 1 else (s.schedule,):
+            v = s.with_(comm=c, schedule=sched)
+            if v != s:
+                yield v

@@ -1,0 +1,176 @@
+"""``plan``: price every candidate plan and rank them by throughput, saying why runners-up lose."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
+from ..hardware import Hardware, load_hardware
+from ..network import Network, get_model
+from ..strategies.predict import Prediction, _predict, assumptions, context, price
+from ..strategies.spec import Strategy
+from ..units import GIB
+from .enumerate import KINDS, candidates, variants
+
+__all__ = ["PlanResult", "plan", "default_global_batch", "DEFAULT_BATCH_PER_GPU"]
+
+#: Default samples per GPU when no global batch is given: 32, the per-GPU batch of Goyal et
+#: al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour" (2017), section 5.
+DEFAULT_BATCH_PER_GPU = 32
+
+
+#: How many of the best structures get their allreduce algorithms and schedules tried.
+VARIANT_LEADERS = 12
+
+
+def default_global_batch(gpus: int) -> int:
+    return DEFAULT_BATCH_PER_GPU * gpus
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """Ranked plans (fitting ones, fastest first), why each runner-up loses, and search statistics."""
+
+    plans: tuple[Prediction, ...]
+    reasons: tuple[str, ...]
+    candidates: int
+    priced: int
+    rejected: int
+    seconds: float
+    global_batch: int
+    min_memory_bytes: float
+    assumptions: dict[str, str]
+    infeasible: tuple[Prediction, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        plans = []
+        for p, why in zip(self.plans, self.reasons, strict=True):
+            d = p.to_dict()
+            d["why"] = why
+            plans.append(d)
+        return {
+            "plans": plans,
+            "search": {"candidates": self.candidates, "priced": self.priced, "rejected": self.rejected,
+                       "seconds": self.seconds, "global_batch": self.global_batch,
+                       "min_memory_bytes": self.min_memory_bytes},
+            "assumptions": dict(self.assumptions),
+        }
+
+
+def _why(p: Prediction, best: Prediction) -> str:
+    if not p.fits_in_memory:
+        return f"needs {p.memory_per_gpu_bytes / GIB:.1f} GiB > {p.memory_capacity_bytes / GIB:.1f} GiB"
+    if p is best:
+        return f"best: {p.dominant} {100 * p.breakdown[p.dominant] / p.iteration_time_s:.0f}% of step"
+    overheads = {k: v for k, v in p.breakdown.items() if k != "compute"}
+    k = max(overheads, key=lambda x: overheads[x] - best.breakdown.get(x, 0.0)) if overheads else "compute"
+    excess = overheads.get(k, 0.0) - best.breakdown.get(k, 0.0)
+    c_ratio = p.breakdown.get("compute", 0.0) / max(best.breakdown.get("compute", 1e-30), 1e-30)
+    if c_ratio > 1.05 and (p.breakdown.get("compute", 0) - best.breakdown.get("compute", 0)) > excess:
+        return f"compute x{c_ratio:.2f} of the best plan's (smaller or redundant kernels)"
+    label = k.replace("_", " ")
+    return f"{label} {100 * p.breakdown.get(k, 0.0) / p.iteration_time_s:.0f}% of step"
+
+
+def plan(
+    model: str | Network,
+    gpus: int,
+    hardware: str | Hardware = "a100-80gb-dgx",
+    precision: str = "amp",
+    global_batch: int | None = None,
+    optimizer: str = "sgd",
+    image_size: int | None = None,
+    top: int = 5,
+    kinds: tuple[str, ...] = KINDS,
+) -> PlanResult:
+    """Search data, spatial, pipeline, hybrid, model-parallel and filter/channel plans for ``gpus`` GPUs.
+
+    Every candidate from :func:`~perfmodel.search.enumerate.candidates` is priced (the per-link
+    spatial/sample choice and the pipeline stage partition are themselves optimal dynamic
+    programs, linear in the chain); plans that fit in memory are ranked by throughput.
+    Raises :class:`NoFeasiblePlanError` with the smallest memory any plan needs if none fits.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(gpus, int) or gpus < 1:
+        raise UsageError(f"GPU count must be a positive integer, got {gpus!r}")
+    if top < 1:
+        raise UsageError(f"--top must be >= 1, got {top}")
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise UsageError(f"unknown strategy kinds {bad} (valid: {', '.join(KINDS)})")
+    net = model if isinstance(model, Network) else get_model(model, image_size)
+    hw = load_hardware(hardware)
+    if gpus > hw.max_gpus:
+        raise UsageError(f"{gpus} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)")
+    B = default_global_batch(gpus) if global_batch is None else global_batch
+    if B < 1:
+        raise UsageError(f"global batch must be >= 1, got {B}")
+    ctx = context(net, hw, precision, optimizer)
+    n_cand = rejected = 0
+    priced: list[tuple[float, float, Strategy, float]] = []
+
+    def consider(s: Strategy) -> None:
+        nonlocal n_cand, rejected
+        n_cand += 1
+        try:
+            r = price(ctx, s, B)
+        except PerfmodelError:
+            rejected += 1
+            return
+        if s.sp_degree > 1 and not r.details.get("spatial_links"):
+            rejected += 1  # every link fell back to sample decomposition: that is data parallelism
+            return
+        mem = sum(r.memory.values())
+        if mem > hw.device.memory_bytes and s.pp > 1 and not s.recompute:
+            try:
+                s2 = s.with_(recompute=True)
+                r2 = price(ctx, s2, B)
+                n_cand += 1
+                if sum(r2.memory.values()) < mem:
+                    s, r, mem = s2, r2, sum(r2.memory.values())
+            except PerfmodelError:
+                rejected += 1
+        priced.append((B / r.time_s, mem, s, r.time_s))
+
+    # phase 1: every structure with its default options; phase 2: the options of the best ones
+    for s in candidates(net, gpus, B, hw.gpus_per_node, kinds):
+        consider(s)
+    leaders = sorted(priced, key=lambda x: (x[1] > hw.device.memory_bytes, -x[0]))[:VARIANT_LEADERS]
+    for _, _, s, _ in leaders:
+        for v in variants(s, gpus, hw.gpus_per_node):
+            consider(v)
+    if not priced:
+        raise UsageError(
+            f"no plan can split global batch {B} over {gpus} GPUs for {net.name} "
+            f"(use a global batch that is a multiple of {gpus})"
+        )
+    cap = hw.device.memory_bytes
+    fitting = [x for x in priced if x[1] <= cap]
+    min_mem = min(x[1] for x in priced)
+    if not fitting:
+        raise NoFeasiblePlanError(
+            f"no plan of {net.name} fits in {cap / GIB:.1f} GiB per GPU on {gpus} x {hw.name} at global "
+            f"batch {B}: the smallest needs {min_mem / GIB:.1f} GiB (try more GPUs, a smaller batch, "
+            f"or a GPU with more memory)", min_mem)
+    # rank: throughput, then less memory; one entry per distinct spec
+    fitting.sort(key=lambda x: (-x[0], x[1], x[2].spec()))
+    chosen: list[Strategy] = []
+    seen: set[str] = set()
+    for _, _, s, _ in fitting:
+        key = s.with_(schedule="gpipe").spec()  # 1F1B and GPipe tie on time; keep the leaner
+        if key not in seen:
+            seen.add(key)
+            chosen.append(s)
+        if len(chosen) >= top:
+            break
+    preds = [_predict(ctx, s, B) for s in chosen]
+    reasons = [_why(p, preds[0]) for p in preds]
+    over = sorted((x for x in priced if x[1] > cap), key=lambda x: -x[0])[:1]
+    infeasible = tuple(_predict(ctx, x[2], B, baseline=False) for x in over)
+    a = assumptions(ctx)
+    a["global_batch"] = (f"{B} samples per step" + (f" (default: {DEFAULT_BATCH_PER_GPU} per GPU)" if global_batch is None else ""))
+    a["search"] = "dp x sp x pp factorisations, spatial grids, micro-batches, schedules, allreduce algorithms, parameter servers, filter/channel/mp splits"
+    return PlanResult(tuple(preds), tuple(reasons), n_cand, len(priced), rejected,
+                      time.perf_counter() - t0, B, min_mem, a, infeasible)
