@@ -1,0 +1,336 @@
+"""Hypergraph partitioning: metrics, KaHyPar's balance and determinism, mp pricing, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from perfmodel.cli import main
+from perfmodel.errors import PartitionError, StrategyError, UsageError
+from perfmodel.hardware import load_hardware
+from perfmodel.network import NetBuilder, Network, get_model
+from perfmodel.partition import (
+    Hypergraph,
+    build_hypergraph,
+    connectivity,
+    contiguous_partition,
+    data_parallel_volume_bytes,
+    hypergraph_partition,
+    km1_volume,
+    network_partition,
+    partition_report,
+)
+from perfmodel.partition.kahypar_backend import kahypar_partition
+from perfmodel.partition.metrics import imbalance, is_acyclic, max_allowed_weight, quotient_edges
+from perfmodel.partition.plan import clear_cache, network_hypergraph
+from perfmodel.strategies import predict
+from perfmodel.strategies.model_parallel import segments, simulate
+from perfmodel.strategies.pipeline import pipeline_timing
+
+pytest.importorskip("kahypar")
+
+HW = load_hardware()
+
+
+def _toy() -> Network:
+    """conv a (3->4) - relu r - conv b (4->4) - add(b, r) - flatten - linear (->10), 8x8 input."""
+    b = NetBuilder("toy", (3, 8, 8))
+    a = b.conv("input", 4, 3, padding=1, bias=False, name="a")
+    r = b.act(a, "relu", name="r")
+    c = b.conv(r, 4, 3, padding=1, bias=False, name="b")
+    s = b.add(c, r, name="add")
+    f = b.flatten(s, name="flat")
+    b.linear(f, 10, name="fc")
+    return b.build()
+
+
+def _hypergraph(nets: list[list[int]], weights: list[float], units: int) -> Hypergraph:
+    offsets = np.concatenate([[0], np.cumsum([len(n) for n in nets])])
+    return Hypergraph(
+        model="hand",
+        granularity="layer",
+        groups=1,
+        elem_bytes=2,
+        unit_names=tuple(f"u{i}" for i in range(units)),
+        unit_layer=np.arange(units),
+        unit_share=np.ones(units),
+        unit_seconds=np.ones(units),
+        unit_weights=np.ones(units, dtype=np.int64),
+        net_names=tuple(f"n{i}" for i in range(len(nets))),
+        offsets=offsets.astype(np.int64),
+        pins=np.array([p for n in nets for p in n], dtype=np.int64),
+        net_elems=np.array(weights, dtype=np.int64) // 4,
+        net_bytes=np.array(weights, dtype=float),
+    )
+
+
+# -- metrics ---------------------------------------------------------------------------------
+def test_km1_volume_of_hand_computed_hypergraph() -> None:
+    hg = _hypergraph([[0, 1, 2], [2, 3], [0, 3], [1, 0]], [10.0, 5.0, 1.0, 7.0], units=4)
+    a = np.array([0, 0, 1, 2])
+    assert connectivity(hg, a, 3).tolist() == [2, 2, 2, 1]
+    # n0 spans parts {0, 1}: 10; n1 {1, 2}: 5; n2 {0, 2}: 1; n3 only part 0: 0
+    assert km1_volume(hg, a, 3) == 16.0
+    assert km1_volume(hg, np.zeros(4, dtype=int), 3) == 0.0
+    # every unit on its own part: (3-1)*10 + 5 + 1 + 7
+    assert km1_volume(hg, np.array([0, 1, 2, 3]), 4) == 33.0
+    assert quotient_edges(hg, a) == ((0, 1), (0, 2), (1, 2))
+    assert is_acyclic(3, quotient_edges(hg, a))
+    assert not is_acyclic(2, ((0, 1), (1, 0)))
+    assert imbalance(np.array([3.0, 1.0])) == pytest.approx(0.5)
+    assert max_allowed_weight(7, 2, 0.03) == pytest.approx(1.03 * 4)
+
+
+def test_layer_hypergraph_of_toy_network() -> None:
+    hg = build_hypergraph(_toy(), HW, "amp", "layer")
+    assert hg.unit_names == ("a", "r", "b", "add", "flat", "fc")
+    # every produced tensor that someone reads is a net, producer first; fc's output is not
+    assert hg.net_names == ("a", "r", "b", "add", "flat")
+    assert [hg.net_pins(i).tolist() for i in range(hg.num_nets)] == [
+        [0, 1],
+        [1, 2, 3],
+        [2, 3],
+        [3, 4],
+        [4, 5],
+    ]
+    # 4 channels x 8 x 8 elements, forward activation + backward gradient, 2 bytes each (amp)
+    assert hg.net_bytes.tolist() == [1024.0] * 5
+    a = np.array([0, 0, 1, 1, 1, 1])  # cut after r: r's tensor crosses once
+    assert km1_volume(hg, a, 2) == 1024.0
+    a = np.array([0, 1, 0, 1, 1, 1])  # a, r, b each cross once; add, flat stay
+    assert km1_volume(hg, a, 2) == 3 * 1024.0
+
+
+def test_channel_hypergraph_splits_layers() -> None:
+    layer = build_hypergraph(_toy(), HW, "amp", "layer")
+    hg = build_hypergraph(_toy(), HW, "amp", "channel", groups=2)
+    assert hg.unit_names == (
+        "a[0:2]",
+        "a[2:4]",
+        "r[0:2]",
+        "r[2:4]",
+        "b[0:2]",
+        "b[2:4]",
+        "add[0:2]",
+        "add[2:4]",
+        "flat",
+        "fc[0:5]",
+        "fc[5:10]",
+    )
+    pins = {hg.net_names[i]: hg.net_pins(i).tolist() for i in range(hg.num_nets)}
+    assert pins["a[0:2]"] == [0, 2]  # relu is channel-wise: group 0 reads group 0 only
+    assert pins["r[2:4]"] == [3, 4, 5, 7]  # conv b mixes channels: both its groups read it
+    assert pins["flat"] == [8, 9, 10]
+    assert hg.net_bytes[hg.net_names.index("a[0:2]")] == 2 * 2 * 64 * 2
+    # splitting keeps every layer's time and every unit is a piece of one layer
+    assert hg.unit_seconds.sum() == pytest.approx(layer.unit_seconds.sum())
+    assert sorted(set(hg.unit_layer.tolist())) == list(range(6))
+
+
+# -- KaHyPar ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("model", "parts", "granularity"),
+    [
+        ("resnet18", 2, "layer"),
+        ("resnet18", 4, "layer"),
+        ("resnet18", 4, "channel"),
+        ("googlenet", 8, "layer"),
+    ],
+)
+def test_partition_respects_epsilon_and_assigns_every_layer(
+    model: str, parts: int, granularity: str
+) -> None:
+    net = get_model(model)
+    p = network_partition(net, HW, "amp", parts, granularity, epsilon=0.03)
+    hg = p.hypergraph
+    # KaHyPar's bound on the integer weights: (1 + eps) * ceil(total / K)
+    assert p.weight_loads.max() <= max_allowed_weight(int(hg.unit_weights.sum()), parts, 0.03)
+    assert p.assignment.shape == (hg.num_units,)
+    assert set(p.assignment.tolist()) == set(range(parts))
+    assert sorted(set(hg.unit_layer.tolist())) == list(range(len(net.layers)))
+    assert set(p.unit_parts) == set(hg.unit_names)
+    assert p.imbalance < 0.03 + 0.02  # integer rounding of the weights aside, within epsilon
+
+
+def test_partition_is_deterministic_with_the_seed() -> None:
+    hg = network_hypergraph(get_model("resnet18"), HW, "amp", 4, "layer")
+    first = kahypar_partition(hg, 4, 0.03, seed=7)
+    assert np.array_equal(first, kahypar_partition(hg, 4, 0.03, seed=7))
+    clear_cache()
+    a = hypergraph_partition(hg, 4, 0.03, seed=7)
+    b = hypergraph_partition(hg, 4, 0.03, seed=7)  # from the cache
+    assert a.seconds > 0 and b.seconds == 0
+    assert np.array_equal(a.assignment, b.assignment) and np.array_equal(a.assignment, first)
+
+
+def test_missing_kahypar_raises_partition_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    hg = network_hypergraph(get_model("tiny_cnn"), HW, "amp", 2, "layer")
+    monkeypatch.setitem(sys.modules, "kahypar", None)
+    with pytest.raises(PartitionError, match="pip install kahypar"):
+        kahypar_partition(hg, 2, 0.03, 1)
+
+
+def test_parts_out_of_range_are_usage_errors() -> None:
+    net = get_model("tiny_cnn")
+    with pytest.raises(UsageError, match=">= 2"):
+        network_partition(net, HW, "amp", 1)
+    with pytest.raises(UsageError, match="only 13 units"):
+        network_partition(net, HW, "amp", 14)
+    with pytest.raises(UsageError, match="granularity"):
+        network_partition(net, HW, "amp", 2, "block")
+    with pytest.raises(UsageError, match="epsilon"):
+        network_partition(net, HW, "amp", 2, epsilon=0.0)
+
+
+# -- baselines and report ----------------------------------------------------------------------
+def test_report_volumes_and_baselines() -> None:
+    net = get_model("resnet18")
+    r = partition_report(net, 2, global_batch=64)
+    r2 = partition_report(net, 2, global_batch=128)
+    assert r2.hypergraph.comm_volume_bytes == pytest.approx(2 * r.hypergraph.comm_volume_bytes)
+    assert (
+        r.data_parallel_volume_bytes
+        == data_parallel_volume_bytes(net.params, 2)
+        == 2 * 1 * 4 * net.params
+    )
+    assert r.hypergraph.comm_volume_per_device_bytes == pytest.approx(
+        r.hypergraph.comm_volume_bytes / 2
+    )
+    assert r.contiguous is not None and r.contiguous.imbalance is not None
+    assert r.reduction_vs_data_parallel == pytest.approx(
+        1 - r.hypergraph.comm_volume_bytes / r.data_parallel_volume_bytes
+    )
+    assert r.break_even_batch == pytest.approx(
+        64 * r.data_parallel_volume_bytes / r.hypergraph.comm_volume_bytes
+    )
+    assert set(r.assignment) == {la.name for la in net.layers}
+
+
+def test_contiguous_partition_follows_the_links() -> None:
+    net = get_model("resnet18")
+    hg = network_hypergraph(net, HW, "amp", 3, "layer")
+    p = contiguous_partition(net, hg, 3)
+    assert p is not None
+    assert np.all(np.diff(p.assignment) >= 0)  # stages in layer order
+    for lk in net.links:
+        assert len(set(p.assignment[lk.start : lk.stop].tolist())) == 1  # a link is never cut
+    assert contiguous_partition(net, network_hypergraph(net, HW, "amp", 11, "layer"), 11) is None
+
+
+# -- mp pricing ------------------------------------------------------------------------------
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_simulation_of_a_chain_equals_the_gpipe_closed_form(parts: int) -> None:
+    net = get_model("vgg11")
+    p = contiguous_partition(net, network_hypergraph(net, HW, "amp", parts, "layer"), parts)
+    assert p is not None
+    seg = segments(p)
+    assert seg.count == parts
+    rng = np.random.default_rng(parts)
+    f, b = rng.uniform(1, 3, parts), rng.uniform(2, 5, parts)
+    msg = rng.uniform(0.1, 0.5, len(seg.msg_elems))
+    send_f, send_b = np.zeros(parts), np.zeros(parts)
+    np.add.at(send_f, seg.msg_src[~seg.msg_bwd], msg[~seg.msg_bwd])
+    np.add.at(send_b, seg.msg_src[seg.msg_bwd], msg[seg.msg_bwd])
+    for mb in (1, 4, 9):
+        sim = simulate(seg, f, b, msg, mb, False)
+        assert sim.total_s == pytest.approx(
+            pipeline_timing(
+                f.tolist(), b.tolist(), send_f.tolist(), send_b.tolist(), mb, False
+            ).total_s,
+            rel=1e-12,
+        )
+
+
+def test_mp2_dp4_predict_on_resnet18() -> None:
+    p = predict("resnet18", 8, "mp=2,dp=4,mb=4", batch_per_gpu=32)
+    assert p.strategy.mp == 2 and p.strategy.dp == 4 and p.strategy.kind == "hybrid"
+    assert math.isfinite(p.iteration_time_s) and p.iteration_time_s > 0
+    assert all(math.isfinite(v) and v >= 0 for v in [*p.breakdown.values(), *p.memory.values()])
+    assert sum(p.breakdown.values()) == pytest.approx(p.iteration_time_s)
+    assert {
+        "compute",
+        "pipeline_p2p",
+        "pipeline_bubble",
+        "gradient_exchange_exposed",
+        "optimizer_step",
+    } <= set(p.breakdown)
+    assert set(p.memory) == {
+        "weights",
+        "gradients",
+        "optimizer_state",
+        "gradient_buckets",
+        "activations",
+        "workspace",
+    }
+    assert p.fits_in_memory and p.speedup_vs_1gpu is not None
+    assert sum(part["params"] for part in p.details["parts"]) == get_model("resnet18").params
+    json.dumps(p.to_dict())
+
+
+def test_mp_plan_errors() -> None:
+    with pytest.raises(StrategyError, match="only 13 layers"):
+        predict("tiny_cnn", 16, "mp=16", global_batch=16)
+    with pytest.raises(StrategyError, match="GPipe"):
+        predict("resnet18", 2, "mp=2,schedule=1f1b", global_batch=16)
+
+
+# -- CLI -------------------------------------------------------------------------------------
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return int(e.value.code or 0), out.out, out.err
+
+
+def test_cli_partition_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(["partition", "resnet18", "--parts", "2", "--format", "json"], capsys)
+    assert code == 0
+    d = json.loads(out)
+    for key in (
+        "parts",
+        "comm_volume_bytes",
+        "imbalance",
+        "assignment",
+        "baselines",
+        "definitions",
+    ):
+        assert key in d
+    assert d["parts"] == 2 and len(d["assignment"]) == 69
+    for name in ("contiguous", "data_parallel"):
+        assert d["baselines"][name]["comm_volume_bytes"] > 0
+    assert d["baselines"]["contiguous"]["imbalance"] >= 0
+    assert "summed over all devices" in d["definitions"]["comm_volume_bytes"]
+
+
+def test_cli_partition_table_csv_and_chart(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    from pathlib import Path
+
+    chart = Path(str(tmp_path)) / "p.png"
+    code, out, _ = _run(["partition", "resnet18", "-k", "3", "--chart", str(chart)], capsys)
+    assert code == 0 and "volume_GB" in out and "load_ms" in out
+    assert chart.stat().st_size > 0
+    code, out, _ = _run(
+        ["partition", "resnet18", "-k", "2", "--granularity", "channel", "--format", "csv"], capsys
+    )
+    assert code == 0 and out.splitlines()[0].startswith("split,comm_volume_bytes")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--parts", "1"],
+        ["--parts", "70"],
+        ["--parts", "2", "--granularity", "block"],
+        ["--parts", "2", "--epsilon", "-1"],
+    ],
+)
+def test_cli_partition_errors_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(["partition", "resnet18", *args], capsys)
+    assert code == 2
+    assert "Traceback" not in err and err.strip()
