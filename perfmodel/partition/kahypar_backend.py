@@ -21,7 +21,7 @@ __all__ = [
 #: The KaHyPar preset shipped inside this package (KaHyPar's wheel ships none).
 CONFIG_NAME = "km1_config.ini"
 
-INSTALL_HINT = "install it with `pip install kahypar` (or `pip install perfmodel[partition]`)"
+INSTALL_HINT = "install it with `pip install kahypar`"
 
 #: KaHyPar's weights are 32-bit signed integers; keep every possible objective below this.
 _INT_LIMIT = 2**30
