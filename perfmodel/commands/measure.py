@@ -1,0 +1,179 @@
+"""``perfmodel measure``: time a zoo model's training on the local device (needs torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import pandas as pd
+
+from ..errors import UsageError
+from ..hardware import PRECISIONS, load_hardware
+from ..report import render_frame, to_json
+from ..validation.measure import DEVICES, MeasureResult, measure
+from .common import emit, format_option, image_size_option
+
+__all__ = ["measure_cmd", "layers_frame", "predicted_times"]
+
+
+def predicted_times(r: MeasureResult, hardware: str) -> tuple[list[tuple[float, float]], float]:
+    """The compute model's per-layer (forward, backward) seconds and step seconds for ``r``."""
+    from ..cost.compute import layer_times
+    from ..network import compile_counts, get_model
+    from ..strategies.predict import context, price
+    from ..strategies.spec import Strategy
+
+    hw = load_hardware(hardware)
+    net = get_model(r.model, r.image_size)
+    lt = layer_times(compile_counts(net), hw, r.precision, r.batch)
+    step = price(context(net, hw, r.precision, "sgd"), Strategy(), r.batch).time_s
+    return [(float(f), float(b)) for f, b in zip(lt.fwd, lt.bwd, strict=True)], step
+
+
+def layers_frame(
+    r: MeasureResult, predicted: list[tuple[float, float]] | None = None
+) -> pd.DataFrame:
+    recs: list[dict[str, Any]] = []
+    for i, lt in enumerate(r.layers):
+        rec: dict[str, Any] = {
+            "layer": lt.name,
+            "kind": lt.kind,
+            "forward_ms": lt.forward_s * 1e3,
+            "backward_ms": lt.backward_s * 1e3,
+        }
+        if predicted is not None:
+            pf, pb = predicted[i]
+            rec["predicted_forward_ms"] = pf * 1e3
+            rec["predicted_backward_ms"] = pb * 1e3
+            meas = lt.forward_s + lt.backward_s
+            rec["error_%"] = 100.0 * ((pf + pb) - meas) / meas if meas > 0 else None
+        recs.append(rec)
+    return pd.DataFrame(recs)
+
+
+@click.command("measure")
+@click.argument("model")
+@click.option(
+    "--batch",
+    "-b",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Samples per step.",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="fp32",
+    show_default=True,
+    help="fp32, tf32 (GPU), amp (fp16 autocast, GPU) or bf16 (autocast).",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Timed steps (and repetitions per layer); the median is reported.",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Untimed steps first.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(DEVICES),
+    default=None,
+    help="cpu or cuda (default: cuda when torch sees a GPU).",
+)
+@click.option(
+    "--hardware",
+    "-H",
+    default=None,
+    help="Profile of this machine: written in the row's hardware column, and the "
+    "model's per-layer and per-step predictions are shown beside the measurements.",
+)
+@click.option("--no-layers", is_flag=True, help="Time only the whole step.")
+@image_size_option
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the run as a measurement row to this CSV, and per-layer timings to "
+    "<name>.layers.csv beside it.",
+)
+@format_option
+def measure_cmd(
+    model: str,
+    batch: int,
+    precision: str,
+    steps: int,
+    warmup: int,
+    device: str | None,
+    hardware: str | None,
+    no_layers: bool,
+    image_size: int | None,
+    output: Path | None,
+    fmt: str,
+) -> None:
+    """Time forward and backward of MODEL, per layer and per training step, on this machine.
+
+    Needs torch (pip install perfmodel[torch]). The network is built from perfmodel's own
+    layer IR, so what is timed is exactly what the cost model prices.
+    """
+    if output is not None:
+        if output.suffix.lower() != ".csv":
+            raise UsageError(f"cannot write '{output}': measurements are written as .csv")
+        parent = output.parent if str(output.parent) else Path(".")
+        if not parent.is_dir():
+            raise UsageError(f"cannot write '{output}': folder '{parent}' does not exist")
+    if hardware is not None:
+        load_hardware(hardware)  # fail on a bad name before timing anything
+    r = measure(model, batch, precision, steps, device, image_size, warmup, layers=not no_layers)
+    predicted, step_pred = predicted_times(r, hardware) if hardware else (None, None)
+    row = r.measurement_row(hardware or "unspecified")
+    if step_pred is not None:
+        row["predicted_step_time_s"] = step_pred
+    layers = layers_frame(r, predicted)
+    if output is not None:
+        pd.DataFrame([row]).to_csv(output, index=False)
+        layers_path = output.with_suffix(".layers.csv")
+        layers.to_csv(layers_path, index=False)
+    if fmt == "json":
+        d = r.to_dict()
+        d["measurement_row"] = row
+        if predicted is not None:
+            d["predicted_step_time_s"] = step_pred
+            for lt, (pf, pb) in zip(d["layers"], predicted, strict=True):
+                lt["predicted_forward_s"], lt["predicted_backward_s"] = pf, pb
+        emit(to_json(d))
+        return
+    if fmt == "csv":
+        emit(render_frame(pd.DataFrame([row]), "csv"))
+        return
+    lines = [render_frame(layers, floatfmt="{:,.3f}"), ""] if not no_layers else []
+    env = ", ".join(f"{k} {v}" for k, v in r.environment.items() if v)
+    lines += [
+        f"{r.model} (image {r.image_size}) batch {r.batch} {r.precision} "
+        f"on {r.device_name} ({r.device})",
+        f"step {r.step_time_s * 1e3:.3f} ms (median of {r.steps} after {r.warmup} warm-up)   "
+        f"throughput {r.throughput_samples_per_s:,.1f} samples/s",
+    ]
+    if step_pred is not None:
+        err = 100.0 * (step_pred - r.step_time_s) / r.step_time_s
+        lines.append(
+            f"model ({hardware}): step {step_pred * 1e3:.3f} ms, "
+            f"error {err:+.1f}% of the measured step"
+        )
+    if not hardware:
+        lines.append(
+            "hardware column: 'unspecified' (give --hardware NAME to make the row validatable)"
+        )
+    lines.append(f"environment: {env}")
+    if output is not None:
+        lines.append(f"wrote {output} and {output.with_suffix('.layers.csv')}")
+    emit("\n".join(lines))
