@@ -1,0 +1,192 @@
+"""``perfmodel scale``: predicted speedup against GPU count per strategy, as a table or a chart."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pandas as pd
+
+from ..api import SCALE_STRATEGIES, parse_gpu_list, scale
+from ..errors import UsageError
+from ..report import render_frame, to_json
+from ..search.plan import DEFAULT_BATCH_PER_GPU
+from ..units import GIB
+from .common import (
+    chart_option,
+    check_writable,
+    emit,
+    format_option,
+    hardware_option,
+    image_size_option,
+    optimizer_option,
+    precision_option,
+)
+
+__all__ = ["scale_cmd", "scale_table", "GpuList"]
+
+
+class GpuList(click.ParamType):  # type: ignore[type-arg]
+    """A click type for GPU lists: ``1,2,4,8``, ``1-64``, ``8-64:8``, ``1-1024:log2``."""
+
+    name = "LIST"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> list[int]:
+        if isinstance(value, list):
+            return value
+        try:
+            return parse_gpu_list(str(value))
+        except UsageError as e:
+            self.fail(str(e), param, ctx)
+
+
+def scale_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The scaling frame in table units (ms, GiB), a '-' where a strategy has no plan."""
+    return pd.DataFrame(
+        {
+            "strategy": df["strategy"],
+            "gpus": df["gpus"],
+            "global_batch": df["global_batch"],
+            "plan": df["plan"],
+            "step_ms": df["step_s"] * 1e3,
+            "samples/s": df["samples_per_s"],
+            "speedup_x": df["speedup_x"],
+            "ideal_x": df["ideal_x"],
+            "efficiency_%": df["efficiency_%"],
+            "mem_GiB": df["memory_per_gpu_bytes"] / GIB,
+            "note": df["reason"],
+        }
+    )
+
+
+def _progress() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+    """A progress bar on stderr when stderr is a terminal (nothing otherwise)."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    width = 30
+
+    def show(done: int, total: int) -> None:
+        k = width * done // max(total, 1)
+        sys.stderr.write(f"\rscaling sweep [{'#' * k}{'.' * (width - k)}] {done}/{total}")
+        sys.stderr.flush()
+
+    def close() -> None:
+        sys.stderr.write("\r" + " " * (width + 40) + "\r")
+        sys.stderr.flush()
+
+    return show, close
+
+
+@click.command("scale")
+@click.argument("model")
+@click.option(
+    "--gpus",
+    "-n",
+    "gpus",
+    type=GpuList(),
+    required=True,
+    help="GPU counts: 1,2,4,8 | 1-64 | 8-64:8 | 1-1024:log2 (doubling from 1 to 1024).",
+)
+@hardware_option
+@precision_option
+@click.option(
+    "--global-batch",
+    "-B",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Strong scaling: this many samples per step at every GPU count.",
+)
+@click.option(
+    "--batch-per-gpu",
+    "-b",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Weak scaling: this many samples per GPU (default {DEFAULT_BATCH_PER_GPU}).",
+)
+@click.option(
+    "--strategies",
+    default="dp,pp,hybrid,best",
+    show_default=True,
+    help=f"Comma list of strategy kinds, one curve each ({', '.join(SCALE_STRATEGIES)}; "
+    "best = the best plan of any kind).",
+)
+@optimizer_option
+@image_size_option
+@format_option
+@chart_option
+def scale_cmd(
+    model: str,
+    gpus: list[int],
+    hardware: str,
+    precision: str,
+    global_batch: int | None,
+    batch_per_gpu: int | None,
+    strategies: str,
+    optimizer: str,
+    image_size: int | None,
+    fmt: str,
+    chart: Path | None,
+) -> None:
+    """Predicted speedup of MODEL against GPU count: the best plan of each strategy kind.
+
+    Weak scaling (--batch-per-gpu, the default) keeps the samples per GPU; strong scaling
+    (--global-batch) keeps the samples per step. The speedup is over one GPU of the same
+    profile (see the baseline line); a strategy with no feasible plan at a count shows '-'
+    and the reason. With --chart, also draws the curves with the ideal line and the
+    parallel efficiency (.png or .svg).
+    """
+    if global_batch is not None and batch_per_gpu is not None:
+        raise UsageError(
+            "give at most one of --global-batch (strong scaling) and --batch-per-gpu (weak scaling)"
+        )
+    from ..report.charts import CHART_SUFFIXES
+
+    if chart is not None and chart.suffix.lower() not in CHART_SUFFIXES:
+        raise UsageError(
+            f"cannot draw a chart to '{chart}': unknown extension '{chart.suffix}' "
+            f"(use {', '.join(CHART_SUFFIXES)})"
+        )
+    check_writable(chart)
+    show, close = _progress()
+    try:
+        df = scale(
+            model,
+            gpus,
+            hardware,
+            precision,
+            batch_per_gpu=batch_per_gpu,
+            global_batch=global_batch,
+            strategies=[s for s in strategies.split(",")],
+            optimizer=optimizer,
+            image_size=image_size,
+            progress=show,
+        )
+    finally:
+        close()
+    if chart is not None:
+        from ..report.charts import save_chart, scale_chart
+
+        save_chart(scale_chart(df), chart)
+    a = df.attrs
+    if fmt == "json":
+        emit(
+            to_json({"setting": {k: v for k, v in a.items()}, "rows": df.to_dict(orient="records")})
+        )
+    elif fmt == "csv":
+        emit(render_frame(df, "csv"))
+    else:
+        batch = (
+            f"global batch {a['global_batch']} (strong scaling)"
+            if a["scaling"] == "strong"
+            else f"{a['batch_per_gpu']} samples per GPU (weak scaling)"
+        )
+        emit(f"{a['model']} on {a['hardware']}, {a['precision']}, {batch}")
+        emit("")
+        emit(render_frame(scale_table(df)))
+        emit("")
+        emit(f"speedup baseline: {a['baseline']}")
