@@ -156,6 +156,15 @@ def test_partition_respects_epsilon_and_assigns_every_layer(
     assert p.imbalance < 0.03 + 0.02  # integer rounding of the weights aside, within epsilon
 
 
+def test_unreachable_balance_is_reported() -> None:
+    # at fp32 googlenet's conv3 alone weighs more than an eighth of the network (+3%)
+    r = partition_report("googlenet", 8, "layer", precision="fp32")
+    assert not r.balanced and r.heaviest_unit_over_bound > 1
+    assert r.to_dict()["balance"]["met"] is False
+    r = partition_report("googlenet", 8, "channel", precision="fp32")
+    assert r.balanced and r.hypergraph.imbalance is not None and r.hypergraph.imbalance < 0.05
+
+
 def test_partition_is_deterministic_with_the_seed() -> None:
     hg = network_hypergraph(get_model("resnet18"), HW, "amp", 4, "layer")
     first = kahypar_partition(hg, 4, 0.03, seed=7)

@@ -111,8 +111,14 @@ def render_partition(r: PartitionReport) -> str:
         + (f"{r.partition_seconds * 1e3:.1f} ms" if r.partition_seconds > 0 else "cached")
         + f"; the parts' quotient graph {'is acyclic' if r.acyclic else 'has cycles'}",
         _versus_dp(r),
-        "",
     ]
+    if not r.balanced:
+        lines.append(
+            "warning: the balance bound is not met (heaviest part "
+            f"{r.heaviest_part_over_bound:.2f} x the bound; heaviest unit "
+            f"{r.heaviest_unit_over_bound:.2f} x): try --granularity channel or a larger --epsilon"
+        )
+    lines.append("")
     table = pd.DataFrame(
         [
             {

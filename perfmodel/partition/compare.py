@@ -13,7 +13,7 @@ from ..hardware import Hardware, load_hardware
 from ..network import Network, get_model
 from ..units import BYTES_PER_ELEMENT
 from .hypergraph import WEIGHT_BATCH
-from .metrics import is_acyclic, part_loads, quotient_edges
+from .metrics import is_acyclic, max_allowed_weight, part_loads, quotient_edges
 from .plan import (
     DEFAULT_EPSILON,
     DEFAULT_SEED,
@@ -108,7 +108,14 @@ class PartitionReport:
     data_parallel_volume_bytes: float
     assignment: dict[str, int]
     quotient_edges: tuple[tuple[int, int], ...]
+    heaviest_part_over_bound: float
+    heaviest_unit_over_bound: float
     notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def balanced(self) -> bool:
+        """Whether the partition meets KaHyPar's bound ``(1 + eps) x ceil(total / K)``."""
+        return self.heaviest_part_over_bound <= 1.0
 
     @property
     def data_parallel_per_device_bytes(self) -> float:
@@ -159,6 +166,11 @@ class PartitionReport:
                 else None
             ),
             "break_even_global_batch": self.break_even_batch,
+            "balance": {
+                "met": self.balanced,
+                "heaviest_part_over_bound": self.heaviest_part_over_bound,
+                "heaviest_unit_over_bound": self.heaviest_unit_over_bound,
+            },
             "quotient_graph": {
                 "edges": [list(e) for e in self.quotient_edges],
                 "acyclic": self.acyclic,
@@ -201,6 +213,7 @@ def partition_report(
     hp = hypergraph_partition(hg, parts, epsilon, seed)
     cp = contiguous_partition(net, hg, parts)
     params_unit = hg.layer_values(net_params(net))
+    bound = max_allowed_weight(int(hg.unit_weights.sum()), parts, epsilon)
     notes = {
         "comm_volume_bytes": VOLUME_DEFINITION,
         "data_parallel": DP_DEFINITION,
@@ -213,6 +226,8 @@ def partition_report(
         "KaHyPar balances one weight)",
         "contiguous": "the chain of links cut into K runs minimising the slowest run (as pipeline "
         "parallelism cuts it), measured on the same hypergraph",
+        "balance": "KaHyPar's bound: heaviest part <= (1 + epsilon) x ceil(total / K) on integer "
+        "weights (predicted seconds scaled); a unit heavier than the bound makes it unreachable",
         "excluded": "the network input (each part reads it from the host) and the loss",
     }
     return PartitionReport(
@@ -233,6 +248,8 @@ def partition_report(
         data_parallel_volume_bytes=data_parallel_volume_bytes(net.params, parts),
         assignment=hp.unit_parts,
         quotient_edges=quotient_edges(hg, hp.assignment),
+        heaviest_part_over_bound=float(hp.weight_loads.max()) / bound,
+        heaviest_unit_over_bound=float(hg.unit_weights.max()) / bound,
         notes=notes,
     )
 
