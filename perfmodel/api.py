@@ -262,7 +262,7 @@ def _row(
         "dominant": max(r.breakdown, key=lambda k: r.breakdown[k]),
         "reason": None,
     }
-    row.update({f"{k}_s": v for k, v in r.breakdown.items()})
+    row.update({f"breakdown_{k}_s": v for k, v in r.breakdown.items()})
     return row
 
 
@@ -279,6 +279,14 @@ def _gap(reason: str) -> dict[str, Any]:
         "dominant": None,
         "reason": reason,
     }
+
+
+def _text_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Missing text (no plan, no reason) as None rather than NaN, in every text column."""
+    for c in ("plan", "plan_kind", "dominant", "reason"):
+        if c in df.columns:
+            df[c] = df[c].astype(object).where(df[c].notna(), None)
+    return df
 
 
 def _as_list(x: Any) -> list[Any] | None:
@@ -371,7 +379,7 @@ def sweep(
         rows.append(row)
         if progress is not None:
             progress(i + 1, len(points))
-    df = pd.DataFrame(rows)
+    df = _text_columns(pd.DataFrame(rows))
     df.attrs.update(
         model=net.name,
         image_size=net.image_size,
@@ -424,7 +432,7 @@ def predict_frame(
     **what_if: Any,
 ) -> pd.DataFrame:
     """One row per plan in ``strategy`` (a spec or a list of specs): step, throughput, speedup,
-    memory and the step breakdown (``compute_s``, ``pipeline_bubble_s``, ...), in SI units.
+    memory and the step by part (``breakdown_compute_s``, ...), in SI units.
 
     ``what_if`` keys change the hardware profile in memory (see :func:`load_hardware`).
     """
@@ -489,9 +497,9 @@ def plan_frame(
             "dominant": p.dominant,
             "why": why,
         }
-        row.update({f"{k}_s": v for k, v in p.breakdown.items()})
+        row.update({f"breakdown_{k}_s": v for k, v in p.breakdown.items()})
         rows.append(row)
-    df = pd.DataFrame(rows)
+    df = _text_columns(pd.DataFrame(rows))
     best = r.plans[0]
     df.attrs.update(
         model=best.model,
@@ -569,7 +577,7 @@ def scale(
             done += 1
             if progress is not None:
                 progress(done, total)
-    df = pd.DataFrame(rows)
+    df = _text_columns(pd.DataFrame(rows))
     cols = [
         "strategy",
         "gpus",

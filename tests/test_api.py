@@ -1,0 +1,257 @@
+"""The notebook API: GPU lists, weak and strong scaling, what-if sweeps, frames of plans."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel import api
+from perfmodel.errors import UsageError
+from perfmodel.hardware import Hardware
+from perfmodel.hardware import load_hardware as load_shipped
+
+# -- GPU lists -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1,2,4,8", [1, 2, 4, 8]),
+        ("8, 4 ,8,1", [1, 4, 8]),
+        ("1-1024:log2", [2**k for k in range(11)]),
+        ("3-100:log2", [3, 6, 12, 24, 48, 96]),
+        ("1-4", [1, 2, 3, 4]),
+        ("8-32:8", [8, 16, 24, 32]),
+        ("1,16-64:log2,100", [1, 16, 32, 64, 100]),
+        ("7", [7]),
+        ("5-5:log2", [5]),
+    ],
+)
+def test_gpu_list_parses(text: str, expected: list[int]) -> None:
+    assert api.parse_gpu_list(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "empty"),
+        ("  ", "empty"),
+        ("1,,2", "empty item"),
+        ("eight", "not a count"),
+        ("0", "from 1"),
+        ("-4", "not a count"),
+        ("8-4", "backwards"),
+        ("1-8:0", "must be >= 1"),
+        ("1-8:x", "not an integer or 'log2'"),
+        ("4:log2", "needs a range"),
+        ("1-2000000", "from 1 to"),
+        ("1-100000", "more than"),
+        ("1.5", "not a count"),
+    ],
+)
+def test_gpu_list_rejects_with_a_clear_message(text: str, words: str) -> None:
+    with pytest.raises(UsageError, match=words):
+        api.parse_gpu_list(text)
+
+
+def test_gpu_list_from_python_values() -> None:
+    assert api.parse_gpu_list([8, 1, 8]) == [1, 8]
+    assert api.parse_gpu_list(4) == [4]
+    with pytest.raises(UsageError):
+        api.parse_gpu_list([0])
+    with pytest.raises(UsageError):
+        api.parse_gpu_list([])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5000), st.integers(0, 5000))
+def test_log2_ranges_double_from_the_start(lo: int, extra: int) -> None:
+    hi = lo + extra
+    got = api.parse_gpu_list(f"{lo}-{hi}:log2")
+    assert got[0] == lo and got[-1] <= hi and got[-1] * 2 > hi
+    assert all(b == 2 * a for a, b in zip(got, got[1:], strict=False))
+
+
+def test_cli_bad_gpu_list_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from perfmodel.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["scale", "resnet50", "--gpus", "1-8:fast"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--gpus" in err and "1-8:fast" in err and "log2" in err
+
+
+# -- scaling -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def weak() -> object:
+    return api.scale("resnet50", "1-8:log2", batch_per_gpu=16, strategies=("dp", "pp"))
+
+
+@pytest.fixture(scope="module")
+def strong() -> object:
+    return api.scale("resnet50", [1, 2, 4, 8], global_batch=64, strategies=("dp", "pp"))
+
+
+def test_weak_scaling_keeps_the_batch_per_gpu(weak: object) -> None:
+    df = weak
+    assert df.attrs["scaling"] == "weak" and df.attrs["batch_per_gpu"] == 16  # type: ignore[attr-defined]
+    assert (df["global_batch"] == 16 * df["gpus"]).all()  # type: ignore[index]
+    assert (df["batch_per_gpu"] == 16).all()  # type: ignore[index]
+    dp = df[df["strategy"] == "dp"].set_index("gpus")  # type: ignore[index]
+    assert dp.loc[1, "speedup_x"] == pytest.approx(1.0)
+    assert dp.loc[1, "plan"] == "dp=1"
+    # weak scaling of data parallelism inside one node is nearly linear
+    assert (dp["efficiency_%"] > 90).all()
+    assert (dp["speedup_x"] <= dp["ideal_x"] + 1e-9).all()
+
+
+def test_strong_scaling_keeps_the_global_batch(strong: object, weak: object) -> None:
+    df = strong
+    assert df.attrs["scaling"] == "strong" and df.attrs["global_batch"] == 64  # type: ignore[attr-defined]
+    assert (df["global_batch"] == 64).all()  # type: ignore[index]
+    assert np.allclose(df["batch_per_gpu"], 64 / df["gpus"])  # type: ignore[index]
+    dp = df[df["strategy"] == "dp"].set_index("gpus")  # type: ignore[index]
+    assert dp.loc[1, "speedup_x"] == pytest.approx(1.0)
+    # fixed work split finer: each step gets shorter, efficiency falls
+    assert dp["step_s"].is_monotonic_decreasing
+    assert dp["efficiency_%"].is_monotonic_decreasing
+    # at 8 GPUs strong scaling (8 per GPU) is less efficient than weak scaling (16 per GPU)
+    w = weak[(weak["strategy"] == "dp") & (weak["gpus"] == 8)]  # type: ignore[index]
+    assert dp.loc[8, "efficiency_%"] < float(w["efficiency_%"].iloc[0])
+
+
+def test_gaps_have_reasons(weak: object) -> None:
+    df = weak
+    pp = df[df["strategy"] == "pp"].set_index("gpus")  # type: ignore[index]
+    assert math.isnan(pp.loc[1, "speedup_x"]) and pp.loc[1, "plan"] is None
+    assert "one GPU" in pp.loc[1, "reason"]
+    assert pp.loc[8, "plan"].startswith("pp=8")
+    assert pp.loc[8, "reason"] is None
+
+
+def test_strategies_beyond_the_chain_and_batch_leave_gaps() -> None:
+    df = api.scale("resnet50", [32], global_batch=16, strategies=("dp", "pp"))
+    reasons = dict(zip(df["strategy"], df["reason"], strict=True))
+    assert "sample per GPU" in reasons["dp"]
+    assert "chain links" in reasons["pp"]
+    assert df["speedup_x"].isna().all()
+
+
+def test_scale_rejects_unknown_strategies_and_two_batches() -> None:
+    with pytest.raises(UsageError, match="did you mean"):
+        api.scale("resnet50", [1, 2], strategies=("hybird",))
+    with pytest.raises(UsageError, match="at most one"):
+        api.scale("resnet50", [1, 2], batch_per_gpu=8, global_batch=64)
+    with pytest.raises(UsageError, match="positive"):
+        api.scale("resnet50", [1, 2], batch_per_gpu=0)
+
+
+def test_best_is_at_least_every_kind() -> None:
+    df = api.scale("vgg16", [8], batch_per_gpu=16, strategies=("dp", "pp", "hybrid", "best"))
+    best = float(df[df["strategy"] == "best"]["samples_per_s"].iloc[0])
+    assert best >= np.nanmax(df[df["strategy"] != "best"]["samples_per_s"]) * (1 - 1e-9)
+
+
+def test_progress_is_reported() -> None:
+    seen: list[tuple[int, int]] = []
+    api.scale("resnet50", [1, 2], strategies=("dp",), progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 2), (2, 2)]
+
+
+# -- hardware what-ifs ---------------------------------------------------------------------
+
+
+def test_load_hardware_what_if_changes_a_copy_only() -> None:
+    base = load_shipped("a100-80gb-dgx")
+    bw = base.inter.bandwidth_bytes_per_s
+    hw = api.load_hardware("a100-80gb-dgx", inter_bandwidth_scale=2, gpus_per_node=4)
+    assert isinstance(hw, Hardware)
+    assert hw.inter.bandwidth_bytes_per_s == pytest.approx(2 * bw)
+    assert hw.gpus_per_node == 4 and "what-if" in hw.name
+    assert load_shipped("a100-80gb-dgx").inter.bandwidth_bytes_per_s == bw
+    assert api.load_hardware("a100-80gb-dgx") is base
+
+
+PLANS = [
+    (64, "dp"),
+    (64, "pp=4,mb=8"),
+    (64, "dp=64,comm=ps-central"),
+    (64, "dp=64,comm=ps-sharded"),
+    (16, "dp=16,comm=hierarchical"),
+    (16, "sp=2x2,dp=4"),
+    (8, "pp=8,mb=16,schedule=1f1b"),
+]
+
+
+@pytest.mark.parametrize(("gpus", "spec"), PLANS)
+@pytest.mark.parametrize("key", ["inter_bandwidth_scale", "intra_bandwidth_scale"])
+@pytest.mark.parametrize("model", ["resnet50", "vgg16"])
+def test_twice_the_bandwidth_is_never_slower(gpus: int, spec: str, key: str, model: str) -> None:
+    df = api.sweep(model, gpus, spec, "v100-16gb-dgx1", what_if={key: [1, 2, 4]})
+    steps = df["step_s"].to_numpy()
+    assert np.isfinite(steps).all(), df["reason"].tolist()
+    assert (np.diff(steps) <= 1e-12 * steps[:-1]).all(), steps
+    assert (np.diff(df["speedup_x"].to_numpy()) >= -1e-9).all()
+
+
+def test_sweep_grid_columns_and_gaps() -> None:
+    df = api.sweep(
+        "resnet50",
+        [8, 16],
+        "pp=4,mb=8",
+        precision=["amp", "fp32"],
+        what_if={"inter_bandwidth_scale": [1, 2], "peak_scale": 1.5},
+    )
+    assert len(df) == 8
+    assert {"gpus", "precision", "inter_bandwidth_scale", "step_s", "breakdown_compute_s"} <= set(
+        df.columns
+    )
+    assert "peak_scale" not in df.columns  # a constant is not an axis
+    assert df["hardware"].str.contains("peak_scale=1.5").all()
+    bad = api.sweep("resnet50", [6], "pp=4,mb=8")
+    assert math.isnan(bad["step_s"].iloc[0]) and "6" in bad["reason"].iloc[0]
+
+
+def test_sweep_best_plan_per_point() -> None:
+    df = api.sweep("resnet50", 8, None, kinds=("dp", "pp"), what_if={"inter_bandwidth_scale": [1]})
+    assert df["plan"].iloc[0].startswith("dp=8")
+
+
+def test_breakdown_adds_up_in_predict_frame() -> None:
+    df = api.predict_frame("vgg16", 8, ["dp=8", "pp=4,dp=2,mb=8"], batch_per_gpu=16)
+    parts = [c for c in df.columns if c.startswith("breakdown_")]
+    assert np.allclose(df[parts].fillna(0).sum(axis=1), df["step_s"], rtol=1e-9)
+    assert df["plan"].tolist() == ["dp=8", "pp=4,dp=2,mb=8"]
+    fast = api.predict_frame("vgg16", 8, "dp=8", batch_per_gpu=16, inter_bandwidth_scale=2)
+    assert "what-if" in fast["hardware"].iloc[0]
+
+
+def test_plan_frame_is_ranked() -> None:
+    df = api.plan_frame("resnet50", 8, top=3, kinds=("dp", "pp", "hybrid"))
+    assert list(df["rank"]) == [1, 2, 3]
+    assert df["samples_per_s"].is_monotonic_decreasing
+    assert df.attrs["model"] == "resnet50" and df.attrs["global_batch"] == 256
+
+
+def test_what_if_re_evaluation_takes_milliseconds() -> None:
+    scales = list(np.linspace(0.5, 4.0, 200))
+    api.sweep("resnet50", 64, "pp=4,mb=8", what_if={"inter_bandwidth_scale": scales[:2]})
+    t0 = time.perf_counter()
+    df = api.sweep("resnet50", 64, "pp=4,mb=8", what_if={"inter_bandwidth_scale": scales})
+    per_point = (time.perf_counter() - t0) / len(scales)
+    assert len(df) == 200 and df["step_s"].notna().all()
+    assert per_point < 0.02, f"{per_point * 1e3:.1f} ms per what-if point"
+
+
+def test_available_kinds_are_known() -> None:
+    kinds = api.available_kinds()
+    assert {"dp", "ps", "sp", "pp", "hybrid"} <= set(kinds)
+    assert set(kinds) <= set(api.SCALE_STRATEGIES)
