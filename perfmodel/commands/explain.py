@@ -10,7 +10,15 @@ from ..report import to_json
 from ..strategies.explain import SYMBOL_MEANING, explain_plan
 from ..strategies.predict import _resolve_batch, context
 from ..strategies.spec import parse_strategy
-from .common import emit, format_option, gpus_option, hardware_option, image_size_option, optimizer_option, precision_option
+from .common import (
+    emit,
+    format_option,
+    gpus_option,
+    hardware_option,
+    image_size_option,
+    optimizer_option,
+    precision_option,
+)
 
 __all__ = ["explain_cmd"]
 
@@ -27,8 +35,19 @@ __all__ = ["explain_cmd"]
 @image_size_option
 @click.option("--full", is_flag=True, help="Print every term's whole expression (long).")
 @format_option
-def explain_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
-                global_batch: int | None, optimizer: str, image_size: int | None, full: bool, fmt: str) -> None:
+def explain_cmd(
+    model: str,
+    gpus: int,
+    strategy: str,
+    hardware: str,
+    precision: str,
+    batch_per_gpu: int | None,
+    global_batch: int | None,
+    optimizer: str,
+    image_size: int | None,
+    full: bool,
+    fmt: str,
+) -> None:
     """Print the step time of a plan as a sympy formula with each term named and valued.
 
     The value is the formula evaluated at the profile's numbers; it equals `predict`'s.
@@ -46,7 +65,7 @@ def explain_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     if fmt == "csv":
         emit("term,value_s,expression")
         for k, v in f.terms.items():
-            emit(f"{k},{f.term_values[k]!r},\"{str(v)}\"")
+            emit(f'{k},{f.term_values[k]!r},"{str(v)}"')
         return
     p = f.prediction
     emit(f"{p.model} on {gpus} x {p.hardware}, {s.spec()}, {precision}, global batch {B}")
@@ -67,5 +86,11 @@ def explain_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     for sym, val in sorted(f.values.items(), key=lambda kv: str(kv[0])):
         emit(f"  {str(sym):<22} {val:<14.6g} {SYMBOL_MEANING.get(str(sym), 'a named term of the breakdown, s')}")
     emit("")
-    emit("Per layer: T_layer = max((b*F + w_half)/(R*eta), b*F_elementwise/R_fp32, (b*elems*e + params*e)/(beta_mem*eta_mem)) + tau;")
-    emit("collectives: ring 2*(p - 1)/p*n/beta + 2*(p - 1)*alpha, tree 2*log2(p)*alpha + 2*n/beta; buckets of 25 MiB overlap backward.")
+    emit(
+        "Per layer: T_layer = max((b*F + w_half)/(R*eta), b*F_elementwise/R_fp32,"
+        " (b*elems*e + params*e)/(beta_mem*eta_mem)) + tau;"
+    )
+    emit(
+        "collectives: ring 2*(p - 1)/p*n/beta + 2*(p - 1)*alpha, tree 2*log2(p)*alpha + 2*n/beta;"
+        " buckets of 25 MiB overlap backward."
+    )

@@ -24,19 +24,27 @@ def model_summary(name: str, image_size: int | None = None) -> dict[str, Any]:
     ev = cc.evaluate(1)
     layers = []
     for i, (layer, c) in enumerate(zip(net.layers, cc.counts, strict=True)):
-        layers.append({
-            "name": layer.name, "kind": layer.kind + (f":{layer.fn}" if layer.fn else ""),
-            "link": net.links[int(_link_index(net, i))].name,
-            "input_shape": list(layer.in_shape), "output_shape": list(layer.out_shape),
-            "kernel": list(layer.kernel), "stride": list(layer.stride), "padding": list(layer.padding),
-            "dilation": list(layer.dilation), "groups": layer.groups,
-            "params": c.params, "forward_flops": float(ev["fwd_flops"][i]),
-            "forward_matmul_flops": float(ev["fwd_matmul_flops"][i]),
-            "backward_input_flops": float(ev["bwd_input_flops"][i]),
-            "backward_weight_flops": float(ev["bwd_weight_flops"][i]),
-            "bytes_moved_fp32": float((ev["fwd_mem_elems"][i] + ev["bwd_mem_elems"][i]) * 4 + 3 * c.params * 4),
-            "activation_bytes_fp32": float(ev["saved_elems"][i] * 4 + ev["saved_extra_bytes"][i]),
-        })
+        layers.append(
+            {
+                "name": layer.name,
+                "kind": layer.kind + (f":{layer.fn}" if layer.fn else ""),
+                "link": net.links[int(_link_index(net, i))].name,
+                "input_shape": list(layer.in_shape),
+                "output_shape": list(layer.out_shape),
+                "kernel": list(layer.kernel),
+                "stride": list(layer.stride),
+                "padding": list(layer.padding),
+                "dilation": list(layer.dilation),
+                "groups": layer.groups,
+                "params": c.params,
+                "forward_flops": float(ev["fwd_flops"][i]),
+                "forward_matmul_flops": float(ev["fwd_matmul_flops"][i]),
+                "backward_input_flops": float(ev["bwd_input_flops"][i]),
+                "backward_weight_flops": float(ev["bwd_weight_flops"][i]),
+                "bytes_moved_fp32": float((ev["fwd_mem_elems"][i] + ev["bwd_mem_elems"][i]) * 4 + 3 * c.params * 4),
+                "activation_bytes_fp32": float(ev["saved_elems"][i] * 4 + ev["saved_extra_bytes"][i]),
+            }
+        )
     return {
         "model": net.name,
         "image_size": net.image_size,
@@ -48,8 +56,10 @@ def model_summary(name: str, image_size: int | None = None) -> dict[str, Any]:
         "backward_flops_per_sample": float(ev["bwd_input_flops"].sum() + ev["bwd_weight_flops"].sum()),
         "activation_bytes_per_sample": float((ev["saved_elems"] * 4 + ev["saved_extra_bytes"]).sum()),
         "chain_links": len(net.links),
-        "assumptions": {"activation_bytes": "fp32 activations (4 bytes per element), as autograd keeps them; "
-                        "the loss is excluded", "flops": "1 multiply-add = 2 FLOPs"},
+        "assumptions": {
+            "activation_bytes": "fp32 activations (4 bytes per element), as autograd keeps them; the loss is excluded",
+            "flops": "1 multiply-add = 2 FLOPs",
+        },
         "layers": layers,
     }
 
@@ -70,9 +80,17 @@ def models_cmd(fmt: str) -> None:
         entry = _models()[name]
         net = get_model(name)
         cc = compile_counts(net)
-        rows.append({"model": name, "params": net.params, "image_size": entry.default_image_size,
-                     "fwd_GFLOP_per_sample": cc.total("fwd_matmul_flops") / 1e9,
-                     "layers": len(net.layers), "chain_links": len(net.links), "source": entry.source})
+        rows.append(
+            {
+                "model": name,
+                "params": net.params,
+                "image_size": entry.default_image_size,
+                "fwd_GFLOP_per_sample": cc.total("fwd_matmul_flops") / 1e9,
+                "layers": len(net.layers),
+                "chain_links": len(net.links),
+                "source": entry.source,
+            }
+        )
     df = pd.DataFrame(rows)
     if fmt == "json":
         emit(to_json({"models": rows}))
@@ -90,23 +108,36 @@ def show_cmd(model: str, image_size: int | None, fmt: str) -> None:
     if fmt == "json":
         emit(to_json(s))
         return
-    df = pd.DataFrame([{
-        "layer": la["name"], "kind": la["kind"], "link": la["link"],
-        "output": "x".join(map(str, la["output_shape"])), "params": la["params"],
-        "fwd_MFLOP": la["forward_flops"] / 1e6, "bwd_MFLOP": (la["backward_input_flops"] + la["backward_weight_flops"]) / 1e6,
-        "act_KiB": la["activation_bytes_fp32"] / 1024,
-    } for la in s["layers"]])
+    df = pd.DataFrame(
+        [
+            {
+                "layer": la["name"],
+                "kind": la["kind"],
+                "link": la["link"],
+                "output": "x".join(map(str, la["output_shape"])),
+                "params": la["params"],
+                "fwd_MFLOP": la["forward_flops"] / 1e6,
+                "bwd_MFLOP": (la["backward_input_flops"] + la["backward_weight_flops"]) / 1e6,
+                "act_KiB": la["activation_bytes_fp32"] / 1024,
+            }
+            for la in s["layers"]
+        ]
+    )
     if fmt == "csv":
         emit(render_frame(df, "csv"))
         return
     emit(render_frame(df))
     emit("")
-    emit(f"{s['model']}: input {'x'.join(map(str, s['input_shape']))}, {s['params']:,} parameters, "
-         f"{len(s['layers'])} layers in {s['chain_links']} chain links")
-    emit(f"forward {s['forward_flops_per_sample'] / 1e9:.3f} GFLOP/sample "
-         f"(conv+matmul {s['forward_matmul_flops_per_sample'] / 1e9:.3f}), backward "
-         f"{s['backward_flops_per_sample'] / 1e9:.3f} GFLOP/sample, activations kept "
-         f"{s['activation_bytes_per_sample'] / 2**20:.1f} MiB/sample (fp32)")
+    emit(
+        f"{s['model']}: input {'x'.join(map(str, s['input_shape']))}, {s['params']:,} parameters, "
+        f"{len(s['layers'])} layers in {s['chain_links']} chain links"
+    )
+    emit(
+        f"forward {s['forward_flops_per_sample'] / 1e9:.3f} GFLOP/sample "
+        f"(conv+matmul {s['forward_matmul_flops_per_sample'] / 1e9:.3f}), backward "
+        f"{s['backward_flops_per_sample'] / 1e9:.3f} GFLOP/sample, activations kept "
+        f"{s['activation_bytes_per_sample'] / 2**20:.1f} MiB/sample (fp32)"
+    )
     emit(f"source: {s['source']}")
 
 
@@ -115,30 +146,35 @@ def show_cmd(model: str, image_size: int | None, fmt: str) -> None:
 @format_option
 def hardware_cmd(name: str | None, fmt: str) -> None:
     """List the shipped hardware profiles, or show one (NAME or a path to a TOML file)."""
-    names = [name] if name else profile_names()
+    names = [name] if name is not None else profile_names()
     rows = []
     for n in names:
         hw = load_hardware(n)
         d = hw.device
-        rows.append({
-            "profile": hw.name, "device": d.name, "gpus_per_node": hw.gpus_per_node,
-            "memory_GiB": d.memory_bytes / GIB,
-            "fp32_TFLOP/s": d.peak_flops_per_s["fp32"] / 1e12,
-            "fp16_TFLOP/s": d.peak("amp") / 1e12,
-            "HBM_GB/s": d.memory_bandwidth_bytes_per_s / 1e9,
-            "intra_GB/s": hw.intra.bandwidth_bytes_per_s / 1e9, "intra_topology": hw.intra.topology,
-            "inter_GB/s_per_node": hw.inter.bandwidth_bytes_per_s / 1e9,
-            "sources": dict(hw.sources),
-        })
+        rows.append(
+            {
+                "profile": hw.name,
+                "device": d.name,
+                "gpus_per_node": hw.gpus_per_node,
+                "memory_GiB": d.memory_bytes / GIB,
+                "fp32_TFLOP/s": d.peak_flops_per_s["fp32"] / 1e12,
+                "fp16_TFLOP/s": d.peak("amp") / 1e12,
+                "HBM_GB/s": d.memory_bandwidth_bytes_per_s / 1e9,
+                "intra_GB/s": hw.intra.bandwidth_bytes_per_s / 1e9,
+                "intra_topology": hw.intra.topology,
+                "inter_GB/s_per_node": hw.inter.bandwidth_bytes_per_s / 1e9,
+                "sources": dict(hw.sources),
+            }
+        )
     if fmt == "json":
-        emit(to_json({"hardware": rows if not name else rows[0]}))
+        emit(to_json({"hardware": rows if name is None else rows[0]}))
         return
     df = pd.DataFrame(rows)
     if fmt == "csv":
         emit(render_frame(df.drop(columns=["sources"]), "csv"))
         return
     emit(render_frame(df.drop(columns=["sources"]), floatfmt="{:,.1f}"))
-    if name:
+    if name is not None:
         emit("")
         hw = load_hardware(name)
         emit(hw.description)

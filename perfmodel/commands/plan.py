@@ -29,19 +29,21 @@ __all__ = ["plan_cmd", "plan_frame", "render_plan"]
 def plan_frame(r: PlanResult) -> pd.DataFrame:
     rows = []
     for i, (p, why) in enumerate(zip(r.plans, r.reasons, strict=True), 1):
-        rows.append({
-            "rank": i,
-            "strategy": p.strategy.spec(),
-            "kind": p.strategy.kind,
-            "step_ms": p.iteration_time_s * 1e3,
-            "samples/s": p.throughput_samples_per_s,
-            "speedup_x": p.speedup_vs_1gpu,
-            "efficiency_%": None if p.parallel_efficiency is None else 100 * p.parallel_efficiency,
-            "mem_GiB": p.memory_per_gpu_bytes / GIB,
-            "cap_GiB": p.memory_capacity_bytes / GIB,
-            "dominant": p.dominant,
-            "why": why,
-        })
+        rows.append(
+            {
+                "rank": i,
+                "strategy": p.strategy.spec(),
+                "kind": p.strategy.kind,
+                "step_ms": p.iteration_time_s * 1e3,
+                "samples/s": p.throughput_samples_per_s,
+                "speedup_x": p.speedup_vs_1gpu,
+                "efficiency_%": None if p.parallel_efficiency is None else 100 * p.parallel_efficiency,
+                "mem_GiB": p.memory_per_gpu_bytes / GIB,
+                "cap_GiB": p.memory_capacity_bytes / GIB,
+                "dominant": p.dominant,
+                "why": why,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -56,9 +58,11 @@ def render_plan(r: PlanResult) -> str:
         f"speedup: {best.speedup_baseline}",
     ]
     for p in r.infeasible:
-        lines.append(f"fastest plan that does not fit: {p.strategy.spec()} "
-                     f"({p.throughput_samples_per_s:,.0f} samples/s, needs {p.memory_per_gpu_bytes / GIB:.1f} GiB "
-                     f"> {p.memory_capacity_bytes / GIB:.1f} GiB)")
+        lines.append(
+            f"fastest plan that does not fit: {p.strategy.spec()} "
+            f"({p.throughput_samples_per_s:,.0f} samples/s, needs {p.memory_per_gpu_bytes / GIB:.1f} GiB "
+            f"> {p.memory_capacity_bytes / GIB:.1f} GiB)"
+        )
     lines.append("")
     lines.append("assumptions:")
     lines += [f"  {k}: {v}" for k, v in r.assumptions.items()]
@@ -70,17 +74,39 @@ def render_plan(r: PlanResult) -> str:
 @gpus_option
 @hardware_option
 @precision_option
-@click.option("--global-batch", "-B", type=int, default=None,
-              help=f"Samples per step over all GPUs (default: {DEFAULT_BATCH_PER_GPU} x GPUs, as Goyal et al. 2017).")
+@click.option(
+    "--global-batch",
+    "-B",
+    type=int,
+    default=None,
+    help=f"Samples per step over all GPUs (default: {DEFAULT_BATCH_PER_GPU} x GPUs, as Goyal et al. 2017).",
+)
 @optimizer_option
 @image_size_option
-@click.option("--top", type=click.IntRange(min=1, max=100), default=5, show_default=True, help="How many plans to show.")
-@click.option("--strategies", default=",".join(KINDS), show_default=True,
-              help=f"Comma list of strategy kinds to search ({', '.join(KINDS)}).")
+@click.option(
+    "--top", type=click.IntRange(min=1, max=100), default=5, show_default=True, help="How many plans to show."
+)
+@click.option(
+    "--strategies",
+    default=",".join(KINDS),
+    show_default=True,
+    help=f"Comma list of strategy kinds to search ({', '.join(KINDS)}).",
+)
 @format_option
 @chart_option
-def plan_cmd(model: str, gpus: int, hardware: str, precision: str, global_batch: int | None, optimizer: str,
-             image_size: int | None, top: int, strategies: str, fmt: str, chart: Path | None) -> None:
+def plan_cmd(
+    model: str,
+    gpus: int,
+    hardware: str,
+    precision: str,
+    global_batch: int | None,
+    optimizer: str,
+    image_size: int | None,
+    top: int,
+    strategies: str,
+    fmt: str,
+    chart: Path | None,
+) -> None:
     """Search data, spatial, pipeline, hybrid, filter/channel and model-parallel plans of MODEL on GPUS GPUs.
 
     Plans are ranked by throughput at the global batch; the table says why each runner-up

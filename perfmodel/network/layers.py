@@ -33,9 +33,7 @@ KINDS = frozenset(
 )
 
 #: Activation functions of ``kind == "act"``.
-ACTIVATIONS = frozenset(
-    {"relu", "relu6", "silu", "sigmoid", "hardswish", "hardsigmoid", "gelu", "tanh"}
-)
+ACTIVATIONS = frozenset({"relu", "relu6", "silu", "sigmoid", "hardswish", "hardsigmoid", "gelu", "tanh"})
 
 #: Kinds whose FLOPs count as convolution / matrix-multiply FLOPs.
 MATMUL_KINDS = frozenset({"conv", "conv_transpose", "linear"})
@@ -77,9 +75,7 @@ class Layer:
         if self.kind not in KINDS:
             raise NetworkError(f"layer {self.name}: unknown kind '{self.kind}' (valid: {sorted(KINDS)})")
         if self.kind == "act" and self.fn not in ACTIVATIONS:
-            raise NetworkError(
-                f"layer {self.name}: unknown activation '{self.fn}' (valid: {sorted(ACTIVATIONS)})"
-            )
+            raise NetworkError(f"layer {self.name}: unknown activation '{self.fn}' (valid: {sorted(ACTIVATIONS)})")
         if len(self.inputs) != len(self.in_shapes) or not self.inputs:
             raise NetworkError(f"layer {self.name}: {len(self.inputs)} inputs but {len(self.in_shapes)} shapes")
         if any(d <= 0 for s in (*self.in_shapes, self.out_shape) for d in s):
@@ -88,7 +84,9 @@ class Layer:
                 " (the input is too small for this network)"
             )
         if self.params < 0 or self.groups < 1:
-            raise NetworkError(f"layer {self.name}: params {self.params} and groups {self.groups} must be >= 0 and >= 1")
+            raise NetworkError(
+                f"layer {self.name}: params {self.params} and groups {self.groups} must be >= 0 and >= 1"
+            )
 
     @property
     def in_shape(self) -> Shape:

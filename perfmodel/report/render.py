@@ -45,7 +45,9 @@ def render_frame(df: pd.DataFrame, fmt: str = "table", floatfmt: str = "{:,.2f}"
     numeric = [pd.api.types.is_numeric_dtype(df[c]) for c in cols]
 
     def line(vals: list[str]) -> str:
-        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, numeric, strict=True)).rstrip()
+        return "  ".join(
+            v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, numeric, strict=True)
+        ).rstrip()
 
     out = [line([str(c) for c in cols]), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells]

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
 from ..hardware import Hardware, load_hardware
+from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
 from ..strategies.predict import Prediction, _predict, assumptions, context, price
 from ..strategies.spec import Strategy
@@ -52,9 +53,14 @@ class PlanResult:
             plans.append(d)
         return {
             "plans": plans,
-            "search": {"candidates": self.candidates, "priced": self.priced, "rejected": self.rejected,
-                       "seconds": self.seconds, "global_batch": self.global_batch,
-                       "min_memory_bytes": self.min_memory_bytes},
+            "search": {
+                "candidates": self.candidates,
+                "priced": self.priced,
+                "rejected": self.rejected,
+                "seconds": self.seconds,
+                "global_batch": self.global_batch,
+                "min_memory_bytes": self.min_memory_bytes,
+            },
             "assumptions": dict(self.assumptions),
         }
 
@@ -97,16 +103,22 @@ def plan(
         raise UsageError(f"GPU count must be a positive integer, got {gpus!r}")
     if top < 1:
         raise UsageError(f"--top must be >= 1, got {top}")
+    if not kinds:
+        raise UsageError(f"no strategy kinds to search (valid: {', '.join(KINDS)})")
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise UsageError(f"unknown strategy kinds {bad} (valid: {', '.join(KINDS)})")
     net = model if isinstance(model, Network) else get_model(model, image_size)
     hw = load_hardware(hardware)
     if gpus > hw.max_gpus:
-        raise UsageError(f"{gpus} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)")
+        raise UsageError(
+            f"{gpus} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"
+        )
     B = default_global_batch(gpus) if global_batch is None else global_batch
     if B < 1:
-        raise UsageError(f"global batch must be >= 1, got {B}")
+        raise UsageError(f"global batch must be >= 1, got {shown(B)}")
+    if B > MAX_BATCH:
+        raise UsageError(f"global batch {shown(B)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)")
     ctx = context(net, hw, precision, optimizer)
     n_cand = rejected = 0
     priced: list[tuple[float, float, Strategy, float]] = []
@@ -153,7 +165,9 @@ def plan(
         raise NoFeasiblePlanError(
             f"no plan of {net.name} fits in {cap / GIB:.1f} GiB per GPU on {gpus} x {hw.name} at global "
             f"batch {B}: the smallest needs {min_mem / GIB:.1f} GiB (try more GPUs, a smaller batch, "
-            f"or a GPU with more memory)", min_mem)
+            f"or a GPU with more memory)",
+            min_mem,
+        )
     # rank: throughput, then less memory; one entry per distinct spec
     fitting.sort(key=lambda x: (-x[0], x[1], x[2].spec()))
     chosen: list[Strategy] = []
@@ -170,7 +184,13 @@ def plan(
     over = sorted((x for x in priced if x[1] > cap), key=lambda x: -x[0])[:1]
     infeasible = tuple(_predict(ctx, x[2], B, baseline=False) for x in over)
     a = assumptions(ctx)
-    a["global_batch"] = (f"{B} samples per step" + (f" (default: {DEFAULT_BATCH_PER_GPU} per GPU)" if global_batch is None else ""))
-    a["search"] = "dp x sp x pp factorisations, spatial grids, micro-batches, schedules, allreduce algorithms, parameter servers, filter/channel/mp splits"
-    return PlanResult(tuple(preds), tuple(reasons), n_cand, len(priced), rejected,
-                      time.perf_counter() - t0, B, min_mem, a, infeasible)
+    a["global_batch"] = f"{B} samples per step" + (
+        f" (default: {DEFAULT_BATCH_PER_GPU} per GPU)" if global_batch is None else ""
+    )
+    a["search"] = (
+        "dp x sp x pp factorisations, spatial grids, micro-batches, schedules, allreduce algorithms,"
+        " parameter servers, filter/channel/mp splits"
+    )
+    return PlanResult(
+        tuple(preds), tuple(reasons), n_cand, len(priced), rejected, time.perf_counter() - t0, B, min_mem, a, infeasible
+    )

@@ -5,6 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
+#: A sequence of floats or a numpy array of them.
+FloatSeq = Sequence[float] | np.ndarray
+
 __all__ = ["BUCKET_BYTES", "overlapped_exchange", "ParameterServerBounds", "parameter_server"]
 
 #: PyTorch DDP's default bucket size, ``bucket_cap_mb=25`` (torch.nn.parallel.DistributedDataParallel docs).
@@ -12,8 +17,8 @@ BUCKET_BYTES = 25 * 2**20
 
 
 def overlapped_exchange(
-    bwd_s: Sequence[float],
-    grad_bytes: Sequence[float],
+    bwd_s: FloatSeq,
+    grad_bytes: FloatSeq,
     comm: Callable[[float], float],
     start_s: float = 0.0,
     bucket_bytes: float = BUCKET_BYTES,

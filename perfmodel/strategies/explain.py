@@ -73,8 +73,9 @@ class StepFormula:
             "strategy": self.prediction.strategy.spec(),
             "formula": "T_step = " + " + ".join(f"T_{k}" for k in self.terms),
             "terms": {k: {"expression": _short(v), "value_s": self.term_values[k]} for k, v in self.terms.items()},
-            "symbols": {str(s): {"value": v, "meaning": SYMBOL_MEANING.get(str(s), "")}
-                        for s, v in self.values.items()},
+            "symbols": {
+                str(s): {"value": v, "meaning": SYMBOL_MEANING.get(str(s), "")} for s, v in self.values.items()
+            },
             "iteration_time_s": self.iteration_time_s,
             "predict_iteration_time_s": self.prediction.iteration_time_s,
         }
@@ -89,10 +90,18 @@ def _values(ctx: Context, group: Group | None) -> dict[sp.Symbol, float]:
     hw, eff = ctx.hw, ctx.hw.compute[ctx.precision]
     lp = link_params(hw, group)
     return {
-        R: hw.device.peak(ctx.precision), R32: hw.device.peak_flops_per_s["fp32"], ETA_C: eff.conv,
-        ETA_L: eff.linear, ETA_M: eff.memory, W_HALF: eff.half_work_flops,
-        BETA_MEM: hw.device.memory_bandwidth_bytes_per_s, TAU: hw.kernel_launch_s, E: ctx.elem_bytes,
-        LINK.bw_intra: lp.bw_intra, LINK.alpha_intra: lp.alpha_intra, LINK.bw_net_per_gpu: lp.bw_net_per_gpu,
+        R: hw.device.peak(ctx.precision),
+        R32: hw.device.peak_flops_per_s["fp32"],
+        ETA_C: eff.conv,
+        ETA_L: eff.linear,
+        ETA_M: eff.memory,
+        W_HALF: eff.half_work_flops,
+        BETA_MEM: hw.device.memory_bandwidth_bytes_per_s,
+        TAU: hw.kernel_launch_s,
+        E: ctx.elem_bytes,
+        LINK.bw_intra: lp.bw_intra,
+        LINK.alpha_intra: lp.alpha_intra,
+        LINK.bw_net_per_gpu: lp.bw_net_per_gpu,
         LINK.alpha_net: lp.alpha_net,
     }
 
@@ -119,7 +128,9 @@ def _layer_exprs(ctx: Context, batch: Any, grid: tuple[int, int, int]) -> tuple[
             t_b += kernel_time(batch * b_in_mm1, R, eta, W_HALF)
         if mm and b_w1:
             t_b += kernel_time(batch * b_w1, R, eta, W_HALF)
-        t_bmem = (batch * float(ev["bwd_mem_elems"][i]) * E + c.params * (E + GRAD_BYTES_PER_PARAM)) / (BETA_MEM * ETA_M)
+        t_bmem = (batch * float(ev["bwd_mem_elems"][i]) * E + c.params * (E + GRAD_BYTES_PER_PARAM)) / (
+            BETA_MEM * ETA_M
+        )
         bwd.append(smax(t_b, batch * (b_in1 - b_in_mm1) / R32, t_bmem) + (2 if mm else 1) * TAU)
     return fwd, bwd
 
@@ -168,8 +179,8 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
         f_sa, b_sa = _layer_exprs(ctx, sp.ceiling(b_sym / p), (1, 1, 1))
         for lk in net.links:
             src = (f_sp, b_sp) if lk.name in spatial else (f_sa, b_sa)
-            fwd += src[0][lk.start:lk.stop]
-            bwd += src[1][lk.start:lk.stop]
+            fwd += src[0][lk.start : lk.stop]
+            bwd += src[1][lk.start : lk.stop]
         extra = priced.breakdown.get("halo_exchange", 0.0) + priced.breakdown.get("redistribution", 0.0)
     else:
         fwd, bwd = _layer_exprs(ctx, b_sym, (1, 1, 1))
@@ -185,11 +196,18 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
             st_b.append(sp.Add(*bwd[a:z]))
             if i < s.pp - 1:
                 last = bounds[i + 1] - 1
-                nbytes = b_sym * ctx.cut_elems[last] * E / (s.sp_degree if net.links[last].name in
-                                                            set(priced.details.get("spatial_links", [])) else 1)
+                nbytes = (
+                    b_sym
+                    * ctx.cut_elems[last]
+                    * E
+                    / (s.sp_degree if net.links[last].name in set(priced.details.get("spatial_links", [])) else 1)
+                )
                 across = ((i + 1) * s.sp_degree) % g == 0 and s.pp * s.sp_degree > g
-                send.append(p2p(nbytes, LINK.bw_net_per_gpu, LINK.alpha_net) if across
-                            else p2p(nbytes, LINK.bw_intra, LINK.alpha_intra))
+                send.append(
+                    p2p(nbytes, LINK.bw_net_per_gpu, LINK.alpha_net)
+                    if across
+                    else p2p(nbytes, LINK.bw_intra, LINK.alpha_intra)
+                )
         sf = [st_f[i] + (send[i] if i < s.pp - 1 else 0) for i in range(s.pp)]
         sb = [st_b[i] + (send[i - 1] if i > 0 else 0) for i in range(s.pp)]
         rb = [sb[i] + (st_f[i] if s.recompute else 0) for i in range(s.pp)]
@@ -218,7 +236,9 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
         pspriced = priced.details["parameter_server"]
         t_exp = sp.Symbol("T_ps_exchange")
         terms["gradient_exchange_exposed"] = t_exp
-        values[t_exp] = float(pspriced["worst_case_s"]) - float(pred.iteration_time_s - priced.breakdown["gradient_exchange_exposed"] - priced.breakdown["optimizer_step"])
+        values[t_exp] = float(pspriced["worst_case_s"]) - float(
+            pred.iteration_time_s - priced.breakdown["gradient_exchange_exposed"] - priced.breakdown["optimizer_step"]
+        )
         del n, gb
     elif share > 1:
         end_max: Any = 0
@@ -235,8 +255,9 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
         terms["gradient_exchange_exposed"] = smax(0, end_max - body)
     # optimizer
     params_gpu = max(int(st["params"]) for st in priced.details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
-    terms["optimizer_step"] = (params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / (BETA_MEM * ETA_M)
-                               + OPTIMIZER_LAUNCHES * TAU)
+    terms["optimizer_step"] = (
+        params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / (BETA_MEM * ETA_M) + OPTIMIZER_LAUNCHES * TAU
+    )
     return _finish(terms, values, pred)
 
 
@@ -247,5 +268,6 @@ def _finish(terms: dict[str, sp.Expr], values: dict[sp.Symbol, float], pred: Pre
         fn = sp.lambdify(free, v, modules=["math", {"Max": max, "Min": min, "ceiling": math.ceil}])
         term_values[k] = float(fn(*(values[x] for x in free)))
     used = set().union(*(v.free_symbols for v in terms.values() if isinstance(v, sp.Basic)))
-    return StepFormula(terms, term_values, {k: v for k, v in values.items() if k in used},
-                       sum(term_values.values()), pred)
+    return StepFormula(
+        terms, term_values, {k: v for k, v in values.items() if k in used}, sum(term_values.values()), pred
+    )

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: A sequence of floats or a numpy array of them.
+FloatSeq = Sequence[float] | np.ndarray
+
 __all__ = ["partition_min_max", "brute_force_partition", "PipelineTiming", "pipeline_timing"]
 
 
@@ -27,7 +30,7 @@ def _greedy(costs: np.ndarray, bound: float, parts: int) -> list[int] | None:
     return cuts
 
 
-def partition_min_max(costs: Sequence[float], parts: int) -> tuple[int, ...]:
+def partition_min_max(costs: FloatSeq, parts: int) -> tuple[int, ...]:
     """Split ``costs`` into ``parts`` non-empty contiguous runs minimising the largest run sum.
 
     Returns the run lengths. Bisection on the bottleneck with the greedy feasibility test
@@ -60,7 +63,7 @@ def partition_min_max(costs: Sequence[float], parts: int) -> tuple[int, ...]:
     return tuple(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
 
 
-def brute_force_partition(costs: Sequence[float], parts: int) -> float:
+def brute_force_partition(costs: FloatSeq, parts: int) -> float:
     """The optimal bottleneck by exhaustive search (for tests and benchmarks; exponential)."""
     from itertools import combinations
 
@@ -88,10 +91,10 @@ class PipelineTiming:
 
 
 def pipeline_timing(
-    fwd: Sequence[float],
-    bwd: Sequence[float],
-    send_fwd: Sequence[float],
-    send_bwd: Sequence[float],
+    fwd: FloatSeq,
+    bwd: FloatSeq,
+    send_fwd: FloatSeq,
+    send_bwd: FloatSeq,
     micro_batches: int,
     recompute: bool,
 ) -> PipelineTiming:

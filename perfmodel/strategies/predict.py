@@ -12,6 +12,7 @@ from ..cost.collectives import Group, allreduce, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM, LayerTimes, layer_times
 from ..errors import BatchSplitError, StrategyError, UsageError
 from ..hardware import PRECISIONS, Hardware, load_hardware
+from ..limits import MAX_BATCH, shown
 from ..network import Network, compile_counts, get_model
 from ..network.counts import CompiledCounts
 from ..units import BYTES_PER_ELEMENT, GIB
@@ -47,7 +48,8 @@ class Context:
     link_of_layer: np.ndarray
     cut_elems: np.ndarray
     _memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
-        default_factory=dict, repr=False)
+        default_factory=dict, repr=False
+    )
 
     @property
     def elem_bytes(self) -> int:
@@ -55,7 +57,7 @@ class Context:
 
     def times(self, batch: float, grid: tuple[int, int, int] = (1, 1, 1)) -> tuple[LayerTimes, dict[str, np.ndarray]]:
         """Per-layer times and counts at ``batch`` on a tile of ``grid`` (memoised per context)."""
-        key = (float(batch), tuple(grid))
+        key = (float(batch), (grid[0], grid[1], grid[2]))
         hit = self._memo.get(key)
         if hit is None:
             ev = self.cc.evaluate(batch, *grid)
@@ -78,7 +80,7 @@ def _context(net: Network, hw: Hardware, precision: str, optimizer: str) -> Cont
     starts = np.array([lk.start for lk in net.links])
     of = np.zeros(len(net.layers), dtype=int)
     for lk in net.links:
-        of[lk.start:lk.stop] = lk.index
+        of[lk.start : lk.stop] = lk.index
     cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
     return Context(net, cc, hw, precision, optimizer, starts, of, cut)
 
@@ -108,7 +110,7 @@ class Prediction:
 
     @property
     def fits_in_memory(self) -> bool:
-        return self.memory_per_gpu_bytes <= self.memory_capacity_bytes
+        return bool(self.memory_per_gpu_bytes <= self.memory_capacity_bytes)
 
     @property
     def parallel_efficiency(self) -> float | None:
@@ -193,12 +195,16 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     """Step time, breakdown and memory of plan ``s`` at ``global_batch`` (no 1-GPU baseline)."""
     net, hw = ctx.net, ctx.hw
     n_links = len(net.links)
-    if s.gpus > hw.max_gpus:
-        raise StrategyError(f"{s.gpus} GPUs exceed the profile's {hw.max_gpus} ({hw.gpus_per_node} x {hw.max_nodes} nodes)")
-    if s.pp > n_links:
-        raise StrategyError(
-            f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})"
+    if global_batch > MAX_BATCH:
+        raise BatchSplitError(
+            f"global batch {shown(global_batch)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)"
         )
+    if s.gpus > hw.max_gpus:
+        raise StrategyError(
+            f"{s.gpus} GPUs exceed the profile's {hw.max_gpus} ({hw.gpus_per_node} x {hw.max_nodes} nodes)"
+        )
+    if s.pp > n_links:
+        raise StrategyError(f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})")
     if s.mp > 1:
         from .model_parallel import price_model_parallel
 
@@ -239,8 +245,8 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         if s.balance and sum(s.balance) != n_links:
             raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links}")
         bounds = np.concatenate([[0], np.cumsum(balance)]).astype(int)
-        st_f = np.array([link_f[bounds[i]:bounds[i + 1]].sum() for i in range(s.pp)])
-        st_b = np.array([link_b[bounds[i]:bounds[i + 1]].sum() for i in range(s.pp)])
+        st_f = np.array([link_f[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
+        st_b = np.array([link_b[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
         send_f = np.zeros(s.pp)
         send_b = np.zeros(s.pp)
         for i in range(s.pp - 1):
@@ -252,13 +258,25 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
             send_b[i + 1] = t
         timing = pipeline_timing(st_f, st_b, send_f, send_b, s.mb, s.recompute)
         t_body = timing.total_s
-        breakdown.update(compute=timing.compute_s, recompute=timing.recompute_s,
-                         pipeline_p2p=timing.p2p_s, pipeline_bubble=timing.bubble_s)
-        details.update(stages=[{"links": [net.links[j].name for j in range(bounds[i], bounds[i + 1])],
-                                "forward_s": float(st_f[i]), "backward_s": float(st_b[i]),
-                                "params": int(link_params[bounds[i]:bounds[i + 1]].sum())}
-                               for i in range(s.pp)],
-                       balance=list(map(int, balance)), schedule=s.schedule)
+        breakdown.update(
+            compute=timing.compute_s,
+            recompute=timing.recompute_s,
+            pipeline_p2p=timing.p2p_s,
+            pipeline_bubble=timing.bubble_s,
+        )
+        details.update(
+            stages=[
+                {
+                    "links": [net.links[j].name for j in range(bounds[i], bounds[i + 1])],
+                    "forward_s": float(st_f[i]),
+                    "backward_s": float(st_b[i]),
+                    "params": int(link_params[bounds[i] : bounds[i + 1]].sum()),
+                }
+                for i in range(s.pp)
+            ],
+            balance=list(map(int, balance)),
+            schedule=s.schedule,
+        )
         # gradient exchange per stage, overlapped with that stage's last backward micro-batch
         stage_ranges = [(int(net.links[bounds[i]].start), int(net.links[bounds[i + 1] - 1].stop)) for i in range(s.pp)]
         stage_ends = timing.last_bwd_end_s
@@ -274,8 +292,11 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         st_b = np.array([bwd.sum()])
         bounds = np.array([0, n_links])
     if p_sp > 1:
-        halo_total = float(s.mb * link_halo.sum()) if s.pp == 1 else float(s.mb * max(
-            link_halo[bounds[i]:bounds[i + 1]].sum() for i in range(s.pp)))
+        halo_total = (
+            float(s.mb * link_halo.sum())
+            if s.pp == 1
+            else float(s.mb * max(link_halo[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)))
+        )
         breakdown["halo_exchange"] = halo_total
         if s.pp == 1:
             redistribution = s.mb * float((fwd + bwd).sum()) - breakdown["compute"] - halo_total
@@ -301,9 +322,12 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
             lat = hw.intra.latency_s
         bounds_ps = parameter_server(t_body, gb, s.dp, server_bw, worker_bw, lat, s.comm == "ps-sharded")
         exposed = bounds_ps.worst_s - t_body
-        details["parameter_server"] = {"kind": s.comm, "best_case_s": bounds_ps.best_s,
-                                       "worst_case_s": bounds_ps.worst_s,
-                                       "reported": "worst case (all workers transfer at once)"}
+        details["parameter_server"] = {
+            "kind": s.comm,
+            "best_case_s": bounds_ps.best_s,
+            "worst_case_s": bounds_ps.worst_s,
+            "reported": "worst case (all workers transfer at once)",
+        }
     elif share > 1:
         comm = s.comm
 
@@ -325,9 +349,11 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     breakdown["gradient_exchange_exposed"] = float(exposed)
 
     # optimizer step on the weights this GPU holds (the largest stage)
-    params_gpu = max(float(link_params[bounds[i]:bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
+    params_gpu = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
     mem_bw = hw.device.memory_bandwidth_bytes_per_s * hw.compute[ctx.precision].memory
-    t_opt = params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw + OPTIMIZER_LAUNCHES * hw.kernel_launch_s
+    t_opt = (
+        params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw + OPTIMIZER_LAUNCHES * hw.kernel_launch_s
+    )
     breakdown["optimizer_step"] = t_opt
     total = t_body + exposed + t_opt
     # breakdown parts must add up to the step
@@ -358,7 +384,9 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     }
     details["bucket_bytes"] = BUCKET_BYTES
     details["sp_group_in_node"] = sp_in_node
-    return _Priced(total, breakdown, memory, details)
+    return _Priced(
+        float(total), {k: float(v) for k, v in breakdown.items()}, {k: float(v) for k, v in memory.items()}, details
+    )
 
 
 def _transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int]) -> float:
@@ -368,7 +396,9 @@ def _transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int]) -> float:
     return float(2 * out.max() * ctx.elem_bytes * 2)
 
 
-def _spatial(ctx: Context, s: Strategy, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[bool], bool]:
+def _spatial(
+    ctx: Context, s: Strategy, m: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[bool], bool]:
     """Per-layer fwd/bwd seconds, saved bytes and halo seconds under the per-link spatial/sample choice."""
     net, hw, e = ctx.net, ctx.hw, ctx.elem_bytes
     grid = s.sp
@@ -379,9 +409,9 @@ def _spatial(ctx: Context, s: Strategy, m: int) -> tuple[np.ndarray, np.ndarray,
     if nd == 2 and grid[0] > 1:
         raise StrategyError(f"sp={'x'.join(map(str, grid))} has a depth split but {net.name} is 2-D (use sp=HxW)")
     ext = net.input_shape[1:]
-    if any(x < sp_ for x, sp_ in zip(ext, grid[3 - nd:], strict=True)):
+    if any(x < sp_ for x, sp_ in zip(ext, grid[3 - nd :], strict=True)):
         raise StrategyError(
-            f"spatial grid {'x'.join(map(str, grid[3 - nd:]))} is larger than the input {'x'.join(map(str, ext))}"
+            f"spatial grid {'x'.join(map(str, grid[3 - nd :]))} is larger than the input {'x'.join(map(str, ext))}"
         )
     g = hw.gpus_per_node
     in_node = p <= g
@@ -393,12 +423,13 @@ def _spatial(ctx: Context, s: Strategy, m: int) -> tuple[np.ndarray, np.ndarray,
         h = halo_elems(layer, grid)
         if h > 0:
             nbytes = m * h * e
-            per_dim = sum(1 for x in grid[3 - layer.spatial_dims:] if x > 1)
+            per_dim = sum(1 for x in grid[3 - layer.spatial_dims :] if x > 1)
             # forward halo of activations and backward halo of their gradients, one superstep each dim
             halo_t[i] = 2 * point_to_point(nbytes, hw, not in_node) + 2 * (per_dim - 1) * (
-                hw.intra.latency_s if in_node else hw.inter.latency_s)
+                hw.intra.latency_s if in_node else hw.inter.latency_s
+            )
     ok = np.array([spatial_ok(layer, grid) for layer in net.layers])
-    allowed = [bool(ok[lk.start:lk.stop].all()) for lk in net.links]
+    allowed = [bool(ok[lk.start : lk.stop].all()) for lk in net.links]
     sp_cost = _link_sum(ctx, lt_sp.fwd + lt_sp.bwd + halo_t)
     sa_cost = _link_sum(ctx, lt_sa.fwd + lt_sa.bwd)
     # switching decomposition at a cut: every GPU sends (p-1)/p of its share of the tensor, both ways
@@ -410,8 +441,11 @@ def _spatial(ctx: Context, s: Strategy, m: int) -> tuple[np.ndarray, np.ndarray,
     fwd = np.where(np.repeat(choice, [lk.stop - lk.start for lk in net.links]), lt_sp.fwd + halo_t / 2, lt_sa.fwd)
     bwd = np.where(np.repeat(choice, [lk.stop - lk.start for lk in net.links]), lt_sp.bwd + halo_t / 2, lt_sa.bwd)
     layer_choice = np.repeat(choice, [lk.stop - lk.start for lk in net.links])
-    saved = np.where(layer_choice, ev_sp["saved_elems"] * e + ev_sp["saved_extra_bytes"],
-                     ev_sa["saved_elems"] * e + ev_sa["saved_extra_bytes"])
+    saved = np.where(
+        layer_choice,
+        ev_sp["saved_elems"] * e + ev_sp["saved_extra_bytes"],
+        ev_sa["saved_elems"] * e + ev_sa["saved_extra_bytes"],
+    )
     halo = np.where(layer_choice, halo_t, 0.0)
     for i in range(1, len(net.links)):
         if choice[i] != choice[i - 1]:
@@ -428,10 +462,19 @@ def _resolve_batch(gpus: int, batch_per_gpu: int | None, global_batch: int | Non
     if batch_per_gpu is not None:
         if batch_per_gpu < 1:
             raise BatchSplitError(f"batch per GPU must be >= 1, got {batch_per_gpu}")
+        if batch_per_gpu * gpus > MAX_BATCH:
+            raise BatchSplitError(
+                f"batch per GPU {shown(batch_per_gpu)} x {gpus} GPUs is too large "
+                f"(valid: up to {MAX_BATCH:,} samples per step, {max(1, MAX_BATCH // gpus):,} per GPU)"
+            )
         return batch_per_gpu * gpus
     assert global_batch is not None
     if global_batch < 1:
         raise BatchSplitError(f"global batch must be >= 1, got {global_batch}")
+    if global_batch > MAX_BATCH:
+        raise BatchSplitError(
+            f"global batch {shown(global_batch)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)"
+        )
     return global_batch
 
 
@@ -513,11 +556,11 @@ def _predict(ctx: Context, s: Strategy, B: int, baseline: bool = True) -> Predic
         optimizer=ctx.optimizer,
         global_batch=B,
         image_size=ctx.net.image_size,
-        iteration_time_s=t,
-        throughput_samples_per_s=thr,
-        speedup_vs_1gpu=speedup,
+        iteration_time_s=float(t),
+        throughput_samples_per_s=float(thr),
+        speedup_vs_1gpu=None if speedup is None else float(speedup),
         speedup_baseline=base,
-        memory_per_gpu_bytes=mem,
+        memory_per_gpu_bytes=float(mem),
         memory_capacity_bytes=hw.device.memory_bytes,
         breakdown=priced.breakdown,
         memory=priced.memory,
@@ -537,9 +580,12 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
             "amp": "mixed precision: fp16 tensor-core math and activations, fp32 master weights and gradients",
             "bf16": "bf16 tensor-core math and activations, fp32 master weights and gradients",
         }[ctx.precision],
-        "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)"}[ctx.optimizer],
+        "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)"}[
+            ctx.optimizer
+        ],
         "gradient_exchange": "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)",
-        "memory_capacity": f"{hw.device.memory_bytes / GIB:.1f} GiB per GPU, {hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",
+        "memory_capacity": f"{hw.device.memory_bytes / GIB:.1f} GiB per GPU, "
+        f"{hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",
         "excluded": EXCLUDED,
     }
     if baseline:

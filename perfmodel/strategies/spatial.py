@@ -9,6 +9,9 @@ import numpy as np
 from ..network.graph import Network
 from ..network.layers import Layer
 
+#: A sequence of floats or a numpy array of them.
+FloatSeq = Sequence[float] | np.ndarray
+
 __all__ = ["halo_widths", "halo_elems", "spatial_ok", "choose_decomposition"]
 
 
@@ -65,10 +68,10 @@ def spatial_ok(layer: Layer, grid: tuple[int, int, int]) -> bool:
 
 def choose_decomposition(
     net: Network,
-    spatial_cost: Sequence[float],
-    sample_cost: Sequence[float],
+    spatial_cost: FloatSeq,
+    sample_cost: FloatSeq,
     allowed: Sequence[bool],
-    switch_cost: Sequence[float],
+    switch_cost: FloatSeq,
 ) -> tuple[list[bool], float]:
     """Per link, spatial (True) or sample (False) decomposition, minimising the total cost.
 
