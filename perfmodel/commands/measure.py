@@ -31,9 +31,7 @@ def predicted_times(r: MeasureResult, hardware: str) -> tuple[list[tuple[float, 
     return [(float(f), float(b)) for f, b in zip(lt.fwd, lt.bwd, strict=True)], step
 
 
-def layers_frame(
-    r: MeasureResult, predicted: list[tuple[float, float]] | None = None
-) -> pd.DataFrame:
+def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None = None) -> pd.DataFrame:
     recs: list[dict[str, Any]] = []
     for i, lt in enumerate(r.layers):
         rec: dict[str, Any] = {
@@ -103,8 +101,7 @@ def layers_frame(
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Write the run as a measurement row to this CSV, and per-layer timings to "
-    "<name>.layers.csv beside it.",
+    help="Write the run as a measurement row to this CSV, and per-layer timings to <name>.layers.csv beside it.",
 )
 @format_option
 def measure_cmd(
@@ -133,7 +130,12 @@ def measure_cmd(
             raise UsageError(f"cannot write '{output}': folder '{parent}' does not exist")
     if hardware is not None:
         load_hardware(hardware)  # fail on a bad name before timing anything
-    r = measure(model, batch, precision, steps, device, image_size, warmup, layers=not no_layers)
+    try:
+        r = measure(model, batch, precision, steps, device, image_size, warmup, layers=not no_layers)
+    except RuntimeError as e:  # torch's own failures: out of memory, unsupported kernel
+        first = (str(e).strip().splitlines() or ["unknown error"])[0]
+        hint = " (try a smaller --batch)" if "out of memory" in first.lower() else ""
+        raise UsageError(f"measure: torch failed on {model} at batch {batch}: {first}{hint}") from None
     predicted, step_pred = predicted_times(r, hardware) if hardware else (None, None)
     row = r.measurement_row(hardware or "unspecified")
     if step_pred is not None:
@@ -158,21 +160,15 @@ def measure_cmd(
     lines = [render_frame(layers, floatfmt="{:,.3f}"), ""] if not no_layers else []
     env = ", ".join(f"{k} {v}" for k, v in r.environment.items() if v)
     lines += [
-        f"{r.model} (image {r.image_size}) batch {r.batch} {r.precision} "
-        f"on {r.device_name} ({r.device})",
+        f"{r.model} (image {r.image_size}) batch {r.batch} {r.precision} on {r.device_name} ({r.device})",
         f"step {r.step_time_s * 1e3:.3f} ms (median of {r.steps} after {r.warmup} warm-up)   "
         f"throughput {r.throughput_samples_per_s:,.1f} samples/s",
     ]
     if step_pred is not None:
         err = 100.0 * (step_pred - r.step_time_s) / r.step_time_s
-        lines.append(
-            f"model ({hardware}): step {step_pred * 1e3:.3f} ms, "
-            f"error {err:+.1f}% of the measured step"
-        )
+        lines.append(f"model ({hardware}): step {step_pred * 1e3:.3f} ms, error {err:+.1f}% of the measured step")
     if not hardware:
-        lines.append(
-            "hardware column: 'unspecified' (give --hardware NAME to make the row validatable)"
-        )
+        lines.append("hardware column: 'unspecified' (give --hardware NAME to make the row validatable)")
     lines.append(f"environment: {env}")
     if output is not None:
         lines.append(f"wrote {output} and {output.with_suffix('.layers.csv')}")

@@ -47,7 +47,15 @@ def rows_frame(v: Validation) -> pd.DataFrame:
             }
         )
         recs.append(rec)
-    return pd.DataFrame(recs)
+    return _numeric(pd.DataFrame(recs))
+
+
+def _numeric(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns whose header carries a unit are numbers (None becomes NaN, printed as '-')."""
+    for c in df.columns:
+        if c.endswith(("_%", "_x", "samples/s")):
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
+    return df
 
 
 def groups_frame(v: Validation) -> pd.DataFrame:
@@ -80,13 +88,11 @@ def render_validation(v: Validation) -> str:
     lines.append(f"calibration: {mode}")
     if v.calibration is not None:
         lines += [
-            f"  fitted {line}" if not line.startswith("not fitted") else f"  {line}"
-            for line in v.calibration.lines()
+            f"  fitted {line}" if not line.startswith("not fitted") else f"  {line}" for line in v.calibration.lines()
         ]
     lines += [
         "",
-        f"rows {s.rows}: predicted {s.predicted}, without prediction {s.unpredictable}, "
-        f"scored {s.scored}",
+        f"rows {s.rows}: predicted {s.predicted}, without prediction {s.unpredictable}, scored {s.scored}",
         f"throughput MAPE {_pct(s.throughput_mape_pct)} over {s.scored} scored rows "
         f"(multi-GPU rows only: {_pct(s.throughput_mape_multi_gpu_pct)})",
     ]
