@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     except PerfmodelError as e:
         if debug:
             raise
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {' '.join(str(e).splitlines())}", err=True)
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
@@ -92,7 +92,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as e:
         if debug:
             raise
-        e.show()
+        ctx = getattr(e, "ctx", None)
+        if type(e).__name__ == "NoArgsIsHelpError" and ctx is not None:  # bare `perfmodel`: help
+            click.echo(ctx.get_help())
+            sys.exit(0)
+        click.echo(f"error: {_one_line(e)}", err=True)
         sys.exit(e.exit_code)
     except (BrokenPipeError, KeyboardInterrupt):
         sys.exit(1)
@@ -102,6 +106,15 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {e.strerror or e}: {getattr(e, 'filename', '') or ''}".rstrip(": "), err=True)
         sys.exit(1)
     sys.exit(0)
+
+
+def _one_line(e: click.ClickException) -> str:
+    """Click's message on one line; a usage error points at the command's --help."""
+    text = " ".join(e.format_message().split())
+    if isinstance(e, click.UsageError):
+        where = e.ctx.command_path if e.ctx is not None else "perfmodel"
+        text += f" (see '{where} --help')"
+    return text
 
 
 if __name__ == "__main__":  # pragma: no cover
