@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..errors import StrategyError
+from ..limits import MAX_BATCH, MAX_GPUS, shown
 
 __all__ = ["Strategy", "parse_strategy", "COMM_CHOICES", "SCHEDULES"]
 
@@ -116,9 +117,12 @@ def _int(key: str, value: str) -> int:
     try:
         v = int(value)
     except ValueError:
-        raise StrategyError(f"strategy: {key}={value!r} is not an integer") from None
+        raise StrategyError(f"strategy: {key}={shown(value)} is not an integer") from None
     if v < 1:
-        raise StrategyError(f"strategy: {key}={v} must be >= 1")
+        raise StrategyError(f"strategy: {key}={shown(v)} must be >= 1")
+    top = MAX_BATCH if key in ("mb", "balance") else MAX_GPUS
+    if v > top:
+        raise StrategyError(f"strategy: {key}={shown(v)} is too large (valid: 1 to {top:,})")
     return v
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...errors import UnknownNameError, UsageError
+from ...limits import MAX_IMAGE_SIZE, shown
 from ..graph import Network
 
 __all__ = ["ModelEntry", "MODELS", "get_model", "model_names"]
@@ -75,6 +77,11 @@ def get_model(name: str, image_size: int | None = None) -> Network:
         raise UnknownNameError("model", name, models)
     entry = models[name]
     size = entry.default_image_size if image_size is None else image_size
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size > MAX_IMAGE_SIZE:
+        raise UsageError(
+            f"image size must be an integer from {entry.min_image_size} to {MAX_IMAGE_SIZE:,} "
+            f"pixels, got {shown(size)}"
+        )
     if size < entry.min_image_size:
         raise UsageError(
             f"image size {size} is too small for {name} (valid: >= {entry.min_image_size})"

@@ -1,0 +1,33 @@
+"""Bounds on user-given counts, so that absurd numbers get a clear error instead of overflow.
+
+The model computes in floats; a batch or image size with hundreds of digits would overflow
+them (``OverflowError``) deep in the counts. Entry points check their inputs against these
+bounds and raise a :class:`~perfmodel.errors.UsageError` that names the valid range.
+"""
+
+from __future__ import annotations
+
+from .errors import UsageError
+
+__all__ = ["MAX_GPUS", "MAX_BATCH", "MAX_IMAGE_SIZE", "check_count", "shown"]
+
+#: The most GPUs any plan may use (the CLI's ``--gpus`` bound).
+MAX_GPUS = 1_000_000
+#: The most samples one training step may hold (global batch, micro-batches).
+MAX_BATCH = 1_000_000_000
+#: The largest input height/width/depth in pixels.
+MAX_IMAGE_SIZE = 1_000_000
+
+
+def shown(value: object, width: int = 24) -> str:
+    """``repr(value)``, cut to ``width`` characters so that a huge number stays one short line."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width - 4]}... ({len(text)} characters)"
+
+
+def check_count(what: str, value: object, maximum: int, minimum: int = 1,
+                error: type[UsageError] = UsageError) -> int:
+    """``value`` if it is an integer in ``[minimum, maximum]``, else ``error`` naming the range."""
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise error(f"{what} must be an integer from {minimum:,} to {maximum:,}, got {shown(value)}")
+    return value
