@@ -10,6 +10,7 @@ import click
 
 from ..errors import UsageError
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
+from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
 from ..report import FORMATS
 
 __all__ = [
@@ -48,12 +49,12 @@ def optimizer_option(f: F) -> F:
 
 
 def image_size_option(f: F) -> F:
-    return click.option("--image-size", type=click.IntRange(min=1), default=None,
+    return click.option("--image-size", type=click.IntRange(min=1, max=MAX_IMAGE_SIZE), default=None,
                         help="Input height/width in pixels (default: the model's evaluation size).")(f)
 
 
 def gpus_option(f: F) -> F:
-    return click.option("--gpus", "-n", type=click.IntRange(min=1, max=1_000_000), required=True,
+    return click.option("--gpus", "-n", type=click.IntRange(min=1, max=MAX_GPUS), required=True,
                         help="Total number of GPUs.")(f)
 
 
