@@ -23,6 +23,7 @@ __all__ = [
     "chart_option",
     "emit",
     "check_writable",
+    "CHART_SUFFIXES",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,12 +64,19 @@ def chart_option(f: F) -> F:
                         help="Also draw a chart to this file (.png or .svg).")(f)
 
 
-def check_writable(path: Path | None) -> None:
-    """Fail before any work if ``path`` cannot be written (nothing partial is left)."""
+#: The files ``--chart`` can draw, by extension.
+CHART_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_writable(path: Path | None, suffixes: tuple[str, ...] = CHART_SUFFIXES) -> None:
+    """Fail before any work if ``path`` cannot be written (nothing partial is left).
+
+    ``suffixes`` are the extensions the file may have (by default those of a chart).
+    """
     if path is None:
         return
-    if path.suffix.lower() not in (".png", ".svg", ".pdf", ".toml", ".csv", ".json"):
-        raise UsageError(f"cannot write '{path}': unknown extension '{path.suffix}' (use .png or .svg)")
+    if path.suffix.lower() not in suffixes:
+        raise UsageError(f"cannot write '{path}': unknown extension '{path.suffix}' (use {', '.join(suffixes)})")
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"cannot write '{path}': folder '{parent}' does not exist")
