@@ -76,7 +76,7 @@ class NetBuilder:
     def block(self, name: str) -> Iterator[None]:
         """Layers added inside form one link of the chain (blocks do not nest)."""
         outer = self._block
-        self._block = name if not outer else outer
+        self._block = outer if outer else name
         try:
             yield
         finally:

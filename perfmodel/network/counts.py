@@ -147,9 +147,7 @@ def layer_counts(layer: Layer, first: bool, saved_storages: dict[str, int]) -> L
         fwd_mem, bwd_mem = 3 * n_out, 4 * n_out
     elif kind in ("act", "dropout"):
         fwd_mem, bwd_mem = 2 * n_out, 3 * n_out
-    elif kind in ("add", "mul"):
-        fwd_mem, bwd_mem = n_in + n_out, n_in + n_out
-    elif kind in ("maxpool", "avgpool", "adaptive_avgpool", "upsample"):
+    elif kind in ("add", "mul", "maxpool", "avgpool", "adaptive_avgpool", "upsample"):
         fwd_mem, bwd_mem = n_in + n_out, n_in + n_out
     elif kind == "concat":
         fwd_mem, bwd_mem = 2 * n_out, 0
