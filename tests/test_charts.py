@@ -55,9 +55,8 @@ def test_scale_chart_says_what_it_shows(scaled: object) -> None:
     assert _units(xs) and _units(ys) and len(ys) == 2  # speedup and efficiency axes
     assert any("GPUs" in x for x in xs) and any("%" in y for y in ys)
     assert _has_legend(fig)
-    legend = [
-        t.get_text() for ax in fig.get_axes() if ax.get_legend() for t in ax.get_legend().texts
-    ]
+    legends = [lg for f in (fig, *fig.subfigs) for lg in f.legends]
+    legend = [t.get_text() for lg in legends for t in lg.texts]
     assert any("ideal" in t for t in legend)
 
 
@@ -66,7 +65,7 @@ def test_scale_chart_strong_scaling_and_gap_notes() -> None:
     fig = scale_chart(df)
     title, _, _ = _texts(fig)
     assert "global batch fixed at 64" in title
-    notes = " ".join(t.get_text() for t in fig.texts)
+    notes = " ".join(t.get_text() for f in (fig, *fig.subfigs) for t in f.texts)
     assert "gaps in hybrid" in notes
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.figure import Figure, SubFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -65,19 +64,17 @@ STRATEGY_STYLE = {
     "ps": ("#8c564b", "parameter server"),
     "sp": ("#2ca02c", "spatial"),
     "pp": ("#ff7f0e", "pipeline"),
-    "hybrid": ("#9467bd", "hybrid"),
+    "hybrid": ("#9467bd", "hybrid (pipeline or spatial, x data)"),
     "mp": ("#bcbd22", "model parallel (hypergraph)"),
     "filter": ("#17becf", "filter split"),
     "channel": ("#e377c2", "channel split"),
-    "best": ("#d62728", "best of all kinds"),
+    "best": ("#d62728", "best plan of any kind"),
 }
 
 
 def _colour(key: str, seen: dict[str, str]) -> str:
     if key not in seen:
-        seen[key] = PART_COLOURS.get(
-            key, _PALETTE[len([k for k in seen if k not in PART_COLOURS]) % len(_PALETTE)]
-        )
+        seen[key] = PART_COLOURS.get(key, _PALETTE[len([k for k in seen if k not in PART_COLOURS]) % len(_PALETTE)])
     return seen[key]
 
 
@@ -101,8 +98,7 @@ def save_chart(fig: Figure, path: str | Path) -> None:
     p = Path(path)
     if p.suffix.lower() not in CHART_SUFFIXES:
         raise UsageError(
-            f"cannot draw a chart to '{p}': unknown extension '{p.suffix}' "
-            f"(use {', '.join(CHART_SUFFIXES)})"
+            f"cannot draw a chart to '{p}': unknown extension '{p.suffix}' (use {', '.join(CHART_SUFFIXES)})"
         )
     fig.savefig(p, dpi=DPI, format=p.suffix[1:].lower())
 
@@ -114,25 +110,31 @@ def scale_chart(df: pd.DataFrame) -> Figure:
     need = {"strategy", "gpus", "speedup_x", "efficiency_%"}
     missing = need - set(df.columns)
     if missing:
-        raise UsageError(
-            f"scale_chart needs a frame from perfmodel.api.scale (missing {sorted(missing)})"
-        )
+        raise UsageError(f"scale_chart needs a frame from perfmodel.api.scale (missing {sorted(missing)})")
     a = df.attrs
-    fig = _figure(10, 6.4)
-    ax = fig.add_subplot()
+    order = list(dict.fromkeys(df["strategy"]))
+    notes = []
+    for name in order:
+        sub = df[df["strategy"] == name].sort_values("gpus")
+        gaps = sub[~np.isfinite(sub["speedup_x"].to_numpy(float))]
+        if len(gaps):
+            notes.append(_gap_note(name, gaps))
+    note_text = "\n".join(textwrap.fill(n, 170) for n in notes)
+    note_h = (note_text.count("\n") + 1) * 7.5 * 1.3 / 72 + 0.1 if notes else 0.0
+    fig = _figure(11, 7.0 + note_h)
+    top: Figure | SubFigure = fig
+    if notes:
+        sfs = np.asarray(fig.subfigures(2, 1, height_ratios=(7.0, note_h), hspace=0)).ravel()
+        top, bottom = sfs[0], sfs[1]
+        bottom.text(0.01, 0.5, note_text, fontsize=7.5, va="center", ha="left", color="#444444")
+    ax = top.add_subplot()
     ax2 = ax.twinx()
     gpus = sorted({int(g) for g in df["gpus"]})
     lo, hi = gpus[0], gpus[-1]
     log = hi / lo >= 8
     xs = np.array(gpus, dtype=float)
-    ax.plot(
-        xs, xs / lo * (1.0 if lo == 1 else _first_speedup(df, lo)), color="black", ls="--", lw=1.2
-    )
-    handles: list[Any] = [
-        Line2D([], [], color="black", ls="--", lw=1.2, label="ideal (linear speedup)")
-    ]
-    notes = []
-    order = list(dict.fromkeys(df["strategy"]))
+    ax.plot(xs, xs / lo * (1.0 if lo == 1 else _first_speedup(df, lo)), color="black", ls="--", lw=1.2)
+    handles: list[Any] = [Line2D([], [], color="black", ls="--", lw=1.2, label="ideal (linear speedup)")]
     for name in order:
         sub = df[df["strategy"] == name].sort_values("gpus")
         colour, long = STRATEGY_STYLE.get(name, ("#444444", name))
@@ -184,18 +186,13 @@ def scale_chart(df: pd.DataFrame) -> Figure:
                     label=f"{name}: {long} (no feasible plan)",
                 )
             )
-        gaps = sub[~np.isfinite(sub["speedup_x"].to_numpy(float))]
-        if len(gaps):
-            notes.append(_gap_note(name, gaps))
         if best and "plan_kind" in sub:
             _mark_switches(ax, sub)
     if log:
         for axis in (ax,):
             axis.set_xscale("log", base=2)
             axis.set_yscale("log", base=2)
-        ax.xaxis.set_major_locator(
-            FixedLocator(gpus if len(gpus) <= 12 else gpus[:: math.ceil(len(gpus) / 12)])
-        )
+        ax.xaxis.set_major_locator(FixedLocator(gpus if len(gpus) <= 12 else gpus[:: math.ceil(len(gpus) / 12)]))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -217,7 +214,7 @@ def scale_chart(df: pd.DataFrame) -> Figure:
             label="dotted: efficiency (right axis)",
         ),
     ]
-    ax.legend(handles=handles, loc="lower right", fontsize=8.5, framealpha=0.9)
+    top.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8.5)
     model = a.get("model", "?")
     size = f" ({a['image_size']} px)" if a.get("image_size") else ""
     if a.get("scaling") == "strong":
@@ -226,18 +223,9 @@ def scale_chart(df: pd.DataFrame) -> Figure:
         batch = f"weak scaling: {a.get('batch_per_gpu')} samples per GPU"
     _title(
         fig,
-        f"{model}{size} on {a.get('hardware', '?')}, {a.get('precision', '?')}: "
-        f"predicted speedup against GPU count",
+        f"{model}{size} on {a.get('hardware', '?')}, {a.get('precision', '?')}: predicted speedup against GPU count",
         f"{batch}; baseline {a.get('baseline', '1 GPU')}",
     )
-    if notes:
-        text = "\n".join(textwrap.fill(n, 160) for n in notes)
-        fig.text(0.01, 0.005, text, fontsize=7.5, va="bottom", ha="left", color="#444444")
-        lines = text.count("\n") + 1
-        frac = (lines * 7.5 * 1.25 + 8) / 72 / fig.get_figheight()
-        engine = fig.get_layout_engine()
-        if isinstance(engine, ConstrainedLayoutEngine):
-            engine.set(rect=(0, frac, 1, 1 - frac))
     return fig
 
 
@@ -269,20 +257,26 @@ def _counts(values: Sequence[int]) -> str:
 
 
 def _mark_switches(ax: Axes, best: pd.DataFrame) -> None:
-    """Label the best plan where its kind changes along the GPU axis."""
+    """Label the best plan where its kind changes along the GPU axis (text kept inside the axes)."""
+    gs = best["gpus"].to_numpy(float)
+    lo, hi = np.log(gs.min()), np.log(max(gs.max(), gs.min() * 1.0001))
     prev = None
-    for g, kind, plan, y in zip(
-        best["gpus"], best["plan_kind"], best["plan"], best["speedup_x"], strict=True
-    ):
+    for g, kind, plan, y in zip(best["gpus"], best["plan_kind"], best["plan"], best["speedup_x"], strict=True):
         if not isinstance(kind, str) or not np.isfinite(y):
             continue
         if kind != prev:
+            where = "best" if prev is None else f"best from {g} GPUs"
+            right = (np.log(g) - lo) / (hi - lo) > 0.5
+            ax.plot([g], [y], marker="*", ms=9, color=STRATEGY_STYLE["best"][0], zorder=4)
             ax.annotate(
-                f"best: {plan}",
+                f"{where}: {kind}\n({plan})" if right else f"{where}: {kind} ({plan})",
                 (g, y),
-                xytext=(8, -14),
+                xytext=(-10, 10) if right else (10, -4),
                 textcoords="offset points",
+                ha="right" if right else "left",
+                va="bottom" if right else "top",
                 fontsize=7.5,
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
                 color=STRATEGY_STYLE["best"][0],
                 arrowprops={"arrowstyle": "-", "color": STRATEGY_STYLE["best"][0], "lw": 0.6},
             )
@@ -327,11 +321,7 @@ def plan_chart(r: PlanResult) -> Figure:
     left.set_title("step time by part", fontsize=10)
     handles: list[Any] = [Patch(color=colours[k], label=_label(k)) for k in time_keys]
     if r.infeasible:
-        handles.append(
-            Patch(
-                facecolor="white", hatch="//", edgecolor="#C44E52", label="does not fit in memory"
-            )
-        )
+        handles.append(Patch(facecolor="white", hatch="//", edgecolor="#C44E52", label="does not fit in memory"))
     sf_left.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8.5)
     mem_keys = _keys(p.memory for p in preds)
     _stacked(
@@ -398,9 +388,7 @@ def _stacked(
     left = np.zeros(len(parts))
     for k in keys:
         w = np.array([d.get(k, 0.0) for d in parts])
-        bars = ax.barh(
-            y, w, left=left, color=_colour(k, colours), height=0.62, edgecolor="white", lw=0.5
-        )
+        bars = ax.barh(y, w, left=left, color=_colour(k, colours), height=0.62, edgecolor="white", lw=0.5)
         for bar, h in zip(bars, hatched, strict=True):
             if h:
                 bar.set_hatch("//")
@@ -467,11 +455,7 @@ def pipeline_ops(
                 if dep is not None and dep not in done:
                     break
                 ready = 0.0 if dep is None else done[dep] + (transfer_s if dep[0] != s else 0.0)
-                dur = (
-                    (bwd_s[s] + (fwd_s[s] if recompute and mb != last_fwd else 0.0))
-                    if back
-                    else fwd_s[s]
-                )
+                dur = (bwd_s[s] + (fwd_s[s] if recompute and mb != last_fwd else 0.0)) if back else fwd_s[s]
                 start = max(free[s], ready)
                 end = start + dur
                 done[(s, back, mb)] = end
@@ -561,8 +545,7 @@ def pipeline_gantt(p: Prediction) -> Figure:
             facecolor="#EEEEEE",
             hatch="..",
             edgecolor="#BBBBBB",
-            label=f"idle: pipeline bubble ({p.breakdown.get('pipeline_bubble', 0) * ms:.1f} ms "
-            "on the critical stage)",
+            label=f"idle: pipeline bubble ({p.breakdown.get('pipeline_bubble', 0) * ms:.1f} ms on the critical stage)",
         ),
     ]
     colours: dict[str, str] = {}
@@ -570,9 +553,7 @@ def pipeline_gantt(p: Prediction) -> Figure:
         d = p.breakdown.get(key, 0.0)
         if d > 0:
             c = _colour(key, colours)
-            ax.barh(
-                range(n), [d * ms] * n, left=t * ms, color=c, height=0.8, edgecolor="white", lw=0.6
-            )
+            ax.barh(range(n), [d * ms] * n, left=t * ms, color=c, height=0.8, edgecolor="white", lw=0.6)
             handles.append(Patch(color=c, label=f"{text} ({d * ms:.2f} ms, all stages)"))
             t += d
     ax.set_yticks(range(n), [_stage_label(i, s) for i, s in enumerate(stages)], fontsize=9)
@@ -582,11 +563,7 @@ def pipeline_gantt(p: Prediction) -> Figure:
     ax.set_xlim(0, t * ms * 1.01)
     ax.grid(True, axis="x", alpha=0.3)
     fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
-    sched = (
-        "1F1B (one forward, one backward)"
-        if schedule == "1f1b"
-        else "GPipe (all forwards, then all backwards)"
-    )
+    sched = "1F1B (one forward, one backward)" if schedule == "1f1b" else "GPipe (all forwards, then all backwards)"
     xfer = f"; each transfer between stages {transfer * 1e6:.0f} \u00b5s" if transfer > 0 else ""
     _title(
         fig,
@@ -608,9 +585,7 @@ def _breakdown_bar(p: Prediction, head: str) -> Figure:
     ax = fig.add_subplot()
     colours: dict[str, str] = {}
     keys = _keys([p.breakdown])
-    _stacked(
-        ax, np.array([0]), [{k: v * 1e3 for k, v in p.breakdown.items()}], keys, colours, [False]
-    )
+    _stacked(ax, np.array([0]), [{k: v * 1e3 for k, v in p.breakdown.items()}], keys, colours, [False])
     ax.set_ylim(-0.7, 0.7)
     ax.set_yticks([0], [p.strategy.spec()])
     ax.set_xlabel("step time (ms)")
@@ -621,8 +596,7 @@ def _breakdown_bar(p: Prediction, head: str) -> Figure:
         handles=[
             Patch(
                 color=colours[k],
-                label=f"{_label(k)} ({p.breakdown[k] * 1e3:.2f} ms, "
-                f"{100 * p.breakdown[k] / total:.0f}%)",
+                label=f"{_label(k)} ({p.breakdown[k] * 1e3:.2f} ms, {100 * p.breakdown[k] / total:.0f}%)",
             )
             for k in keys
         ],
