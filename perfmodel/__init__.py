@@ -5,6 +5,24 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .errors import PerfmodelError
+from .hardware import Hardware, load_hardware
 from .network import Network, compile_counts, get_model, model_names
+from .search import PlanResult, plan
+from .strategies import Prediction, Strategy, parse_strategy, predict
 
-__all__ = ["__version__", "PerfmodelError", "Network", "compile_counts", "get_model", "model_names"]
+__all__ = [
+    "__version__",
+    "PerfmodelError",
+    "Hardware",
+    "load_hardware",
+    "Network",
+    "compile_counts",
+    "get_model",
+    "model_names",
+    "PlanResult",
+    "plan",
+    "Prediction",
+    "Strategy",
+    "parse_strategy",
+    "predict",
+]
