@@ -43,7 +43,9 @@ def partition_min_max(costs: FloatSeq, parts: int) -> tuple[int, ...]:
     n = len(c)
     if parts > n:
         raise ValueError(f"sequence is shorter than intended partitions ({n} < {parts})")
-    lo, hi = float(c.max()), float(c.sum())
+    # the upper bound must pass the greedy test, which adds left to right: c.sum() adds
+    # pairwise and can come out an ulp below the greedy's running total
+    lo, hi = float(c.max()), float(np.cumsum(c)[-1])
     for _ in range(200):
         if hi - lo <= 1e-12 * max(hi, 1e-300):
             break
