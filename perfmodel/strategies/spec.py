@@ -128,7 +128,7 @@ def _int(key: str, value: str) -> int:
 
 def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
     """Parse a spec like ``pp=4,dp=2,mb=8``; with ``gpus``, check the degrees multiply to it."""
-    if not text or not text.strip():
+    if not text or not text.replace(",", "").strip():
         raise StrategyError("strategy: empty spec (example: dp=8 or pp=4,dp=2,mb=8)")
     fields: dict[str, object] = {}
     for item in text.split(","):
