@@ -30,6 +30,7 @@ __all__ = [
     "scale",
     "scale_chart",
     "sweep",
+    "sweep_chart",
     "one_gpu_step",
     "SCALE_STRATEGIES",
     "MAX_GPU_POINTS",
@@ -73,11 +74,7 @@ def load_hardware(name_or_path: str | Hardware = DEFAULT_HARDWARE, **what_if: An
 
 def available_kinds() -> tuple[str, ...]:
     """The plan search's strategy kinds whose pricing modules are installed."""
-    return tuple(
-        k
-        for k in KINDS
-        if k not in _KIND_MODULES or importlib.util.find_spec(_KIND_MODULES[k]) is not None
-    )
+    return tuple(k for k in KINDS if k not in _KIND_MODULES or importlib.util.find_spec(_KIND_MODULES[k]) is not None)
 
 
 # -- GPU lists -----------------------------------------------------------------------------
@@ -110,8 +107,7 @@ def parse_gpu_list(spec: str | int | Iterable[int]) -> list[int]:
         out.update(_gpu_item(item, text))
         if len(out) > MAX_GPU_POINTS:
             raise UsageError(
-                f"GPU list '{text}' names more than {MAX_GPU_POINTS} counts "
-                "(use a step, e.g. 1-1024:log2 or 8-512:8)"
+                f"GPU list '{text}' names more than {MAX_GPU_POINTS} counts (use a step, e.g. 1-1024:log2 or 8-512:8)"
             )
     return sorted(out)
 
@@ -121,8 +117,7 @@ def _count(word: str, item: str, text: str) -> int:
         v = int(word)
     except ValueError:
         raise UsageError(
-            f"GPU list '{text}': '{item}' is not a count, a range A-B, A-B:STEP "
-            "or A-B:log2 (example: 1-1024:log2)"
+            f"GPU list '{text}': '{item}' is not a count, a range A-B, A-B:STEP or A-B:log2 (example: 1-1024:log2)"
         ) from None
     if not 1 <= v <= _MAX_GPUS:
         raise UsageError(f"GPU list '{text}': {v} is not a GPU count from 1 to {_MAX_GPUS:,}")
@@ -133,9 +128,7 @@ def _gpu_item(item: str, text: str) -> list[int]:
     body, _, step = item.partition(":")
     if "-" not in body:
         if step:
-            raise UsageError(
-                f"GPU list '{text}': a step needs a range, e.g. 1-64:{step} (got '{item}')"
-            )
+            raise UsageError(f"GPU list '{text}': a step needs a range, e.g. 1-64:{step} (got '{item}')")
         return [_count(body.strip(), item, text)]
     lo_s, _, hi_s = body.partition("-")
     lo, hi = _count(lo_s.strip(), item, text), _count(hi_s.strip(), item, text)
@@ -162,8 +155,7 @@ def _step(step: str, item: str, text: str) -> int:
         k = int(step)
     except ValueError:
         raise UsageError(
-            f"GPU list '{text}': step '{step}' in '{item}' is not an integer or "
-            "'log2' (examples: 8-64:8, 1-1024:log2)"
+            f"GPU list '{text}': step '{step}' in '{item}' is not an integer or 'log2' (examples: 8-64:8, 1-1024:log2)"
         ) from None
     if k < 1:
         raise UsageError(f"GPU list '{text}': step {k} in '{item}' must be >= 1")
@@ -489,9 +481,7 @@ def plan_frame(
             "step_s": p.iteration_time_s,
             "samples_per_s": p.throughput_samples_per_s,
             "speedup_x": math.nan if p.speedup_vs_1gpu is None else p.speedup_vs_1gpu,
-            "efficiency_%": math.nan
-            if p.parallel_efficiency is None
-            else 100 * p.parallel_efficiency,
+            "efficiency_%": math.nan if p.parallel_efficiency is None else 100 * p.parallel_efficiency,
             "memory_per_gpu_bytes": p.memory_per_gpu_bytes,
             "memory_capacity_bytes": p.memory_capacity_bytes,
             "dominant": p.dominant,
@@ -606,9 +596,7 @@ def scale(
         global_batch=gb,
         strategies=names,
         baseline=(
-            "none: one sample does not fit one GPU"
-            if one is None
-            else _baseline_text(hw, b1, one[1], bpg is not None)
+            "none: one sample does not fit one GPU" if one is None else _baseline_text(hw, b1, one[1], bpg is not None)
         ),
         baseline_step_s=math.nan if one is None else one[0],
         baseline_samples_per_s=math.nan if one is None else b1 / one[0],
@@ -630,10 +618,7 @@ def _best_of(
     """The best plan of ``kinds`` on ``g`` GPUs at global batch ``B``, or a gap with the reason."""
     hw = ctx.hw
     if g > hw.max_gpus:
-        return _gap(
-            f"{g} GPUs exceed {hw.name}'s {hw.max_gpus} "
-            f"({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"
-        )
+        return _gap(f"{g} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)")
     if g > B and name in ("dp", "ps"):
         return _gap(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU")
     try:
@@ -661,16 +646,13 @@ def _best_of(
     }
 
 
-def _why_none(
-    net: Network, g: int, B: int, hw: Hardware, kinds: tuple[str, ...], name: str, fallback: str
-) -> str:
+def _why_none(net: Network, g: int, B: int, hw: Hardware, kinds: tuple[str, ...], name: str, fallback: str) -> str:
     """Why the search found no ``name`` plan at all on ``g`` GPUs (not a memory problem)."""
     n = sum(1 for _ in candidates(net, g, B, hw.gpus_per_node, kinds))
     if n == 0:
         if name == "pp" and g > len(net.links):
             return (
-                f"more GPUs than the {len(net.links)} chain links of {net.name} "
-                "(a pure pipeline has a stage per GPU)"
+                f"more GPUs than the {len(net.links)} chain links of {net.name} (a pure pipeline has a stage per GPU)"
             )
         if g == 1 and name not in ("dp", "best"):
             return "nothing to split over one GPU"
@@ -689,3 +671,16 @@ def scale_chart(df: pd.DataFrame) -> Figure:
     from .report.charts import scale_chart as _chart
 
     return _chart(df)
+
+
+def sweep_chart(
+    df: pd.DataFrame,
+    x: str = "gpus",
+    y: str = "speedup_x",
+    by: str | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Column ``y`` against ``x`` of a :func:`sweep` frame, one line per value of ``by``."""
+    from .report.charts import sweep_chart as _chart
+
+    return _chart(df, x, y, by, title)

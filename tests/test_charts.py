@@ -26,7 +26,7 @@ KINDS = ("dp", "ps", "pp", "hybrid")
 
 
 def _texts(fig: Figure) -> tuple[str, list[str], list[str]]:
-    title = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    title = fig.get_suptitle()
     xs = [ax.get_xlabel() for ax in fig.get_axes() if ax.get_xlabel()]
     ys = [ax.get_ylabel() for ax in fig.get_axes() if ax.get_ylabel()]
     return title, xs, ys
@@ -76,6 +76,18 @@ def test_scale_chart_rejects_other_frames() -> None:
         scale_chart(pd.DataFrame({"x": [1]}))
 
 
+@pytest.mark.parametrize("y", ["speedup_x", "efficiency_%", "samples_per_s", "step_s"])
+def test_sweep_chart_says_what_it_shows(y: str) -> None:
+    df = api.sweep("vgg16", [8, 16, 64], "dp", "v100-16gb-dgx1", what_if={"inter_bandwidth_scale": [0.5, 1]})
+    fig = api.sweep_chart(df, y=y, by="inter_bandwidth_scale")
+    title, xs, ys = _texts(fig)
+    assert "vgg16" in title and "v100-16gb-dgx1" in title and "amp" in title
+    assert "inter_bandwidth_scale varied" in title and "32 samples per GPU" in title
+    assert _units(xs) and _units(ys) and _has_legend(fig)
+    with pytest.raises(UsageError, match="no column"):
+        api.sweep_chart(df, y="nope")
+
+
 def test_plan_chart_says_what_it_shows() -> None:
     r = plan("resnet50", 8, "v100-16gb-dgx1", top=4, kinds=KINDS)
     fig = plan_chart(r)
@@ -95,9 +107,7 @@ def test_plan_chart_shows_the_fastest_plan_that_does_not_fit() -> None:
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 def test_pipeline_gantt_says_what_it_shows(schedule: str) -> None:
-    p = predict(
-        "vgg16", 8, f"pp=4,dp=2,mb=8,schedule={schedule}", "a100-80gb-dgx", batch_per_gpu=16
-    )
+    p = predict("vgg16", 8, f"pp=4,dp=2,mb=8,schedule={schedule}", "a100-80gb-dgx", batch_per_gpu=16)
     fig = pipeline_gantt(p)
     title, xs, ys = _texts(fig)
     assert "vgg16" in title and "a100-80gb-dgx" in title and "global batch 128" in title
@@ -136,9 +146,7 @@ def _check_schedule(fwd: list[float], bwd: list[float], m: int, schedule: str, d
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
 @pytest.mark.parametrize(("n", "m"), [(2, 1), (4, 8), (8, 8), (3, 5)])
-def test_balanced_pipeline_makespan_matches_the_fill_drain_formula(
-    schedule: str, n: int, m: int
-) -> None:
+def test_balanced_pipeline_makespan_matches_the_fill_drain_formula(schedule: str, n: int, m: int) -> None:
     f, b = 1.0, 2.0
     t = _check_schedule([f] * n, [b] * n, m, schedule, 0.0)
     assert t == pytest.approx((n - 1 + m) * (f + b))
@@ -187,15 +195,11 @@ def test_cli_plan_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 def test_cli_predict_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "gantt.svg"
-    code, _, _ = _run(
-        ["predict", "vgg16", "--gpus", "8", "-s", "pp=4,dp=2,mb=8", "--chart", str(f)], capsys
-    )
+    code, _, _ = _run(["predict", "vgg16", "--gpus", "8", "-s", "pp=4,dp=2,mb=8", "--chart", str(f)], capsys)
     assert code == 0 and f.stat().st_size > 10_000 and b"<svg" in f.read_bytes()[:2000]
 
 
-def test_cli_scale_chart_and_json_on_stdout(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_scale_chart_and_json_on_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "scale.png"
     code, out, err = _run(
         [
@@ -226,17 +230,10 @@ def test_cli_scale_table_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
         capsys,
     )
     assert code == 0
-    assert (
-        "speedup_x" in out
-        and "efficiency_%" in out
-        and "step_ms" in out
-        and "strong scaling" in out
-    )
+    assert "speedup_x" in out and "efficiency_%" in out and "step_ms" in out and "strong scaling" in out
     row = [ln for ln in out.splitlines() if ln.startswith("pp") and " 1 " in ln][0]
     assert " - " in row
-    code, out, _ = _run(
-        ["scale", "resnet50", "--gpus", "1,2", "--strategies", "dp", "--format", "csv"], capsys
-    )
+    code, out, _ = _run(["scale", "resnet50", "--gpus", "1,2", "--strategies", "dp", "--format", "csv"], capsys)
     assert code == 0 and out.splitlines()[0].startswith("strategy,gpus,plan")
 
 
@@ -251,9 +248,7 @@ def test_cli_scale_table_and_csv(capsys: pytest.CaptureFixture[str]) -> None:
         ["scale", "resnet50", "--gpus", "1,2", "-b", "8", "-B", "64"],
     ],
 )
-def test_cli_bad_chart_or_options_exit_2(
-    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_bad_chart_or_options_exit_2(args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = [str(tmp_path / a) if a.startswith("x") else a for a in args]
     code, out, err = _run(args, capsys)
     assert code == 2 and out == "" and "Traceback" not in err and err.strip()
