@@ -34,12 +34,15 @@ __all__ = [
     "one_gpu_step",
     "SCALE_STRATEGIES",
     "MAX_GPU_POINTS",
+    "MAX_BATCH",
 ]
 
 #: Names ``scale`` accepts: the plan search's strategy kinds, and ``best`` (all of them).
 SCALE_STRATEGIES = (*KINDS, "best")
 #: The most GPU counts one sweep may ask for (a guard against ``1-1000000``).
 MAX_GPU_POINTS = 4096
+#: The largest batch (samples per step or per GPU) a sweep accepts.
+MAX_BATCH = 10**9
 #: The largest GPU count a list may name (the CLI's ``--gpus`` bound).
 _MAX_GPUS = 1_000_000
 
@@ -220,6 +223,9 @@ def _resolve(batch_per_gpu: int | None, global_batch: int | None) -> tuple[int |
     for name, v in (("batch_per_gpu", batch_per_gpu), ("global_batch", global_batch)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise UsageError(f"{name} must be a positive integer, got {v!r}")
+        if v is not None and v > MAX_BATCH:
+            shown = f"{v:,}" if v.bit_length() <= 64 else "with more than 19 digits"
+            raise UsageError(f"{name} {shown} is too large (at most {MAX_BATCH:,} samples)")
     return batch_per_gpu, global_batch
 
 
