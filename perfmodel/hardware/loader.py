@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError, UnknownNameError
+from ..limits import MAX_GPUS
 from .profile import PEAK_KEY, PRECISIONS, TOPOLOGIES, ComputeEfficiency, Device, Hardware, LinkTier
 
 __all__ = [
@@ -122,10 +123,13 @@ class _Reader:
         """An achievable fraction in (0, 1]."""
         return self.num(key, maximum=1.0)
 
-    def integer(self, key: str) -> int:
+    def integer(self, key: str, maximum: int = MAX_GPUS) -> int:
+        """A positive integer ``<= maximum`` (a count of GPUs or nodes: at most ``MAX_GPUS``)."""
         v = self.table.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise self.fail(key, "a positive integer", v)
+        if v > maximum:
+            raise self.fail(key, f"a positive integer <= {maximum:,}", v)
         return v
 
     def text(self, key: str) -> str:
