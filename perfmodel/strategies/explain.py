@@ -24,7 +24,7 @@ from ..cost.formulas import kernel_time, p2p, smax
 from ..network.layers import MATMUL_KINDS
 from .data import BUCKET_BYTES
 from .memory import optimizer_traffic_bytes_per_param
-from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, price
+from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, price, weight_group
 from .spec import Strategy
 
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING"]
@@ -157,9 +157,7 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     b_sym = sp.Symbol("b", positive=True)
     g = ctx.hw.gpus_per_node
     share = s.dp * s.sp_degree
-    stride = s.sp_degree * s.pp
-    per_node = min(share, min(s.sp_degree, g) * (max(1, min(s.dp, g // stride)) if stride < g else 1))
-    group = Group(share, max(1, per_node), sharing=g)
+    group = weight_group(s, g)
     values = _values(ctx, group)
     values[b_sym] = float(m)
     values[M] = float(s.mb)
@@ -187,7 +185,6 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
         extra = 0.0
     t_halo = sp.Symbol("T_halo_redistribution")
     if s.pp > 1:
-        stages = priced.details["stages"]
         bounds = np.concatenate([[0], np.cumsum(priced.details["balance"])]).astype(int)
         st_f, st_b, send = [], [], []
         for i in range(s.pp):
@@ -217,7 +214,6 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
         terms["pipeline"] = body
         ends = [body - sp.Add(*sb[:i]) for i in range(s.pp)]
         ranges = [(net.links[bounds[i]].start, net.links[bounds[i + 1] - 1].stop) for i in range(s.pp)]
-        del stages
     else:
         per_mb = sp.Add(*fwd) + sp.Add(*bwd)
         body = M * per_mb + (M * sp.Add(*fwd) if s.recompute else 0)
@@ -231,15 +227,12 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     # gradient exchange
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
     if s.is_ps:
-        n = s.dp
-        gb = float(grad.sum())
         pspriced = priced.details["parameter_server"]
         t_exp = sp.Symbol("T_ps_exchange")
         terms["gradient_exchange_exposed"] = t_exp
         values[t_exp] = float(pspriced["worst_case_s"]) - float(
             pred.iteration_time_s - priced.breakdown["gradient_exchange_exposed"] - priced.breakdown["optimizer_step"]
         )
-        del n, gb
     elif share > 1:
         end_max: Any = 0
         for (a, z), end_s in zip(ranges, ends, strict=True):

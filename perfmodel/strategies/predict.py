@@ -306,9 +306,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     share = s.dp * p_sp
     grad_bytes_layer = ctx.cc.params * GRAD_BYTES_PER_PARAM
     exposed = 0.0
-    stride = p_sp * s.pp
-    per_node = min(share, min(p_sp, g) * (max(1, min(s.dp, g // stride)) if stride < g else 1))
-    group = Group(share, max(1, per_node), sharing=g)
+    group = weight_group(s, g)
     if s.is_ps:
         params_total = float(ctx.cc.params.sum())
         gb = params_total * GRAD_BYTES_PER_PARAM
@@ -336,13 +334,12 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
 
         end_max = 0.0
         total_comm = 0.0
-        for (a, b), end_s, i in zip(stage_ranges, stage_ends, range(len(stage_ranges)), strict=True):
+        for (a, b), end_s in zip(stage_ranges, stage_ends, strict=True):
             last_bwd = bwd[a:b][::-1]
             start = end_s - float(last_bwd.sum())
             end, tot = overlapped_exchange(last_bwd, grad_bytes_layer[a:b][::-1], reduce, start)
             end_max = max(end_max, end)
             total_comm += tot
-            del i
         exposed = max(0.0, end_max - t_body)
         details["gradient_allreduce_s"] = total_comm
         details["gradient_group"] = {"gpus": share, "per_node": group.per_node, "algorithm": comm}
@@ -387,6 +384,19 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     return _Priced(
         float(total), {k: float(v) for k, v in breakdown.items()}, {k: float(v) for k, v in memory.items()}, details
     )
+
+
+def weight_group(s: Strategy, gpus_per_node: int) -> Group:
+    """The GPUs that share each weight (dp replicas x spatial tiles) and how many sit in one node.
+
+    Spatial tiles are the innermost ranks, then pipeline stages, then replicas, so replicas
+    of one stage are ``sp * pp`` ranks apart.
+    """
+    g = gpus_per_node
+    share = s.dp * s.sp_degree
+    stride = s.sp_degree * s.pp
+    per_node = min(share, min(s.sp_degree, g) * (max(1, min(s.dp, g // stride)) if stride < g else 1))
+    return Group(share, max(1, per_node), sharing=g)
 
 
 def _transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int]) -> float:
