@@ -35,9 +35,14 @@ def chain(n_layers: int):
 
 def main() -> None:
     print("whole process (import + model + search + print), seconds:")
+    whole = {}
     for args in (["plan", "resnet50", "--gpus", "8"], ["plan", "resnet50", "--gpus", "1024"],
-                 ["plan", "vgg16", "--gpus", "64"]):
-        print(f"  perfmodel {' '.join(args):<32} {min(whole_process(args) for _ in range(2)):6.2f}")
+                 ["plan", "vgg16", "--gpus", "64"], ["plan", "resnet50", "--gpus", "64"],
+                 ["plan", "resnet152", "--gpus", "64"]):
+        whole[" ".join(args)] = min(whole_process(args) for _ in range(2))
+        print(f"  perfmodel {' '.join(args):<32} {whole[' '.join(args)]:6.2f}")
+    print(f"  ratio resnet152 / resnet50 at 64 GPUs, whole process (all kinds, hypergraph mp included): "
+          f"{whole['plan resnet152 --gpus 64'] / whole['plan resnet50 --gpus 64']:.2f}")
     print("search time in depth (64 GPUs, in-process, excluding hypergraph mp):")
     kinds = ("dp", "ps", "sp", "pp", "hybrid", "filter", "channel")
     times = {}

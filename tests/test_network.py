@@ -88,6 +88,21 @@ def test_compiled_counts_equal_the_expressions() -> None:
     assert cc.total("fwd_matmul_flops", 2) == pytest.approx(2 * cc.total("fwd_matmul_flops", 1))
 
 
+@pytest.mark.parametrize(("name", "size"), [("resnet18", 64), ("inception_v3", 96), ("cosmoflow", 128)])
+def test_numeric_evaluation_equals_every_sympy_count(name: str, size: int) -> None:
+    # compile_counts evaluates coefficient arrays without sympy; every field of every layer must
+    # equal its sympy expression at an arbitrary batch and 3-D split
+    net = get_model(name, size)
+    cc = compile_counts(net)
+    point = {B: 3, sp.Symbol("s_d", positive=True): 2, S_H: 4, S_W: 8}
+    ev = cc.evaluate(3.0, 2.0, 4.0, 8.0)
+    fields = [f for f in ev]
+    exprs = [getattr(c, f) for c in cc.counts for f in fields]
+    values = sp.lambdify(list(point), exprs)(*point.values())
+    for k, (i, f) in enumerate((i, f) for i in range(len(cc.counts)) for f in fields):
+        assert values[k] == pytest.approx(ev[f][i], rel=1e-12, abs=1e-9), (net.layers[i].name, f)
+
+
 def test_inplace_relu_shares_storage_with_its_input() -> None:
     # conv saves its input; bn saves the conv output; in-place relu's output is bn's output storage,
     # which the next conv saves too: counted once.

@@ -23,7 +23,7 @@ def model_summary(name: str, image_size: int | None = None) -> dict[str, Any]:
     cc = compile_counts(net)
     ev = cc.evaluate(1)
     layers = []
-    for i, (layer, c) in enumerate(zip(net.layers, cc.counts, strict=True)):
+    for i, layer in enumerate(net.layers):
         layers.append(
             {
                 "name": layer.name,
@@ -36,12 +36,12 @@ def model_summary(name: str, image_size: int | None = None) -> dict[str, Any]:
                 "padding": list(layer.padding),
                 "dilation": list(layer.dilation),
                 "groups": layer.groups,
-                "params": c.params,
+                "params": layer.params,
                 "forward_flops": float(ev["fwd_flops"][i]),
                 "forward_matmul_flops": float(ev["fwd_matmul_flops"][i]),
                 "backward_input_flops": float(ev["bwd_input_flops"][i]),
                 "backward_weight_flops": float(ev["bwd_weight_flops"][i]),
-                "bytes_moved_fp32": float((ev["fwd_mem_elems"][i] + ev["bwd_mem_elems"][i]) * 4 + 3 * c.params * 4),
+                "bytes_moved_fp32": float((ev["fwd_mem_elems"][i] + ev["bwd_mem_elems"][i]) * 4 + 3 * layer.params * 4),
                 "activation_bytes_fp32": float(ev["saved_elems"][i] * 4 + ev["saved_extra_bytes"][i]),
             }
         )

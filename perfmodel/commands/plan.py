@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
-import pandas as pd
 
 from ..report import render_frame, to_json
 from ..search import KINDS, PlanResult, plan
@@ -23,10 +23,21 @@ from .common import (
     precision_option,
 )
 
-__all__ = ["plan_cmd", "plan_frame", "render_plan"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["plan_cmd", "plan_frame", "plan_rows", "render_plan"]
 
 
 def plan_frame(r: PlanResult) -> pd.DataFrame:
+    """The ranked plans as a DataFrame (one row per plan, the table's columns)."""
+    import pandas as pd
+
+    return pd.DataFrame(plan_rows(r))
+
+
+def plan_rows(r: PlanResult) -> list[dict[str, Any]]:
+    """The ranked plans as rows (dicts), the columns of the printed table."""
     rows = []
     for i, (p, why) in enumerate(zip(r.plans, r.reasons, strict=True), 1):
         rows.append(
@@ -44,7 +55,7 @@ def plan_frame(r: PlanResult) -> pd.DataFrame:
                 "why": why,
             }
         )
-    return pd.DataFrame(rows)
+    return rows
 
 
 def render_plan(r: PlanResult) -> str:
@@ -53,7 +64,7 @@ def render_plan(r: PlanResult) -> str:
         f"{best.model} on {best.gpus} x {best.hardware}, {best.precision}, global batch {r.global_batch}: "
         f"{len(r.plans)} best of {r.priced} priced plans ({r.candidates} candidates, {r.seconds:.2f} s)",
         "",
-        render_frame(plan_frame(r)),
+        render_frame(plan_rows(r)),
         "",
         f"speedup: {best.speedup_baseline}",
     ]

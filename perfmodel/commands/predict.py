@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from ..report import render_frame, to_json
 from ..strategies import Prediction, predict
@@ -39,11 +38,10 @@ def render_prediction(p: Prediction) -> str:
         "",
     ]
     total = p.iteration_time_s
-    bd = pd.DataFrame([{"step part": k, "time_ms": v * 1e3, "share_%": 100 * v / total}
-                       for k, v in p.breakdown.items()])
+    bd = [{"step part": k, "time_ms": v * 1e3, "share_%": 100 * v / total} for k, v in p.breakdown.items()]
     lines.append(render_frame(bd))
     lines.append("")
-    mem = pd.DataFrame([{"memory part": k, "GiB": v / GIB} for k, v in p.memory.items()])
+    mem = [{"memory part": k, "GiB": v / GIB} for k, v in p.memory.items()]
     lines.append(render_frame(mem))
     lines.append("")
     lines.append("assumptions:")
@@ -88,6 +86,6 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     if fmt == "json":
         emit(to_json(p.to_dict()))
     elif fmt == "csv":
-        emit(render_frame(pd.DataFrame([prediction_row(p)]), "csv"))
+        emit(render_frame([prediction_row(p)], "csv"))
     else:
         emit(render_prediction(p))

@@ -2,7 +2,11 @@
 
 Every count is a sympy expression of the batch ``b`` and the spatial split factors
 ``s_d, s_h, s_w`` (a tile of a spatially decomposed layer has ``1/s`` of each extent), so a
-spatial split is a substitution. :func:`compile_counts` lambdifies them once per network.
+spatial split is a substitution. Every count has the form
+``b * (c_0 + c_2 / (s_h*s_w) + c_3 / (s_d*s_h*s_w))`` (whole tensors, 2-D tiles, 3-D tiles),
+so :func:`compile_counts` keeps the three integer coefficients of each count in arrays and
+evaluates all layers at once with numpy; the sympy expressions are built from the same
+coefficients, only when asked for (``CompiledCounts.counts``, used by ``explain``).
 
 FLOP conventions (1 multiply-add = 2 FLOPs):
 
@@ -29,9 +33,8 @@ autograd save a copy of that input. The loss is excluded.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 import numpy as np
 import sympy as sp
@@ -76,6 +79,16 @@ COUNT_FIELDS = (
     "saved_extra_bytes",
     "out_elems",
 )
+_FIELD = {f: i for i, f in enumerate(COUNT_FIELDS)}
+
+
+def _scale_column(ndim: int) -> int:
+    """Which coefficient a tensor with ``ndim`` spatial dimensions scales: 0 whole, 1 by 2-D tile, 2 by 3-D tile."""
+    return 1 if ndim == 2 else 2 if ndim == 3 else 0
+
+
+#: The factor of each coefficient column (see :func:`_scale_column`).
+_COLUMN_SCALES: tuple[sp.Expr, sp.Expr, sp.Expr] = (sp.Integer(1), 1 / (S_H * S_W), 1 / (S_D * S_H * S_W))
 
 
 def spatial_scale(ndim: int) -> sp.Expr:
@@ -115,11 +128,13 @@ def _matmul_flops_per_sample(layer: Layer) -> int:
     return 0
 
 
-def layer_counts(layer: Layer, first: bool, saved_storages: dict[str, int]) -> LayerCounts:
-    """The counts of ``layer``; ``saved_storages`` maps each tensor storage this layer is the
-    first to save to its elements per sample (see :func:`_saved_storages`)."""
-    so = spatial_scale(layer.spatial_dims)
-    si = spatial_scale(len(layer.in_shape) - 1)
+def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]) -> np.ndarray:
+    """The counts of ``layer`` per sample as coefficients, shape ``(len(COUNT_FIELDS), 3)``: column
+    0 of whole tensors, 1 of tensors split by a 2-D tile, 2 by a 3-D tile; ``saved_storages`` maps
+    each tensor storage this layer is the first to save to its elements per sample (see
+    :func:`_saved_storages`)."""
+    so = _scale_column(layer.spatial_dims)
+    si = _scale_column(len(layer.in_shape) - 1)
     n_out = layer.out_elems
     n_in = sum(numel(s) for s in layer.in_shapes)
     kind = layer.kind
@@ -155,30 +170,42 @@ def layer_counts(layer: Layer, first: bool, saved_storages: dict[str, int]) -> L
         fwd_mem, bwd_mem = 0, 0
     bwd_in = 0 if first else mm
     bwd_w = mm if layer.params else 0
+    coef = np.zeros((len(COUNT_FIELDS), 3))
     # saved activations: this layer's first-saved storages scale like its input or output
-    saved = sp.Integer(0)
     for storage, elems in saved_storages.items():
-        scale = so if storage == layer.name else si
-        saved += elems * scale
+        coef[_FIELD["saved_elems"], so if storage == layer.name else si] += elems
     extra = 0
     if kind == "maxpool":
         extra = 8 * n_out  # int64 indices
     elif kind == "dropout":
         extra = n_out  # bool mask
-    return LayerCounts(
-        name=layer.name,
-        kind=kind,
-        params=layer.params,
-        fwd_flops=B * (mm + ew) * so,
-        fwd_matmul_flops=B * mm * so,
-        bwd_input_flops=B * (bwd_in + bwd_ew) * so,
-        bwd_weight_flops=B * bwd_w * so,
-        fwd_mem_elems=B * fwd_mem * so,
-        bwd_mem_elems=B * bwd_mem * so,
-        saved_elems=B * saved,
-        saved_extra_bytes=B * extra * so,
-        out_elems=B * n_out * so,
-    )
+    for f, v in (
+        ("fwd_flops", mm + ew),
+        ("fwd_matmul_flops", mm),
+        ("bwd_input_flops", bwd_in + bwd_ew),
+        ("bwd_weight_flops", bwd_w),
+        ("fwd_mem_elems", fwd_mem),
+        ("bwd_mem_elems", bwd_mem),
+        ("saved_extra_bytes", extra),
+        ("out_elems", n_out),
+    ):
+        coef[_FIELD[f], so] = v
+    return coef
+
+
+def _expr(c: np.ndarray) -> sp.Expr:
+    """``b * (c_0 + c_2/(s_h*s_w) + c_3/(s_d*s_h*s_w))`` for one count's three coefficients."""
+    return B * sp.Add(*(sp.Integer(int(v)) * scale for v, scale in zip(c, _COLUMN_SCALES, strict=True) if v))
+
+
+def _layer_counts(layer: Layer, coef: np.ndarray) -> LayerCounts:
+    exprs = {f: _expr(coef[i]) for i, f in enumerate(COUNT_FIELDS)}
+    return LayerCounts(name=layer.name, kind=layer.kind, params=layer.params, **exprs)
+
+
+def layer_counts(layer: Layer, first: bool, saved_storages: dict[str, int]) -> LayerCounts:
+    """The symbolic counts of ``layer`` (see :func:`layer_coefficients`)."""
+    return _layer_counts(layer, layer_coefficients(layer, first, saved_storages))
 
 
 def _storage_of(net: Network) -> dict[str, str]:
@@ -220,13 +247,20 @@ def _saved_storages(net: Network) -> list[dict[str, int]]:
     return out
 
 
+def _network_coefficients(net: Network) -> np.ndarray:
+    """Coefficients of every layer, shape ``(len(COUNT_FIELDS), 3, n_layers)``."""
+    saved = _saved_storages(net)
+    per_layer = [
+        layer_coefficients(layer, all(t == "input" for t in layer.inputs), saved[i])
+        for i, layer in enumerate(net.layers)
+    ]
+    return np.stack(per_layer, axis=-1) if per_layer else np.zeros((len(COUNT_FIELDS), 3, 0))
+
+
 def network_counts(net: Network) -> tuple[LayerCounts, ...]:
     """The symbolic counts of every layer of ``net``."""
-    saved = _saved_storages(net)
-    return tuple(
-        layer_counts(layer, all(t == "input" for t in layer.inputs), saved[i])
-        for i, layer in enumerate(net.layers)
-    )
+    coef = _network_coefficients(net)
+    return tuple(_layer_counts(layer, coef[:, :, i]) for i, layer in enumerate(net.layers))
 
 
 @dataclass(frozen=True, eq=False)
@@ -234,14 +268,20 @@ class CompiledCounts:
     """Numeric counts of a network: ``evaluate(b, s_d, s_h, s_w)`` returns a dict of per-layer arrays."""
 
     network: Network
-    counts: tuple[LayerCounts, ...]
-    params: np.ndarray
-    _fn: Callable[..., list[list[float]]]
+    coefficients: np.ndarray = field(repr=False)
+    params: np.ndarray = field(repr=False)
+    kinds: tuple[str, ...] = field(repr=False)
+
+    @cached_property
+    def counts(self) -> tuple[LayerCounts, ...]:
+        """The sympy expressions of every layer (built on first use)."""
+        return tuple(_layer_counts(layer, self.coefficients[:, :, i]) for i, layer in enumerate(self.network.layers))
 
     def evaluate(
         self, b: float = 1.0, s_d: float = 1.0, s_h: float = 1.0, s_w: float = 1.0
     ) -> dict[str, np.ndarray]:
-        rows = np.asarray(self._fn(b, s_d, s_h, s_w), dtype=float).reshape(len(COUNT_FIELDS), -1)
+        c = self.coefficients
+        rows = b * (c[:, 0] + c[:, 1] / (s_h * s_w) + c[:, 2] / (s_d * s_h * s_w))
         return {f: rows[i] for i, f in enumerate(COUNT_FIELDS)}
 
     def total(self, field: str, b: float = 1.0) -> float:
@@ -250,9 +290,7 @@ class CompiledCounts:
 
 @lru_cache(maxsize=64)
 def compile_counts(net: Network) -> CompiledCounts:
-    """Lambdify every layer's counts once (cached per network)."""
-    counts = network_counts(net)
-    exprs = [[getattr(c, f) for c in counts] for f in COUNT_FIELDS]
-    fn = sp.lambdify((B, S_D, S_H, S_W), exprs, modules="numpy", cse=False)
-    params = np.array([c.params for c in counts], dtype=float)
-    return CompiledCounts(net, counts, params, fn)
+    """The coefficients of every layer's counts in arrays (cached per network)."""
+    coef = _network_coefficients(net)
+    params = np.array([layer.params for layer in net.layers], dtype=float)
+    return CompiledCounts(net, coef, params, tuple(layer.kind for layer in net.layers))

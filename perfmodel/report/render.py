@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["render_frame", "to_json", "FORMATS"]
 
@@ -33,16 +35,33 @@ def to_json(obj: Any) -> str:
     return json.dumps(_clean(obj), indent=2, allow_nan=False)
 
 
-def render_frame(df: pd.DataFrame, fmt: str = "table", floatfmt: str = "{:,.2f}") -> str:
-    """A DataFrame as an aligned text table (numbers formatted) or CSV."""
+def render_frame(
+    df: pd.DataFrame | Sequence[Mapping[str, Any]], fmt: str = "table", floatfmt: str = "{:,.2f}"
+) -> str:
+    """A DataFrame, or rows as dicts with the same keys, as an aligned text table (numbers formatted) or CSV.
+
+    Rows as dicts keep pandas out of the commands that only print a table (its import is a
+    quarter of a second of ``perfmodel plan``'s start-up).
+    """
     if fmt == "csv":
-        return str(df.to_csv(index=False)).rstrip("\n")
-    if df.empty:
+        import pandas as pd
+
+        frame = df if isinstance(df, pd.DataFrame) else pd.DataFrame(list(df))
+        return str(frame.to_csv(index=False)).rstrip("\n")
+    if isinstance(df, Sequence):
+        cols = list(df[0]) if df else []
+        rows = [[r[c] for c in cols] for r in df]
+        numeric = [_numeric([r[i] for r in rows]) for i in range(len(cols))]
+    else:
+        import pandas as pd
+
+        cols = list(df.columns)
+        rows = [list(r) for r in df.itertuples(index=False)]
+        numeric = [bool(pd.api.types.is_numeric_dtype(df[c])) for c in cols]
+    if not rows:
         return "(no rows)"
-    cols = list(df.columns)
-    cells = [[_fmt(v, floatfmt) for v in row] for row in df.itertuples(index=False)]
+    cells = [[_fmt(v, floatfmt) for v in row] for row in rows]
     widths = [max(len(str(c)), *(len(r[i]) for r in cells)) for i, c in enumerate(cols)]
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) for c in cols]
 
     def line(vals: list[str]) -> str:
         return "  ".join(
@@ -52,6 +71,12 @@ def render_frame(df: pd.DataFrame, fmt: str = "table", floatfmt: str = "{:,.2f}"
     out = [line([str(c) for c in cols]), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells]
     return "\n".join(out)
+
+
+def _numeric(values: list[Any]) -> bool:
+    """A column of numbers (None for missing; booleans count, as in pandas), aligned right."""
+    present = [v for v in values if v is not None]
+    return bool(present) and all(isinstance(v, int | float) for v in present)
 
 
 def _fmt(v: Any, floatfmt: str) -> str:

@@ -114,7 +114,7 @@ def _layer_exprs(ctx: Context, batch: Any, grid: tuple[int, int, int]) -> tuple[
     """
     ev = ctx.cc.evaluate(1.0, *grid)
     fwd, bwd = [], []
-    for i, c in enumerate(ctx.cc.counts):
+    for i, c in enumerate(ctx.cc.network.layers):
         mm = c.kind in MATMUL_KINDS
         eta = ETA_C if c.kind in ("conv", "conv_transpose") else ETA_L
         f_mm1, f1 = float(ev["fwd_matmul_flops"][i]), float(ev["fwd_flops"][i])
