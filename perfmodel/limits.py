@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .errors import UsageError
 
-__all__ = ["MAX_GPUS", "MAX_BATCH", "MAX_IMAGE_SIZE", "check_count", "shown"]
+__all__ = ["MAX_GPUS", "MAX_BATCH", "MAX_IMAGE_SIZE", "MAX_SEED", "check_count", "shown"]
 
 #: The most GPUs any plan may use (the CLI's ``--gpus`` bound).
 MAX_GPUS = 1_000_000
@@ -17,6 +17,8 @@ MAX_GPUS = 1_000_000
 MAX_BATCH = 1_000_000_000
 #: The largest input height/width/depth in pixels.
 MAX_IMAGE_SIZE = 1_000_000
+#: The largest random seed (KaHyPar takes a C ``int``).
+MAX_SEED = 2**31 - 1
 
 
 def shown(value: object, width: int = 24) -> str:

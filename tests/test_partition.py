@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 
 import numpy as np
@@ -343,3 +344,14 @@ def test_cli_partition_errors_exit_2(args: list[str], capsys: pytest.CaptureFixt
     code, _, err = _run(["partition", "resnet18", *args], capsys)
     assert code == 2
     assert "Traceback" not in err and err.strip()
+
+
+@pytest.mark.parametrize(("kwargs", "phrase"), [
+    ({"global_batch": 10**400}, "is too large (valid: 1 to 1,000,000,000"),
+    ({"global_batch": 0}, "global batch must be a positive integer"),
+    ({"seed": 2**31}, "seed must be an integer from 0 to 2,147,483,647"),
+    ({"seed": -1}, "seed must be an integer from 0"),
+])
+def test_partition_report_refuses_out_of_range_numbers(kwargs: dict[str, int], phrase: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(phrase)):
+        partition_report("tiny_cnn", 2, **kwargs)  # type: ignore[arg-type]

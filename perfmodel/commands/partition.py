@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from ..limits import MAX_BATCH, MAX_SEED
 from ..partition import (
     DEFAULT_EPSILON,
     DEFAULT_SEED,
@@ -188,13 +189,17 @@ def render_partition(r: PartitionReport) -> str:
 @click.option(
     "--global-batch",
     "-B",
-    type=int,
+    type=click.IntRange(min=1, max=MAX_BATCH),
     default=256,
     show_default=True,
     help="Samples per training step: scales the activation volume (not the gradients).",
 )
 @click.option(
-    "--seed", type=int, default=DEFAULT_SEED, show_default=True, help="KaHyPar's random seed."
+    "--seed",
+    type=click.IntRange(min=0, max=MAX_SEED),
+    default=DEFAULT_SEED,
+    show_default=True,
+    help="KaHyPar's random seed (a C int).",
 )
 @hardware_option
 @precision_option

@@ -10,6 +10,7 @@ import numpy as np
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..errors import BatchSplitError, UsageError
 from ..hardware import Hardware, load_hardware
+from ..limits import MAX_BATCH, MAX_SEED, check_count, shown
 from ..network import Network, get_model
 from ..units import BYTES_PER_ELEMENT
 from .hypergraph import WEIGHT_BATCH
@@ -202,7 +203,12 @@ def partition_report(
 ) -> PartitionReport:
     """Partition ``model`` into ``parts`` parts with KaHyPar and compare with the baselines."""
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
-        raise BatchSplitError(f"global batch must be a positive integer, got {global_batch!r}")
+        raise BatchSplitError(f"global batch must be a positive integer, got {shown(global_batch)}")
+    if global_batch > MAX_BATCH:
+        raise BatchSplitError(
+            f"global batch {shown(global_batch)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)"
+        )
+    check_count("seed", seed, MAX_SEED, minimum=0)
     if precision not in BYTES_PER_ELEMENT:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(BYTES_PER_ELEMENT)})")
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
