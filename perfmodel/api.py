@@ -17,7 +17,7 @@ from .hardware import load_hardware as _load_hardware
 from .network import Network, get_model
 from .search.enumerate import KINDS, candidates
 from .search.plan import DEFAULT_BATCH_PER_GPU, plan
-from .strategies.predict import Context, context, largest_batch_on_one_gpu, price
+from .strategies.predict import Context, baseline_text, context, one_gpu_step, price
 from .strategies.spec import Strategy, parse_strategy
 
 __all__ = [
@@ -166,25 +166,6 @@ def _step(step: str, item: str, text: str) -> int:
 
 
 # -- one-GPU baseline ----------------------------------------------------------------------
-def one_gpu_step(ctx: Context, batch: int) -> tuple[float, int] | None:
-    """(seconds, accumulation steps) for one GPU to train on ``batch`` samples.
-
-    When the batch does not fit at once, the GPU accumulates gradients over the fewest
-    micro-batches that fit; ``None`` if not even one sample fits.
-    """
-    largest = largest_batch_on_one_gpu(ctx, batch)
-    if largest < 1:
-        return None
-    steps = math.ceil(batch / largest)
-    cap = ctx.hw.device.memory_bytes
-    while steps <= batch:
-        r = price(ctx, Strategy(mb=steps), batch)
-        if sum(r.memory.values()) <= cap:
-            return r.time_s, steps
-        steps += 1  # the affine memory estimate was a little optimistic
-    return None
-
-
 class _Baselines:
     """One-GPU baselines, shared by every point that changes nothing a single GPU sees."""
 
@@ -206,12 +187,6 @@ class _Baselines:
         if key not in self._memo:
             self._memo[key] = one_gpu_step(ctx, batch)
         return self._memo[key]
-
-
-def _baseline_text(hw: Hardware, batch: int, steps: int, weak: bool) -> str:
-    what = "the same batch per GPU" if weak else "the same global batch"
-    acc = f", accumulating gradients over {steps} micro-batches" if steps > 1 else ""
-    return f"1 GPU of {hw.name} at {what} ({batch} samples{acc})"
 
 
 # -- single plans --------------------------------------------------------------------------
@@ -602,7 +577,9 @@ def scale(
         global_batch=gb,
         strategies=names,
         baseline=(
-            "none: one sample does not fit one GPU" if one is None else _baseline_text(hw, b1, one[1], bpg is not None)
+            "none: one sample does not fit one GPU"
+            if one is None
+            else baseline_text(hw.name, b1, one[1], bpg is not None)
         ),
         baseline_step_s=math.nan if one is None else one[0],
         baseline_samples_per_s=math.nan if one is None else b1 / one[0],

@@ -255,3 +255,18 @@ def test_available_kinds_are_known() -> None:
     kinds = api.available_kinds()
     assert {"dp", "ps", "sp", "pp", "hybrid"} <= set(kinds)
     assert set(kinds) <= set(api.SCALE_STRATEGIES)
+
+
+def test_predict_and_scale_measure_speedup_against_the_same_one_gpu_run() -> None:
+    """predict's baseline is scale's weak-scaling one for data-parallel plans and its strong-scaling
+    one for the others: one GPU training the same samples, accumulating gradients if needed."""
+    from perfmodel.strategies import predict
+
+    weak = api.scale("vgg16", [8], batch_per_gpu=64, strategies=["dp"])
+    p = predict("vgg16", 8, str(weak["plan"].iloc[0]), batch_per_gpu=64)
+    assert p.speedup_vs_1gpu == pytest.approx(float(weak["speedup_x"].iloc[0]), rel=1e-12)
+    # 4,096 samples do not fit one 80 GB GPU: the baseline accumulates, in both
+    strong = api.scale("vgg16", [8], global_batch=4096, strategies=["pp"])
+    q = predict("vgg16", 8, str(strong["plan"].iloc[0]), global_batch=4096)
+    assert "accumulating gradients" in q.speedup_baseline
+    assert q.speedup_vs_1gpu == pytest.approx(float(strong["speedup_x"].iloc[0]), rel=1e-12)

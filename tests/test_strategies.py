@@ -172,6 +172,25 @@ def test_pipeline_memory_gpipe_vs_1f1b() -> None:
     assert o.memory["activations"] < g.memory["activations"]
 
 
+def test_input_batch_memory_by_hand() -> None:
+    # a CosmoFlow 512^3 sample: 4 channels x 512^3 voxels x 4 B (fp32 as the loader delivers it) = 2 GiB
+    one = predict("cosmoflow", 1, "dp=1", hardware="abci-v100-16gb", global_batch=1, image_size=512)
+    assert one.memory["input_batch"] == 4 * 512**3 * 4
+    # a spatial tile holds its quarter of the sample
+    sp4 = predict("cosmoflow", 4, "sp=4", hardware="abci-v100-16gb", global_batch=1, image_size=512)
+    assert sp4.details["spatial_links"][0] == "conv1"  # the first link is decomposed spatially
+    assert sp4.memory["input_batch"] == 4 * 512**3 * 4 / 4
+    # data parallelism: the GPU's own samples; accumulation: one micro-batch at a time
+    dp = predict("resnet50", 8, "dp=8", global_batch=256)
+    assert dp.memory["input_batch"] == 32 * 3 * 224 * 224 * 4
+    acc = predict("resnet50", 8, "dp=8,mb=4", global_batch=256)
+    assert acc.memory["input_batch"] == 8 * 3 * 224 * 224 * 4
+    # GPipe: the first stage holds its replica's whole batch (the micro-batches are cut there)
+    pp = predict("resnet50", 8, "pp=2,dp=4,mb=4", global_batch=256)
+    assert pp.memory["input_batch"] == 64 * 3 * 224 * 224 * 4
+    assert pp.memory_per_gpu_bytes == pytest.approx(sum(pp.memory.values()))
+
+
 def test_more_bandwidth_never_slower() -> None:
     from perfmodel.hardware import load_hardware
 

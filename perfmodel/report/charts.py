@@ -55,6 +55,7 @@ PART_COLOURS = {
     "gradients": "#E76F51",
     "optimizer_state": "#F4A261",
     "gradient_buckets": "#E9C46A",
+    "input_batch": "#A8DADC",
     "activations": "#2A9D8F",
     "workspace": "#8D99AE",
 }

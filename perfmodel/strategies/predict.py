@@ -17,7 +17,12 @@ from ..network import Network, compile_counts, get_model
 from ..network.counts import CompiledCounts
 from ..units import BYTES_PER_ELEMENT, GIB
 from .data import BUCKET_BYTES, overlapped_exchange, parameter_server
-from .memory import optimizer_bytes_per_param, optimizer_traffic_bytes_per_param, weight_bytes_per_param
+from .memory import (
+    input_batch_bytes,
+    optimizer_bytes_per_param,
+    optimizer_traffic_bytes_per_param,
+    weight_bytes_per_param,
+)
 from .pipeline import partition_min_max, pipeline_timing
 from .spatial import choose_decomposition, halo_elems, spatial_ok
 from .spec import Strategy, parse_strategy
@@ -376,6 +381,13 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
         "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
         "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if (share > 1 and not s.is_ps) else 0.0,
+        # the first stage holds its replica's whole batch under GPipe (split into micro-batches there),
+        # else one micro-batch at a time
+        "input_batch": input_batch_bytes(
+            net.input_shape,
+            per_replica if (s.pp > 1 and s.schedule == "gpipe") else m,
+            p_sp if spatial_links[0] else 1,
+        ),
         "activations": mem_acts,
         "workspace": transient + hw.framework_reserve_bytes,
     }
@@ -505,6 +517,32 @@ def largest_batch_on_one_gpu(ctx: Context, limit: int) -> int:
     return int(min(limit, (cap - fixed) // per)) if per > 0 else limit
 
 
+def one_gpu_step(ctx: Context, batch: int) -> tuple[float, int] | None:
+    """(seconds, accumulation steps) for one GPU to train on ``batch`` samples.
+
+    When the batch does not fit at once, the GPU accumulates gradients over the fewest
+    micro-batches that fit; ``None`` if not even one sample fits.
+    """
+    largest = largest_batch_on_one_gpu(ctx, batch)
+    if largest < 1:
+        return None
+    steps = math.ceil(batch / largest)
+    cap = ctx.hw.device.memory_bytes
+    while steps <= batch:
+        r = price(ctx, Strategy(mb=steps), batch)
+        if sum(r.memory.values()) <= cap:
+            return r.time_s, steps
+        steps += 1  # the affine memory estimate was a little optimistic
+    return None
+
+
+def baseline_text(hardware: str, batch: int, steps: int, weak: bool) -> str:
+    """What a speedup is measured against: one GPU at the per-GPU (weak) or global (strong) batch."""
+    what = "the same batch per GPU" if weak else "the same global batch"
+    acc = f", accumulating gradients over {steps} micro-batches" if steps > 1 else ""
+    return f"1 GPU of {hardware} at {what} ({batch} samples{acc})"
+
+
 def predict(
     model: str | Network,
     gpus: int,
@@ -519,9 +557,10 @@ def predict(
     """Price plan ``strategy`` of ``model`` on ``gpus`` GPUs of ``hardware``.
 
     The batch is ``batch_per_gpu`` samples per GPU (global batch = that times ``gpus``) or
-    ``global_batch``. The speedup is against one GPU of the same profile: with the same
-    per-GPU batch for data-parallel plans (NVIDIA's convention), else with the largest
-    batch up to the global batch that fits one GPU.
+    ``global_batch``. The speedup is against one GPU of the same profile training the same
+    samples (:func:`one_gpu_step`, accumulating gradients when they do not fit it at once):
+    the per-GPU batch for data-parallel plans (NVIDIA's convention; ``scale``'s weak
+    scaling), the global batch for the others (``scale``'s strong scaling).
     """
     if not isinstance(gpus, int) or gpus < 1:
         raise UsageError(f"GPU count must be a positive integer, got {gpus!r}")
@@ -543,19 +582,15 @@ def _predict(ctx: Context, s: Strategy, B: int, baseline: bool = True) -> Predic
     speedup: float | None
     if not baseline:
         speedup, base = None, "not computed"
-    elif s.kind == "data" and B % s.gpus == 0:
-        b1 = B // s.gpus
-        t1 = price(ctx, Strategy(), b1).time_s
-        speedup = thr / (b1 / t1)
-        base = f"1 GPU of {hw.name} at the same batch per GPU ({b1})"
     else:
-        b1 = largest_batch_on_one_gpu(ctx, B)
-        if b1 < 1:
+        weak = s.kind == "data" and B % s.gpus == 0
+        b1 = B // s.gpus if weak else B
+        one = one_gpu_step(ctx, b1)
+        if one is None:
             speedup, base = None, f"none: one sample does not fit one GPU of {hw.name}"
         else:
-            t1 = price(ctx, Strategy(), b1).time_s
-            speedup = thr / (b1 / t1)
-            base = f"1 GPU of {hw.name} at the largest batch that fits it, up to the global batch ({b1})"
+            speedup = thr / (b1 / one[0])
+            base = baseline_text(hw.name, b1, one[1], weak)
     mem = sum(priced.memory.values())
     return Prediction(
         model=ctx.net.name,
