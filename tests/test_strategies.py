@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.errors import BatchSplitError, StrategyError
-from perfmodel.network import get_model
+from perfmodel.network import NetBuilder, get_model
 from perfmodel.strategies import parse_strategy, predict
 from perfmodel.strategies.data import overlapped_exchange, parameter_server
 from perfmodel.strategies.pipeline import brute_force_partition, partition_min_max, pipeline_timing
@@ -78,6 +78,21 @@ def test_halo_elems_by_hand() -> None:
     assert halo_elems(conv, (1, 1, 2)) == pytest.approx(c * 1 * h)
     # 4x1 grid: interior tiles have both neighbours: 2 rows of width w
     assert halo_elems(conv, (1, 4, 1)) == pytest.approx(c * 2 * w)
+    # 2x2 grid: a row and a column of the quarter tile, and the corner element they share
+    assert halo_elems(conv, (1, 2, 2)) == pytest.approx(c * (h / 2 + w / 2 + 1))
+    # 4x4 grid: two rows, two columns and four corners around an interior tile
+    assert halo_elems(conv, (1, 4, 4)) == pytest.approx(c * ((h / 4 + 2) * (w / 4 + 2) - h / 4 * w / 4))
+
+
+def test_halo_elems_3d_faces_edges_corners() -> None:
+    # a 3x3x3 convolution (padding 1) on 8^3 voxels split 2x2x2: each octant receives three
+    # 4x4 faces, three 4-voxel edges and one corner: (4 + 1)^3 - 4^3 = 3*16 + 3*4 + 1 = 61
+    b = NetBuilder("vol", (2, 8, 8, 8))
+    b.conv("input", 4, 3, padding=1)
+    conv = b.build().layers[0]
+    assert halo_elems(conv, (2, 2, 2)) == 2 * 61
+    # split along depth only: one 8x8 face
+    assert halo_elems(conv, (2, 1, 1)) == 2 * 64
 
 
 @settings(max_examples=40, derandomize=True, deadline=None)

@@ -32,9 +32,13 @@ def halo_widths(kernel: int, stride: int, padding: int, dilation: int) -> tuple[
 def halo_elems(layer: Layer, grid: tuple[int, int, int]) -> float:
     """Elements per sample the busiest tile receives for ``layer`` on ``grid`` (forward).
 
-    A tile with neighbours on both sides (grid extent >= 3) receives both halos; with an
-    extent of 2 each tile has one neighbour, the larger halo counts. The backward pass
-    sends the same volume of input-gradient halos back.
+    Along a split dimension a tile with neighbours on both sides (grid extent >= 3) needs
+    both halos; with an extent of 2 each tile has one neighbour, and the larger halo counts.
+    The tile extended by its halo widths ``w_i`` holds ``prod(t_i + w_i)`` elements per
+    channel, of which it owns ``prod(t_i)``; the difference is the faces, edges and corners it
+    receives (the edges and corners travel with the second and third dimension's exchange,
+    Dryden et al., IPDPS 2019, section III-B). The backward pass sends the same volume of
+    input-gradient halos back.
     """
     if layer.kind not in ("conv", "maxpool", "avgpool") or layer.spatial_dims < 2:
         return 0.0
@@ -43,16 +47,16 @@ def halo_elems(layer: Layer, grid: tuple[int, int, int]) -> float:
     splits = grid[3 - nd:]
     extents = ins[1:]
     tile = [e / s for e, s in zip(extents, splits, strict=True)]
-    total = 0.0
+    widths = []
     for i in range(nd):
         s = splits[i]
         if s <= 1:
+            widths.append(0)
             continue
         lo, up = halo_widths(layer.kernel[i], layer.stride[i], layer.padding[i], layer.dilation[i])
-        width = (lo + up) if s >= 3 else max(lo, up)
-        face = float(np.prod([tile[j] for j in range(nd) if j != i]))
-        total += ins[0] * width * face
-    return total
+        widths.append((lo + up) if s >= 3 else max(lo, up))
+    extended = float(np.prod([t + w for t, w in zip(tile, widths, strict=True)]))
+    return ins[0] * (extended - float(np.prod(tile)))
 
 
 def spatial_ok(layer: Layer, grid: tuple[int, int, int]) -> bool:
