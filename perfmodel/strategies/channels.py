@@ -16,6 +16,7 @@ from ..network.graph import Network
 from ..network.layers import MATMUL_KINDS, Layer, numel
 from .data import BUCKET_BYTES, overlapped_exchange
 from .memory import (
+    input_batch_bytes,
     optimizer_bytes_per_param,
     optimizer_traffic_bytes_per_param,
     weight_bytes_per_param,
@@ -344,6 +345,8 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
         "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
         "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
         "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if s.dp > 1 else 0.0,
+        # every GPU of a split group reads the replica's whole micro-batch
+        "input_batch": input_batch_bytes(net.input_shape, m),
         "activations": acts,
         "workspace": transient + hw.framework_reserve_bytes,
     }

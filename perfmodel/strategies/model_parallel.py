@@ -44,6 +44,7 @@ from ..partition.metrics import is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
 from .data import BUCKET_BYTES, overlapped_exchange
 from .memory import (
+    input_batch_bytes,
     optimizer_bytes_per_param,
     optimizer_traffic_bytes_per_param,
     weight_bytes_per_param,
@@ -447,6 +448,12 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
     # micro-batch's activations while it is recomputed
     acts = M * received + saved if s.recompute else M * (saved + received)
     transient = _transient_bytes(ctx, m, (1, 1, 1))
+    # a part with a layer reading the network input holds its replica's whole batch (GPipe cuts
+    # the micro-batches there), as a pipeline's first stage does
+    reads_input = np.zeros(K, dtype=bool)
+    for u in range(hg.num_units):
+        if "input" in net.layers[int(hg.unit_layer[u])].inputs:
+            reads_input[a[u]] = True
     per_gpu = []
     for d in range(K):
         pd = float(part_params[d])
@@ -456,6 +463,7 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
                 "gradients": pd * GRAD_BYTES_PER_PARAM,
                 "optimizer_state": pd * optimizer_bytes_per_param(ctx.optimizer),
                 "gradient_buckets": pd * GRAD_BYTES_PER_PARAM if s.dp > 1 else 0.0,
+                "input_batch": input_batch_bytes(net.input_shape, per_replica) if reads_input[d] else 0.0,
                 "activations": float(acts[d]),
                 "workspace": transient + hw.framework_reserve_bytes,
             }
