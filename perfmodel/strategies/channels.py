@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..cost.collectives import Group, allgather, allreduce, reduce_scatter
+from ..cost.collectives import allgather, allreduce, reduce_scatter
 from ..cost.compute import GRAD_BYTES_PER_PARAM, layer_times
 from ..errors import StrategyError
 from ..network.counts import _saved_storages
@@ -26,7 +26,7 @@ from .spec import Strategy
 if TYPE_CHECKING:
     from .predict import Context, _Priced
 
-__all__ = ["Exchange", "SplitPlan", "split_plan", "place", "price_channel_split", "BREAKDOWN_KEYS"]
+__all__ = ["Exchange", "SplitPlan", "split_plan", "price_channel_split", "BREAKDOWN_KEYS"]
 
 #: Breakdown keys of the layer-parallel exchanges, per split kind: (forward, backward).
 BREAKDOWN_KEYS = {
@@ -186,13 +186,6 @@ def split_plan(net: Network, mode: str, n: int) -> SplitPlan:
     return plan
 
 
-def place(size: int, stride: int, gpus_per_node: int) -> Group:
-    """A group of ``size`` GPUs whose ranks are ``stride`` apart (inner degrees fill a node
-    first); all the node's GPUs talk over its network at once."""
-    per_node = 1 if stride >= gpus_per_node else max(1, min(size, gpus_per_node // stride))
-    return Group(size, per_node, sharing=gpus_per_node)
-
-
 def _check(s: Strategy) -> tuple[str, int]:
     if s.filter > 1 and s.channel > 1:
         raise StrategyError(f"combine filter={s.filter} and channel={s.channel}: choose one")
@@ -242,7 +235,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     The exchanges sit on the critical path (no overlap with compute); the gradient
     allreduce across replicas overlaps the last micro-batch's backward as in DDP.
     """
-    from .predict import OPTIMIZER_LAUNCHES, _Priced, _split_batch
+    from .predict import OPTIMIZER_LAUNCHES, _Priced, _split_batch, weight_group
 
     mode, n = _check(s)
     net, hw, cc = ctx.net, ctx.hw, ctx.cc
@@ -273,8 +266,9 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     cc_gpu = replace(cc, params=cc.params * plan.f_par)
     lt = layer_times(cc_gpu, hw, ctx.precision, m, counts=scaled)
 
-    # exchanges inside the split group (consecutive ranks)
-    split_group = place(n, 1, hw.gpus_per_node)
+    # exchanges inside the split group: n consecutive ranks, placed as weight_group places n
+    # replicas of a one-GPU plan
+    split_group = weight_group(Strategy(dp=n), hw.gpus_per_node)
     fwd_comm = np.zeros(len(net.layers))
     bwd_comm = np.zeros(len(net.layers))
     for x in plan.exchanges:
@@ -297,10 +291,10 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
         key_b: s.mb * float(bwd_comm.sum()),
     }
 
-    # gradient allreduce of each shard across the dp replicas (ranks n apart), bucketed and
-    # overlapped with the last micro-batch's backward
+    # gradient allreduce of each shard across the dp replicas, bucketed and overlapped with the
+    # last micro-batch's backward; the replicas are n ranks apart, as those of an n-stage pipeline
     grad_bytes = cc.params * plan.f_par * GRAD_BYTES_PER_PARAM
-    dp_group = place(s.dp, n, hw.gpus_per_node)
+    dp_group = weight_group(Strategy(dp=s.dp, pp=n), hw.gpus_per_node)
     details: dict[str, Any] = {
         "micro_batch": m,
         "samples_per_replica": per_replica,

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..cost.collectives import Group, allreduce, point_to_point
+from ..cost.collectives import allreduce, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..errors import StrategyError, UsageError
 from ..partition.hypergraph import Hypergraph
@@ -346,7 +346,7 @@ def mp_partition(ctx: Context, parts: int) -> Partition:
 
 def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     """Step time, breakdown and memory of ``mp=K[,dp=D][,mb=M]`` (see the module docstring)."""
-    from .predict import OPTIMIZER_LAUNCHES, _Priced, _split_batch, _transient_bytes
+    from .predict import OPTIMIZER_LAUNCHES, _Priced, _split_batch, _transient_bytes, weight_group
 
     net, hw = ctx.net, ctx.hw
     K = s.mp
@@ -405,9 +405,9 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
     exposed = 0.0
     details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
     if s.dp > 1:
-        # replica r's part d is rank r * K + d: a part's dp group has ranks K apart
-        per_node = max(1, min(s.dp, g // K)) if g > K else 1
-        group = Group(s.dp, per_node, sharing=g)
+        # replica r's part d is rank r * K + d: a part's dp group has ranks K apart, as the
+        # replicas of a K-stage pipeline
+        group = weight_group(Strategy(dp=s.dp, pp=K), g)
         comm = s.comm
 
         def reduce(nbytes: float) -> float:
