@@ -2,17 +2,26 @@
 
 The formula is built from the same pieces ``predict`` evaluates: each layer's symbolic
 counts (:mod:`perfmodel.network.counts`), the roofline of :func:`perfmodel.cost.formulas.kernel_time`,
-the collectives of :func:`perfmodel.cost.collectives.allreduce_expr`, the pipeline schedule
-and the bucketed overlap recurrence. Lambdified at the profile's values it gives the
-iteration time ``predict`` reports (a test holds them equal). Terms a closed form does not
-yet cover (halo exchange and redistribution of spatial plans; filter, channel and
-hypergraph model-parallel communication) enter as named constants with their values.
+the collectives of :mod:`perfmodel.cost.formulas` (ring allreduce, all-gather,
+reduce-scatter, point-to-point) on the link symbols, the pipeline schedule and the
+bucketed overlap recurrence. Lambdified at the profile's values it gives the iteration
+time ``predict`` reports (a test holds them equal), and :meth:`StepFormula.evaluate`
+prices what-ifs (other hardware values) from the same formula.
+
+Filter and channel splits are closed forms: each pass's exchanges are grouped by
+collective, one term per collective with the summed elements per sample as a symbol
+(``N_ag_fwd`` ...). Hypergraph model parallelism (``mp=K``) is priced by simulating a
+schedule: compute, recomputation and point-to-point sends of the busiest GPU are closed
+forms, its idle time and when each GPU's last backward ends come from the simulation
+(re-run by :meth:`StepFormula.evaluate`). Spatial halo exchange and redistribution and
+parameter-server exchanges still enter as named constants with their values.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,18 +29,22 @@ import sympy as sp
 
 from ..cost.collectives import Group, allreduce_expr, link_params, link_symbols
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import kernel_time, p2p, smax
+from ..cost.formulas import kernel_time, p2p, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, smin
+from ..errors import UsageError
 from ..network.layers import MATMUL_KINDS
+from .channels import BREAKDOWN_KEYS, SplitPlan, split_plan
 from .data import BUCKET_BYTES
 from .memory import optimizer_traffic_bytes_per_param
+from .model_parallel import mp_partition, segments, simulate
 from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, price, weight_group
 from .spec import Strategy
 
-__all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING"]
+__all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
 
 R, R32, ETA_C, ETA_L, ETA_M, W_HALF, BETA_MEM, TAU, E, M = sp.symbols(
     "R R_fp32 eta_conv eta_linear eta_mem w_half beta_mem tau e M", positive=True
 )
+B_SYM = sp.Symbol("b", positive=True)
 LINK = link_symbols()
 
 #: What each symbol stands for (printed by ``explain``).
@@ -53,29 +66,98 @@ SYMBOL_MEANING: dict[str, str] = {
     "alpha_net": "network latency, s",
 }
 
+#: The symbols a what-if may change (:meth:`StepFormula.evaluate`, ``explain --set``): the
+#: hardware profile's numbers. The batch, micro-batches, element size and the plan's element
+#: counts fix the plan itself.
+HARDWARE_SYMBOLS: tuple[str, ...] = (
+    "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "w_half", "beta_mem", "tau",
+    "beta_intra", "alpha_intra", "beta_net", "alpha_net",
+)
+
+#: Short names of the split collectives in symbol names, and their words in legends.
+_OPS = {
+    "allgather": ("ag", "all-gather", "all-gathered"),
+    "reduce_scatter": ("rs", "reduce-scatter", "reduce-scattered"),
+    "allreduce": ("ar", "allreduce", "all-reduced"),
+}
+_RING = {"allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter, "allreduce": ring_allreduce}
+
+_MODULES: list[Any] = ["math", {"Max": max, "Min": min, "ceiling": math.ceil}]
+
 
 @dataclass(frozen=True)
 class StepFormula:
-    """Named terms (sympy), their numeric values, the total and the prediction it reproduces."""
+    """Named terms (sympy), their numeric values, the total and the prediction it reproduces.
+
+    ``legend`` explains terms whose symbols need it (grouped exchanges), ``meaning`` the
+    plan's own symbols (element counts, simulated times), ``notes`` what is not a closed
+    form. ``resimulate`` (``mp`` plans) recomputes the simulated symbols at other values.
+    """
 
     terms: dict[str, sp.Expr]
     term_values: dict[str, float]
     values: dict[sp.Symbol, float]
     iteration_time_s: float
     prediction: Prediction
+    legend: dict[str, str] = field(default_factory=dict)
+    meaning: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    resimulate: Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    functions: dict[str, Callable[..., float]] = field(default_factory=dict, repr=False, compare=False)
+    all_values: dict[sp.Symbol, float] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def total(self) -> sp.Expr:
         return sp.Add(*self.terms.values())
 
+    def meaning_of(self, name: str) -> str:
+        return self.meaning.get(name) or SYMBOL_MEANING.get(name, "a named term of the breakdown, s")
+
+    def what_if_values(self, changes: Mapping[str | sp.Symbol, float]) -> dict[sp.Symbol, float]:
+        """The symbol values with hardware symbols ``changes`` replaced (and simulated times redone)."""
+        base = self.all_values or self.values
+        by_name = {str(s): s for s in base}
+        new = dict(base)
+        for key, value in changes.items():
+            name = str(key)
+            if name not in HARDWARE_SYMBOLS:
+                raise UsageError(
+                    f"what-if of '{name}': only hardware symbols can change (valid: {', '.join(HARDWARE_SYMBOLS)})"
+                )
+            v = float(value)
+            if not (math.isfinite(v) and v > 0):
+                raise UsageError(f"what-if of '{name}': the value must be a positive finite number, got {value!r}")
+            if name in by_name:
+                new[by_name[name]] = v
+        if self.resimulate is not None:
+            new.update(self.resimulate(new))
+        return new
+
+    def evaluate(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> dict[str, float]:
+        """Each term's seconds with hardware symbols set to ``changes`` (names or symbols).
+
+        A symbol the formula does not contain changes nothing. Named constants of terms
+        without a closed form (``T_halo_redistribution``, ``T_ps_exchange``) keep their values.
+        """
+        vals = self.what_if_values(changes or {})
+        return {k: _value(self.functions.get(k), v, vals) for k, v in self.terms.items()}
+
+    def time_s(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> float:
+        """The step time with hardware symbols set to ``changes`` (:meth:`evaluate`)."""
+        return float(sum(self.evaluate(changes).values()))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "strategy": self.prediction.strategy.spec(),
             "formula": "T_step = " + " + ".join(f"T_{k}" for k in self.terms),
-            "terms": {k: {"expression": _short(v), "value_s": self.term_values[k]} for k, v in self.terms.items()},
-            "symbols": {
-                str(s): {"value": v, "meaning": SYMBOL_MEANING.get(str(s), "")} for s, v in self.values.items()
+            "terms": {
+                k: {"expression": _short(v), "value_s": self.term_values[k], "legend": self.legend.get(k, "")}
+                for k, v in self.terms.items()
             },
+            "symbols": {str(s): {"value": v, "meaning": self.meaning_of(str(s))} for s, v in self.values.items()},
+            "notes": list(self.notes),
             "iteration_time_s": self.iteration_time_s,
             "predict_iteration_time_s": self.prediction.iteration_time_s,
         }
@@ -84,6 +166,20 @@ class StepFormula:
 def _short(expr: sp.Expr, limit: int = 600) -> str:
     text = str(expr)
     return text if len(text) <= limit else text[:limit] + f" ... ({len(text)} characters)"
+
+
+def _lambdify(expr: Any) -> Callable[..., float]:
+    """A function of the values dict (numbers pass through)."""
+    if not isinstance(expr, sp.Basic):
+        value = float(expr)
+        return lambda values: value
+    free = sorted(expr.free_symbols, key=str)
+    fn = sp.lambdify(free, expr, modules=_MODULES)
+    return lambda values: float(fn(*(values[x] for x in free)))
+
+
+def _value(fn: Callable[..., float] | None, expr: Any, values: dict[sp.Symbol, float]) -> float:
+    return float((fn or _lambdify(expr))(values))
 
 
 def _values(ctx: Context, group: Group | None) -> dict[sp.Symbol, float]:
@@ -106,20 +202,28 @@ def _values(ctx: Context, group: Group | None) -> dict[sp.Symbol, float]:
     }
 
 
-def _layer_exprs(ctx: Context, batch: Any, grid: tuple[int, int, int]) -> tuple[list[Any], list[Any]]:
+def _layer_exprs(
+    ctx: Context,
+    batch: Any,
+    grid: tuple[int, int, int],
+    counts: dict[str, np.ndarray] | None = None,
+    params: np.ndarray | None = None,
+) -> tuple[list[Any], list[Any]]:
     """Forward and backward time of every layer as expressions (the roofline of compute.layer_times).
 
     Every count is linear in the batch, so the count of ``batch`` samples is ``batch`` times
-    the per-sample count on the tile (the same sympy counts, evaluated at ``b = 1``).
+    the per-sample count on the tile (the same sympy counts, evaluated at ``b = 1``), or of
+    ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split).
     """
-    ev = ctx.cc.evaluate(1.0, *grid)
+    ev = counts if counts is not None else ctx.cc.evaluate(1.0, *grid)
     fwd, bwd = [], []
     for i, c in enumerate(ctx.cc.network.layers):
+        n_par = float(params[i]) if params is not None else c.params
         mm = c.kind in MATMUL_KINDS
         eta = ETA_C if c.kind in ("conv", "conv_transpose") else ETA_L
         f_mm1, f1 = float(ev["fwd_matmul_flops"][i]), float(ev["fwd_flops"][i])
         t_mm = kernel_time(batch * f_mm1, R, eta, W_HALF) if mm and f_mm1 else 0
-        t_mem = (batch * float(ev["fwd_mem_elems"][i]) * E + c.params * E) / (BETA_MEM * ETA_M)
+        t_mem = (batch * float(ev["fwd_mem_elems"][i]) * E + n_par * E) / (BETA_MEM * ETA_M)
         fwd.append(smax(t_mm, batch * (f1 - f_mm1) / R32, t_mem) + TAU)
         b_in1, b_w1 = float(ev["bwd_input_flops"][i]), float(ev["bwd_weight_flops"][i])
         b_in_mm1 = min(b_in1, f_mm1) if mm else 0.0
@@ -128,7 +232,7 @@ def _layer_exprs(ctx: Context, batch: Any, grid: tuple[int, int, int]) -> tuple[
             t_b += kernel_time(batch * b_in_mm1, R, eta, W_HALF)
         if mm and b_w1:
             t_b += kernel_time(batch * b_w1, R, eta, W_HALF)
-        t_bmem = (batch * float(ev["bwd_mem_elems"][i]) * E + c.params * (E + GRAD_BYTES_PER_PARAM)) / (
+        t_bmem = (batch * float(ev["bwd_mem_elems"][i]) * E + n_par * (E + GRAD_BYTES_PER_PARAM)) / (
             BETA_MEM * ETA_M
         )
         bwd.append(smax(t_b, batch * (b_in1 - b_in_mm1) / R32, t_bmem) + (2 if mm else 1) * TAU)
@@ -148,28 +252,73 @@ def _buckets(grad_bytes: np.ndarray) -> list[tuple[int, float]]:
     return out
 
 
+def _overlap_end(start: Any, bwd_rev: list[Any], grad_rev: np.ndarray, group: Group, comm: str) -> Any:
+    """When the last gradient bucket is reduced: data.overlapped_exchange on expressions."""
+    prefix = [start]
+    for t in bwd_rev:
+        prefix.append(prefix[-1] + t)
+    end: Any = start
+    for i, nbytes in _buckets(grad_rev):
+        end = smax(end, prefix[i + 1]) + allreduce_expr(nbytes, group, LINK, comm)
+    return end
+
+
+def _tier(group: Group) -> tuple[Any, Any, str]:
+    """The bandwidth and latency a ring over ``group`` runs at (as collectives' numeric path), in words too."""
+    if group.nodes <= 1:
+        return LINK.bw_intra, LINK.alpha_intra, "in one node"
+    return (
+        smin(LINK.bw_intra, group.per_node * LINK.bw_net_per_gpu),
+        LINK.alpha_net,
+        f"over {group.nodes} nodes, {group.per_node} GPUs each",
+    )
+
+
+def _ring(op: str, n_bytes: Any, group: Group, count: int = 1) -> Any:
+    """``count`` ring collectives ``op`` over ``group`` moving ``n_bytes`` in all (one latency each)."""
+    bw, alpha, _ = _tier(group)
+    p = sp.Integer(group.size)
+    fn = _RING[op]
+    return fn(n_bytes, p, bw, alpha) + (count - 1) * fn(0, p, bw, alpha)
+
+
+def _count(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
 def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     """The symbolic step formula of plan ``s`` (see the module docstring)."""
     pred = _predict(ctx, s, global_batch)
     priced = price(ctx, s, global_batch)
-    net = ctx.net
     m = int(priced.details.get("micro_batch", 1))
-    b_sym = sp.Symbol("b", positive=True)
+    values = _values(ctx, weight_group(s, ctx.hw.gpus_per_node))
+    values[B_SYM] = float(m)
+    values[M] = float(s.mb)
+    if s.mp > 1:
+        return _explain_mp(ctx, s, priced.details, values, pred)
+    if s.filter > 1 or s.channel > 1:
+        return _explain_split(ctx, s, values, pred)
+    return _explain_chain(ctx, s, priced.details, priced.breakdown, values, pred)
+
+
+def _explain_chain(
+    ctx: Context,
+    s: Strategy,
+    details: dict[str, Any],
+    breakdown: dict[str, float],
+    values: dict[sp.Symbol, float],
+    pred: Prediction,
+) -> StepFormula:
+    """Data, spatial, pipeline and hybrid plans over the layer chain."""
+    net = ctx.net
+    b_sym = B_SYM
     g = ctx.hw.gpus_per_node
     share = s.dp * s.sp_degree
     group = weight_group(s, g)
-    values = _values(ctx, group)
-    values[b_sym] = float(m)
-    values[M] = float(s.mb)
     terms: dict[str, sp.Expr] = {}
-    if s.filter > 1 or s.channel > 1 or s.mp > 1:
-        for k, v in priced.breakdown.items():
-            sym = sp.Symbol(f"T_{k}")
-            terms[k] = sym
-            values[sym] = v
-        return _finish(terms, values, pred)
+    notes: list[str] = []
     if s.sp_degree > 1:
-        spatial = set(priced.details.get("spatial_links", []))
+        spatial = set(details.get("spatial_links", []))
         p = s.sp_degree
         fwd: list[Any] = []
         bwd: list[Any] = []
@@ -179,13 +328,13 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
             src = (f_sp, b_sp) if lk.name in spatial else (f_sa, b_sa)
             fwd += src[0][lk.start : lk.stop]
             bwd += src[1][lk.start : lk.stop]
-        extra = priced.breakdown.get("halo_exchange", 0.0) + priced.breakdown.get("redistribution", 0.0)
+        extra = breakdown.get("halo_exchange", 0.0) + breakdown.get("redistribution", 0.0)
     else:
         fwd, bwd = _layer_exprs(ctx, b_sym, (1, 1, 1))
         extra = 0.0
     t_halo = sp.Symbol("T_halo_redistribution")
     if s.pp > 1:
-        bounds = np.concatenate([[0], np.cumsum(priced.details["balance"])]).astype(int)
+        bounds = np.concatenate([[0], np.cumsum(details["balance"])]).astype(int)
         st_f, st_b, send = [], [], []
         for i in range(s.pp):
             a, z = net.links[bounds[i]].start, net.links[bounds[i + 1] - 1].stop
@@ -197,7 +346,7 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
                     b_sym
                     * ctx.cut_elems[last]
                     * E
-                    / (s.sp_degree if net.links[last].name in set(priced.details.get("spatial_links", [])) else 1)
+                    / (s.sp_degree if net.links[last].name in set(details.get("spatial_links", [])) else 1)
                 )
                 across = ((i + 1) * s.sp_degree) % g == 0 and s.pp * s.sp_degree > g
                 send.append(
@@ -222,45 +371,251 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
             terms["halo_redistribution"] = s.mb * t_halo
             values[t_halo] = extra / s.mb
             body = body + s.mb * t_halo
+            notes.append("T_halo_redistribution (halo exchange and redistribution) is a named constant, not yet a "
+                         "closed form; a what-if keeps its value")
         ends = [body]
         ranges = [(0, len(net.layers))]
     # gradient exchange
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
     if s.is_ps:
-        pspriced = priced.details["parameter_server"]
+        pspriced = details["parameter_server"]
         t_exp = sp.Symbol("T_ps_exchange")
         terms["gradient_exchange_exposed"] = t_exp
         values[t_exp] = float(pspriced["worst_case_s"]) - float(
-            pred.iteration_time_s - priced.breakdown["gradient_exchange_exposed"] - priced.breakdown["optimizer_step"]
+            pred.iteration_time_s - breakdown["gradient_exchange_exposed"] - breakdown["optimizer_step"]
         )
+        notes.append("T_ps_exchange (parameter-server exchange) is a named constant; a what-if keeps its value")
     elif share > 1:
         end_max: Any = 0
         for (a, z), end_s in zip(ranges, ends, strict=True):
             bw_rev = bwd[a:z][::-1]
-            start = end_s - sp.Add(*bw_rev)
-            prefix = [start]
-            for t in bw_rev:
-                prefix.append(prefix[-1] + t)
-            end: Any = start
-            for i, nbytes in _buckets(grad[a:z][::-1]):
-                end = smax(end, prefix[i + 1]) + allreduce_expr(nbytes, group, LINK, s.comm)
+            end = _overlap_end(end_s - sp.Add(*bw_rev), bw_rev, grad[a:z][::-1], group, s.comm)
             end_max = end if end_max == 0 else smax(end_max, end)
         terms["gradient_exchange_exposed"] = smax(0, end_max - body)
     # optimizer
-    params_gpu = max(int(st["params"]) for st in priced.details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
-    terms["optimizer_step"] = (
-        params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / (BETA_MEM * ETA_M) + OPTIMIZER_LAUNCHES * TAU
+    params_gpu = max(int(st["params"]) for st in details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
+    terms["optimizer_step"] = _optimizer(ctx, params_gpu)
+    return _finish(terms, values, pred, notes=notes)
+
+
+def _optimizer(ctx: Context, params_gpu: float) -> Any:
+    return params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / (BETA_MEM * ETA_M) + OPTIMIZER_LAUNCHES * TAU
+
+
+def _split_counts(ctx: Context, plan: SplitPlan) -> dict[str, np.ndarray]:
+    """Per-sample counts of the busiest GPU of a split (as channels.price_channel_split scales them)."""
+    ev = ctx.cc.evaluate(1.0)
+    mm = np.array([layer.kind in MATMUL_KINDS for layer in ctx.net.layers])
+    out: dict[str, np.ndarray] = {
+        k: ev[k] * plan.f_work for k in ("fwd_flops", "fwd_matmul_flops", "bwd_input_flops", "bwd_weight_flops")
+    }
+    o, fwd_mem = ev["out_elems"], ev["fwd_mem_elems"]
+    mm_fwd = (fwd_mem - o) * plan.f_in + o * plan.f_out
+    ratio = np.divide(ev["bwd_mem_elems"], fwd_mem, out=np.zeros_like(fwd_mem), where=fwd_mem > 0)
+    out["fwd_mem_elems"] = np.where(mm, mm_fwd, fwd_mem * plan.f_work)
+    out["bwd_mem_elems"] = np.where(mm, mm_fwd * ratio, ev["bwd_mem_elems"] * plan.f_work)
+    return out
+
+
+def _explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pred: Prediction) -> StepFormula:
+    """Filter / channel splits (``filter=N,dp=D``): compute, grouped exchanges, gradient allreduce."""
+    mode, n = ("channel", s.channel) if s.channel > 1 else ("filter", s.filter)
+    net, g = ctx.net, ctx.hw.gpus_per_node
+    plan = split_plan(net, mode, n)
+    params = ctx.cc.params * plan.f_par
+    fwd, bwd = _layer_exprs(ctx, B_SYM, (1, 1, 1), _split_counts(ctx, plan), params)
+    # n consecutive ranks; the dp replicas of a shard are n ranks apart (as channels places them)
+    split_group = weight_group(Strategy(dp=n), g)
+    _, _, where = _tier(split_group)
+    # each exchange joins its layer's forward or backward time (for the gradient overlap) ...
+    fwd_c = list(fwd)
+    bwd_c = list(bwd)
+    for x in plan.exchanges:
+        t = _ring(x.op, B_SYM * x.elems_per_sample * E, split_group)
+        if x.phase == "fwd":
+            fwd_c[x.layer] += t
+        else:
+            bwd_c[x.layer] += t
+    # ... and is shown grouped by pass and collective: one term per pass, one summand per collective
+    terms: dict[str, sp.Expr] = {"compute": M * (sp.Add(*fwd) + sp.Add(*bwd))}
+    legend: dict[str, str] = {}
+    meaning: dict[str, str] = {}
+    bw, alpha, where = _tier(split_group)
+    for phase, key in zip(("fwd", "bwd"), BREAKDOWN_KEYS[mode], strict=True):
+        parts, words = [], []
+        for op, (short, word, done) in _OPS.items():
+            xs = [x for x in plan.exchanges if x.phase == phase and x.op == op]
+            if not xs:
+                continue
+            k = len(xs)
+            n_sym = sp.Symbol(f"N_{short}_{phase}", positive=True)
+            values[n_sym] = float(sum(x.elems_per_sample for x in xs))
+            pass_name = "forward" if phase == "fwd" else "backward"
+            meaning[str(n_sym)] = f"elements per sample of the {_count(k, 'tensor')} {done} in the {pass_name} pass"
+            parts.append(_ring(op, B_SYM * n_sym * E, split_group, k))
+            twice = "2*" if op == "allreduce" else ""
+            words.append(
+                f"{_count(k, 'ring ' + word)}: {twice}(p - 1)/p * b*{n_sym}*e/{bw} + {k}*{twice}(p - 1)*{alpha}"
+            )
+        if parts:
+            terms[key] = M * sp.Add(*parts)
+            legend[key] = f"p = {n} GPUs {where}, per micro-batch; " + "; ".join(words)
+    body = sp.Add(*terms.values())
+    if s.dp > 1:
+        dp_group = weight_group(Strategy(dp=s.dp, pp=n), g)
+        bw_rev = bwd_c[::-1]
+        grad_rev = (params * GRAD_BYTES_PER_PARAM)[::-1]
+        end = _overlap_end(body - sp.Add(*bw_rev), bw_rev, grad_rev, dp_group, s.comm)
+        terms["gradient_exchange_exposed"] = smax(0, end - body)
+        legend["gradient_exchange_exposed"] = (
+            f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
+            "overlapped with the last backward pass (exchanges included) as for data parallelism"
+        )
+    terms["optimizer_step"] = _optimizer(ctx, float(params.sum()))
+    notes = [
+        f"{mode}={n}: every exchanged tensor of |y| elements per sample is one ring collective of n = b*|y|*e "
+        "bytes; the k tensors of one collective in one pass are one summand with k latencies and N = sum |y| "
+        "elements (N_ag_fwd, ...). Exchanges are not overlapped with compute."
+    ]
+    return _finish(terms, values, pred, legend=legend, meaning=meaning, notes=notes)
+
+
+def _explain_mp(
+    ctx: Context, s: Strategy, details: dict[str, Any], values: dict[sp.Symbol, float], pred: Prediction
+) -> StepFormula:
+    """Hypergraph model parallelism: closed forms of the busiest GPU's work, the schedule simulated."""
+    K, g = s.mp, ctx.hw.gpus_per_node
+    part = mp_partition(ctx, K)
+    hg = part.hypergraph
+    seg = segments(part)
+    a = np.asarray(part.assignment)
+    crit = int(details["critical_gpu"])
+    fwd, bwd = _layer_exprs(ctx, B_SYM, (1, 1, 1))
+    layer_of, share = hg.unit_layer, hg.unit_share
+
+    def unit_exprs(per_layer: list[Any], units: np.ndarray) -> list[Any]:
+        out = []
+        for u in units:
+            x, w = per_layer[int(layer_of[u])], float(share[u])
+            out.append(x if w == 1.0 else w * x)
+        return out
+
+    mine = np.flatnonzero(a == crit)
+    f_d, b_d = sp.Add(*unit_exprs(fwd, mine)), sp.Add(*unit_exprs(bwd, mine))
+    terms: dict[str, sp.Expr] = {"compute": M * (f_d + b_d)}
+    legend = {"compute": f"forward and backward of the {len(mine)} layers on GPU {crit} (the busiest), per micro-batch"}
+    meaning: dict[str, str] = {}
+    if s.recompute:
+        terms["recompute"] = (M - 1) * f_d
+        legend["recompute"] = "the forward pass again before every backward but the last micro-batch's"
+    # point-to-point messages the busiest GPU sends per micro-batch, by tier
+    across = (seg.msg_src // g) != (seg.msg_dst // g)
+    sends, words = [], []
+    tiers = ((False, (LINK.bw_intra, LINK.alpha_intra, "intra")), (True, (LINK.bw_net_per_gpu, LINK.alpha_net, "net")))
+    for net_tier, (bw, alpha, tier) in tiers:
+        sel = (seg.msg_src == crit) & (across == net_tier)
+        k = int(sel.sum())
+        if not k:
+            continue
+        n_sym = sp.Symbol(f"N_p2p_{tier}", positive=True)
+        values[n_sym] = float(seg.msg_elems[sel].sum())
+        meaning[str(n_sym)] = f"elements per sample of the {_count(k, 'message')} GPU {crit} sends ({tier} links)"
+        sends.append(p2p(B_SYM * n_sym * E, bw, alpha) + (k - 1) * alpha)
+        words.append(f"{_count(k, 'message')} over {tier} links, alpha + n/beta each: {k}*{alpha} + b*{n_sym}*e/{bw}")
+    if sends:
+        terms["pipeline_p2p"] = M * sp.Add(*sends)
+        legend["pipeline_p2p"] = f"sent by GPU {crit} after its compute, per micro-batch; " + "; ".join(words)
+    idle = sp.Symbol("T_idle_sim", positive=True)
+    terms["pipeline_bubble"] = idle
+    meaning["T_idle_sim"] = f"GPU {crit}'s idle time in the simulated schedule (critical path minus its busy time), s"
+    legend["pipeline_bubble"] = "simulated: the greedy GPipe list schedule over the parts, evaluated numerically"
+    body = sp.Add(*terms.values())
+    ends = [sp.Symbol(f"T_bwd_end_{d}", positive=True) for d in range(K)]
+    if s.dp > 1:
+        per_node = max(1, min(s.dp, g // K)) if g > K else 1
+        group = Group(s.dp, per_node, sharing=g)
+        end_max: Any = 0
+        grad_units = hg.layer_values(ctx.cc.params) * GRAD_BYTES_PER_PARAM
+        for d in range(K):
+            units = np.flatnonzero(a == d)[::-1]
+            bw_rev = unit_exprs(bwd, units)
+            end = _overlap_end(ends[d] - sp.Add(*bw_rev), bw_rev, grad_units[units], group, s.comm)
+            end_max = end if end_max == 0 else smax(end_max, end)
+            meaning[str(ends[d])] = f"when GPU {d}'s last backward pass ends in the simulated schedule, s"
+        terms["gradient_exchange_exposed"] = smax(0, end_max - body)
+        legend["gradient_exchange_exposed"] = (
+            f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
+            "overlapped with that part's last backward pass (ending at T_bwd_end_d, simulated)"
+        )
+    u_params = hg.layer_values(ctx.cc.params)
+    terms["optimizer_step"] = _optimizer(ctx, float(max(u_params[a == d].sum() for d in range(K))))
+
+    # the simulation, run on the closed forms at any values
+    layer_args = sorted(set().union(*(x.free_symbols for x in fwd + bwd)), key=str)
+    layer_fn = sp.lambdify(layer_args, fwd + bwd, modules=_MODULES)
+    n_layers = len(fwd)
+    across_l = across.tolist()
+    elems = seg.msg_elems.tolist()
+
+    def resimulate(vals: dict[sp.Symbol, float]) -> dict[sp.Symbol, float]:
+        per_layer = np.array(layer_fn(*(vals[x] for x in layer_args)), dtype=float)
+        u_f, u_b = hg.layer_values(per_layer[:n_layers]), hg.layer_values(per_layer[n_layers:])
+        seg_f = np.array([u_f[u].sum() for u in seg.units])
+        seg_b = np.array([u_b[u].sum() for u in seg.units])
+        mb, e = vals[B_SYM], vals[E]
+        msg_s = np.array([
+            p2p(mb * x * e, vals[LINK.bw_net_per_gpu], vals[LINK.alpha_net]) if net_tier
+            else p2p(mb * x * e, vals[LINK.bw_intra], vals[LINK.alpha_intra])
+            for x, net_tier in zip(elems, across_l, strict=True)
+        ])
+        sched = simulate(seg, seg_f, seg_b, msg_s, int(vals[M]), s.recompute)
+        busy = sched.compute_s[crit] + sched.recompute_s[crit] + sched.send_s[crit]
+        out = {idle: float(sched.total_s - busy)}
+        out.update((ends[d], float(sched.last_bwd_end_s[d])) for d in range(K))
+        return out
+
+    values.update(resimulate(values))
+    # the symbols the simulation reads are part of the formula too (other GPUs' links, layers)
+    sim_symbols = set(layer_args) | {E, B_SYM, M}
+    for net_tier, (bw, alpha, _) in tiers:
+        if bool((across == net_tier).any()):
+            sim_symbols |= {bw, alpha}
+    notes = [
+        f"mp={K}: the step's critical path is simulated (a greedy GPipe list schedule of {seg.count} segments "
+        f"on {K} GPUs, {len(seg.msg_elems)} messages per micro-batch), so it has no closed form: "
+        "T_idle_sim" + (" and T_bwd_end_d are" if s.dp > 1 else " is")
+        + " evaluated numerically from the closed forms of every segment's compute and every message's "
+        "alpha + n/beta; a what-if re-runs the simulation.",
+    ]
+    return _finish(
+        terms, values, pred, legend=legend, meaning=meaning, notes=notes, resimulate=resimulate, also=sim_symbols
     )
-    return _finish(terms, values, pred)
 
 
-def _finish(terms: dict[str, sp.Expr], values: dict[sp.Symbol, float], pred: Prediction) -> StepFormula:
-    term_values = {}
-    for k, v in terms.items():
-        free = sorted(v.free_symbols, key=str) if isinstance(v, sp.Basic) else []
-        fn = sp.lambdify(free, v, modules=["math", {"Max": max, "Min": min, "ceiling": math.ceil}])
-        term_values[k] = float(fn(*(values[x] for x in free)))
-    used = set().union(*(v.free_symbols for v in terms.values() if isinstance(v, sp.Basic)))
+def _finish(
+    terms: dict[str, sp.Expr],
+    values: dict[sp.Symbol, float],
+    pred: Prediction,
+    legend: dict[str, str] | None = None,
+    meaning: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+    resimulate: Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]] | None = None,
+    also: set[sp.Symbol] | None = None,
+) -> StepFormula:
+    """Evaluate the terms; the symbols kept are those of the terms and ``also`` (read by a simulation)."""
+    fns = {k: _lambdify(v) for k, v in terms.items()}
+    term_values = {k: fns[k](values) for k in terms}
+    used = set().union(*(v.free_symbols for v in terms.values() if isinstance(v, sp.Basic))) | (also or set())
     return StepFormula(
-        terms, term_values, {k: v for k, v in values.items() if k in used}, sum(term_values.values()), pred
+        terms,
+        term_values,
+        {k: v for k, v in values.items() if k in used},
+        sum(term_values.values()),
+        pred,
+        legend=legend or {},
+        meaning=meaning or {},
+        notes=tuple(notes or ()),
+        resimulate=resimulate,
+        functions=fns,
+        all_values=dict(values),
     )
