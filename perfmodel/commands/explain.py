@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
+from ..errors import UsageError, closest_names
 from ..hardware import load_hardware
 from ..network import get_model
 from ..report import to_json
-from ..strategies.explain import SYMBOL_MEANING, explain_plan
+from ..strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
 from ..strategies.predict import _resolve_batch, context
 from ..strategies.spec import parse_strategy
 from .common import (
@@ -23,6 +26,28 @@ from .common import (
 __all__ = ["explain_cmd"]
 
 
+def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
+    """``NAME=VALUE`` pairs of hardware symbols, as ``--set`` takes them."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--set '{item}': expected NAME=VALUE, e.g. beta_intra=1.2e11")
+        if name not in HARDWARE_SYMBOLS:
+            near = closest_names(name, HARDWARE_SYMBOLS)
+            hint = f"did you mean {' or '.join(near)}? " if near else ""
+            raise UsageError(f"--set: unknown symbol '{name}' ({hint}valid: {', '.join(HARDWARE_SYMBOLS)})")
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"--set {name}: '{text}' is not a number") from None
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"--set {name}: the value must be a positive finite number, got '{text}'")
+        out[name] = value
+    return out
+
+
 @click.command("explain")
 @click.argument("model")
 @gpus_option
@@ -34,6 +59,14 @@ __all__ = ["explain_cmd"]
 @optimizer_option
 @image_size_option
 @click.option("--full", is_flag=True, help="Print every term's whole expression (long).")
+@click.option(
+    "--set",
+    "changes",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="What-if: give a hardware symbol another value (e.g. beta_intra=1.2e11; repeatable) and print "
+    f"the step time the formula then gives. Symbols: {', '.join(HARDWARE_SYMBOLS)}.",
+)
 @format_option
 def explain_cmd(
     model: str,
@@ -46,12 +79,19 @@ def explain_cmd(
     optimizer: str,
     image_size: int | None,
     full: bool,
+    changes: tuple[str, ...],
     fmt: str,
 ) -> None:
     """Print the step time of a plan as a sympy formula with each term named and valued.
 
     The value is the formula evaluated at the profile's numbers; it equals `predict`'s.
+    Communication is in closed form in the link symbols for every kind of plan: collectives
+    of data, filter and channel splits (grouped per collective, with the summed elements per
+    sample as a symbol), pipeline and model-parallel point-to-point messages. An mp=K plan's
+    schedule is simulated, so its idle time is evaluated numerically (and re-simulated by
+    --set); spatial halo exchange and parameter-server exchanges are named constants.
     """
+    what_if = _parse_set(changes)
     if batch_per_gpu is None and global_batch is None:
         batch_per_gpu = 32
     net = get_model(model, image_size)
@@ -59,16 +99,33 @@ def explain_cmd(
     B = _resolve_batch(gpus, batch_per_gpu, global_batch)
     ctx = context(net, load_hardware(hardware), precision, optimizer)
     f = explain_plan(ctx, s, B)
+    new = f.evaluate(what_if) if what_if else None
     if fmt == "json":
-        emit(to_json(f.to_dict()))
+        out = f.to_dict()
+        if new is not None:
+            out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values())}
+        emit(to_json(out))
         return
     if fmt == "csv":
-        emit("term,value_s,expression")
+        emit("term,value_s,expression" + (",what_if_s" if new is not None else ""))
         for k, v in f.terms.items():
-            emit(f'{k},{f.term_values[k]!r},"{str(v)}"')
+            emit(f'{k},{f.term_values[k]!r},"{str(v)}"' + (f",{new[k]!r}" if new is not None else ""))
         return
+    _table(f, s.spec(), gpus, precision, B, full, what_if, new)
+
+
+def _table(
+    f: StepFormula,
+    spec: str,
+    gpus: int,
+    precision: str,
+    B: int,
+    full: bool,
+    what_if: dict[str, float],
+    new: dict[str, float] | None,
+) -> None:
     p = f.prediction
-    emit(f"{p.model} on {gpus} x {p.hardware}, {s.spec()}, {precision}, global batch {B}")
+    emit(f"{p.model} on {gpus} x {p.hardware}, {spec}, {precision}, global batch {B}")
     emit("")
     emit("T_step = " + " + ".join(f"T_{k}" for k in f.terms))
     emit("")
@@ -79,18 +136,36 @@ def explain_cmd(
             text = text[:limit] + f" ... ({len(text):,} characters; --full prints all)"
         emit(f"T_{k} = {text}")
         emit(f"    = {f.term_values[k] * 1e3:.4f} ms")
+        if k in f.legend:
+            emit(f"    ({f.legend[k]})")
     emit("")
     emit(f"T_step = {f.iteration_time_s * 1e3:.4f} ms (predict: {p.iteration_time_s * 1e3:.4f} ms)")
+    if new is not None:
+        emit("")
+        setting = ", ".join(f"{k} = {v:.6g}" for k, v in what_if.items())
+        total = sum(new.values())
+        emit(f"what-if {setting}:")
+        for k, v in new.items():
+            if v != f.term_values[k]:
+                emit(f"  T_{k} = {v * 1e3:.4f} ms (was {f.term_values[k] * 1e3:.4f} ms)")
+        emit(f"  T_step = {total * 1e3:.4f} ms (was {f.iteration_time_s * 1e3:.4f} ms, "
+             f"{(total / f.iteration_time_s - 1) * 100:+.2f}%)")
+        unused = [k for k in what_if if k not in {str(x) for x in f.values}]
+        if unused:
+            emit(f"  (the formula does not contain {', '.join(unused)})")
     emit("")
     emit("symbols (value, meaning):")
     for sym, val in sorted(f.values.items(), key=lambda kv: str(kv[0])):
-        emit(f"  {str(sym):<22} {val:<14.6g} {SYMBOL_MEANING.get(str(sym), 'a named term of the breakdown, s')}")
+        emit(f"  {str(sym):<22} {val:<14.6g} {f.meaning_of(str(sym))}")
     emit("")
     emit(
         "Per layer: T_layer = max((b*F + w_half)/(R*eta), b*F_elementwise/R_fp32,"
         " (b*elems*e + params*e)/(beta_mem*eta_mem)) + tau;"
     )
     emit(
-        "collectives: ring 2*(p - 1)/p*n/beta + 2*(p - 1)*alpha, tree 2*log2(p)*alpha + 2*n/beta;"
+        "collectives: ring allreduce 2*(p - 1)/p * n/beta + 2*(p - 1)*alpha, tree 2*log2(p)*alpha + 2*n/beta,"
+        " ring all-gather / reduce-scatter (p - 1)/p * n/beta + (p - 1)*alpha, point-to-point alpha + n/beta;"
         " buckets of 25 MiB overlap backward."
     )
+    for note in f.notes:
+        emit(f"note: {note}")
