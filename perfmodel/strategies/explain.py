@@ -532,8 +532,8 @@ def _explain_mp(
     body = sp.Add(*terms.values())
     ends = [sp.Symbol(f"T_bwd_end_{d}", positive=True) for d in range(K)]
     if s.dp > 1:
-        per_node = max(1, min(s.dp, g // K)) if g > K else 1
-        group = Group(s.dp, per_node, sharing=g)
+        # a part's replicas are K ranks apart, as model_parallel places them
+        group = weight_group(Strategy(dp=s.dp, pp=K), g)
         end_max: Any = 0
         grad_units = hg.layer_values(ctx.cc.params) * GRAD_BYTES_PER_PARAM
         for d in range(K):
