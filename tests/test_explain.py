@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import sympy as sp
 
+from perfmodel.cli import main
+from perfmodel.errors import UsageError
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
+from perfmodel.network.builder import NetBuilder
+from perfmodel.network.graph import Network
 from perfmodel.strategies import parse_strategy
-from perfmodel.strategies.explain import explain_plan
-from perfmodel.strategies.predict import context
+from perfmodel.strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
+from perfmodel.strategies.predict import Context, _predict, context
+
+
+def _sym(f: StepFormula, name: str) -> sp.Symbol:
+    return next(s for s in f.all_values if str(s) == name)
+
+
+def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out, err = capsys.readouterr()
+    code = e.value.code
+    return int(code) if isinstance(code, int) else 1, out, err
 
 
 @pytest.mark.parametrize("model, gpus, spec, batch", [
@@ -28,8 +46,191 @@ def test_formula_equals_predict(model: str, gpus: int, spec: str, batch: int) ->
     names = {str(s) for s in f.values}
     if spec == "dp=8":
         assert {"b", "R", "beta_intra", "alpha_intra", "tau"} <= names
-        # the formula really depends on the link: doubling beta_intra cannot make it slower
-        total = f.total.subs(f.values)
-        faster = f.total.subs({**f.values, sp.Symbol("beta_intra", positive=True): 2 * f.values[
-            next(s for s in f.values if str(s) == "beta_intra")]})
-        assert float(faster) <= float(total)
+        # the formula really depends on the link: doubling beta_intra cannot make it slower, halving it
+        # makes the exposed gradient exchange longer
+        beta = f.values[_sym(f, "beta_intra")]
+        assert f.time_s({"beta_intra": 2 * beta}) <= f.iteration_time_s < f.time_s({"beta_intra": beta / 2})
+
+
+# -- filter / channel splits and hypergraph model parallelism --------------------------------
+MODELS = {"resnet50": 64, "vgg16": None, "tiny_cnn": None, "cosmoflow": 128}
+PROFILES = ("a100-80gb-dgx", "abci-v100-16gb", "v100-16gb-dgx1")
+SPECS = ("filter=2", "filter=4", "channel=2", "channel=4", "filter=4,dp=8", "channel=2,dp=4", "mp=2", "mp=2,dp=2")
+_CONTEXTS: dict[tuple[str, str], Context] = {}
+
+
+def _ctx(model: str, hw: str) -> Context:
+    key = (model, hw)
+    if key not in _CONTEXTS:
+        _CONTEXTS[key] = context(get_model(model, MODELS.get(model)), load_hardware(hw), "amp", "sgd")
+    return _CONTEXTS[key]
+
+
+def _degree(spec: str) -> int:
+    """The GPUs a spec uses (the product of its degrees)."""
+    return parse_strategy(spec).gpus
+
+
+# every (model, spec) pair, the profile rotating so each profile meets every model and spec
+SPLIT_CASES = [
+    (model, PROFILES[(i + j) % len(PROFILES)], spec)
+    for i, model in enumerate(MODELS)
+    for j, spec in enumerate(SPECS)
+]
+
+
+@pytest.mark.parametrize("model, hw, spec", SPLIT_CASES)
+def test_split_and_mp_formula_equals_predict(model: str, hw: str, spec: str) -> None:
+    gpus = _degree(spec)
+    f = explain_plan(_ctx(model, hw), parse_strategy(spec, gpus), 8 * gpus)
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+    assert sum(f.term_values.values()) == pytest.approx(f.iteration_time_s, rel=1e-12)
+    names = {str(s) for s in f.values}
+    # no breakdown entry enters as an opaque constant any more
+    assert not {f"T_{k}" for k in f.prediction.breakdown} & names
+    opaque = {n for n in names if n.startswith("T_")}
+    if spec.startswith("mp"):
+        # only the simulated quantities are numbers: the busiest GPU's idle time, the ends of backward
+        assert opaque and opaque <= {"T_idle_sim"} | {f"T_bwd_end_{d}" for d in range(2)}
+        assert "T_bwd_end_0" in opaque if "dp=" in spec else opaque == {"T_idle_sim"}
+        assert "simulated" in " ".join(f.notes) and "numerically" in " ".join(f.notes)
+        sends = f.terms.get("pipeline_p2p")
+        assert sends is not None and {"alpha_intra", "beta_intra"} <= {str(s) for s in sends.free_symbols}
+    else:
+        assert not opaque
+        mode = "channel" if spec.startswith("channel") else "filter"
+        comm = [k for k in f.terms if k.startswith(mode)]
+        assert comm, f.terms
+        for k in comm:
+            # a closed form in the link symbols, whose value is the breakdown's exchange time
+            assert {"b", "e", "M", "beta_intra", "alpha_intra"} <= {str(s) for s in f.terms[k].free_symbols}
+            assert f.term_values[k] == pytest.approx(f.prediction.breakdown[k], rel=1e-9)
+            assert "ring" in f.legend[k]
+    assert f.term_values.get("compute", 0.0) > 0
+
+
+def _two_convs(channels: int) -> Network:
+    """conv3x3 (3 -> c) then conv3x3 (c -> c) on 8x8: the second all-gathers the first's output."""
+    b = NetBuilder("two_convs", (3, 8, 8))
+    x = b.conv("input", channels, 3, padding=1, bias=False, name="conv0")
+    b.conv(x, channels, 3, padding=1, bias=False, name="conv1")
+    return b.build()
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_filter_allgather_worked_by_hand(n: int) -> None:
+    """One all-gather of conv0's output (C x H x W = 16 x 8 x 8 per sample) over n GPUs.
+
+    abci-v100-16gb has 4 GPUs per node: filter=4 gathers over NVLink, filter=8 over two
+    nodes (the ring runs at min(beta_intra, 4*beta_net) with the network's latency).
+    """
+    hw = load_hardware("abci-v100-16gb")
+    ctx = context(_two_convs(16), hw, "amp", "sgd")
+    batch = 16
+    f = explain_plan(ctx, parse_strategy(f"filter={n}", n), batch)
+    b, e, m = _sym(f, "b"), _sym(f, "e"), _sym(f, "M")
+    if n <= hw.gpus_per_node:
+        beta, alpha = _sym(f, "beta_intra"), _sym(f, "alpha_intra")
+    else:
+        beta = sp.Min(_sym(f, "beta_intra"), hw.gpus_per_node * _sym(f, "beta_net"))
+        alpha = _sym(f, "alpha_net")
+    C, H, W = 16, 8, 8
+    p = sp.Integer(n)
+    by_hand = m * ((p - 1) / p * b * C * H * W * e / beta + (p - 1) * alpha)
+    term = f.terms["filter_allgather"]
+    assert sp.simplify(term.subs(_sym(f, "N_ag_fwd"), C * H * W) - by_hand) == 0
+    # in numbers: 16 samples, 2-byte elements, the profile's effective link
+    lp = f.all_values
+    bw = lp[_sym(f, "beta_intra")] if n <= hw.gpus_per_node else min(
+        lp[_sym(f, "beta_intra")], hw.gpus_per_node * lp[_sym(f, "beta_net")])
+    lat = lp[_sym(f, "alpha_intra")] if n <= hw.gpus_per_node else lp[_sym(f, "alpha_net")]
+    assert lp[b] == batch and lp[e] == 2
+    seconds = (n - 1) / n * batch * C * H * W * 2 / bw + (n - 1) * lat
+    assert f.term_values["filter_allgather"] == pytest.approx(seconds, rel=1e-12)
+    assert float(term.subs(f.values)) == pytest.approx(seconds, rel=1e-12)  # plain sympy substitution too
+    assert f.prediction.breakdown["filter_allgather"] == pytest.approx(seconds, rel=1e-12)
+    # the gradient of the gathered copy goes back by a reduce-scatter of the same size
+    assert f.term_values["filter_reduce_scatter"] == pytest.approx(seconds, rel=1e-12)
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("model, hw, spec, symbol, scale", [
+    ("resnet50", "a100-80gb-dgx", "filter=4,dp=8", "beta_intra", 0.5),
+    ("resnet50", "a100-80gb-dgx", "filter=4,dp=8", "beta_net", 3.0),
+    ("vgg16", "abci-v100-16gb", "channel=2,dp=4", "beta_net", 0.25),
+    ("cosmoflow", "v100-16gb-dgx1", "channel=4", "beta_intra", 0.1),
+    ("tiny_cnn", "abci-v100-16gb", "filter=8", "beta_net", 0.5),
+    ("vgg16", "a100-80gb-dgx", "mp=2,dp=2", "beta_intra", 0.05),
+    ("cosmoflow", "abci-v100-16gb", "mp=4,dp=4,mb=4", "beta_intra", 0.2),
+    ("resnet50", "abci-v100-16gb", "mp=4,dp=4,mb=4", "beta_net", 4.0),
+])
+def test_what_if_equals_predict_on_changed_hardware(model: str, hw: str, spec: str, symbol: str,
+                                                    scale: float) -> None:
+    """Substituting another link bandwidth gives predict's time on a profile with that link
+    (mp plans re-run their simulated schedule on the closed forms)."""
+    gpus = _degree(spec)
+    ctx = _ctx(model, hw)
+    s = parse_strategy(spec, gpus)
+    f = explain_plan(ctx, s, 8 * gpus)
+    tier = "intra" if symbol == "beta_intra" else "inter"
+    hw2 = ctx.hw.what_if(**{f"{tier}_bandwidth_scale": scale})
+    expected = _predict(context(ctx.net, hw2, "amp", "sgd"), s, 8 * gpus, baseline=False).iteration_time_s
+    new = f.time_s({symbol: f.all_values[_sym(f, symbol)] * scale})
+    assert new == pytest.approx(expected, rel=1e-9)
+    assert new != pytest.approx(f.iteration_time_s, rel=1e-6)  # the link matters in each case
+    assert (new > f.iteration_time_s) == (scale < 1)
+    # and the profile's own values give the prediction back
+    assert f.time_s({}) == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+
+
+def test_what_if_changes_only_hardware_symbols() -> None:
+    f = explain_plan(_ctx("tiny_cnn", "a100-80gb-dgx"), parse_strategy("filter=4", 4), 32)
+    for bad in ({"b": 3.0}, {"N_ag_fwd": 1.0}, {"M": 2.0}):
+        with pytest.raises(UsageError, match="only hardware symbols"):
+            f.time_s(bad)
+    for value in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="positive finite"):
+            f.time_s({"beta_intra": value})
+    # a hardware symbol the formula does not contain changes nothing
+    assert "beta_net" not in {str(s) for s in f.values} and "beta_net" in HARDWARE_SYMBOLS
+    assert f.time_s({"beta_net": 1.0}) == pytest.approx(f.iteration_time_s, rel=1e-12)
+
+
+def test_cli_prints_closed_forms_and_what_if(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["explain", "resnet50", "--gpus", "8", "-s", "filter=4,dp=2", "--image-size", "64"]
+    code, out, err = _run(args + ["--set", "beta_intra=1.2e11"], capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("T_filter_allgather = "))
+    assert "beta_intra" in line and "alpha_intra" in line and "N_ag_fwd" in line
+    assert "T_filter_allgather = T_filter_allgather" not in out
+    assert "what-if beta_intra = 1.2e+11:" in out
+    code, out, err = _run(args + ["--set", "beta_intra=1.2e11", "--format", "json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    f = explain_plan(_ctx("resnet50", "a100-80gb-dgx"), parse_strategy("filter=4,dp=2", 8), 256)
+    assert doc["iteration_time_s"] == pytest.approx(doc["predict_iteration_time_s"], rel=1e-9)
+    assert doc["what_if"]["iteration_time_s"] == pytest.approx(f.time_s({"beta_intra": 1.2e11}), rel=1e-12)
+    assert doc["what_if"]["iteration_time_s"] > doc["iteration_time_s"]  # half the profile's 240 GB/s
+    assert "N_ag_fwd" in doc["symbols"] and doc["terms"]["filter_allgather"]["legend"]
+
+
+def test_cli_mp_says_the_schedule_is_simulated(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["explain", "tiny_cnn", "--gpus", "4", "-s", "mp=2,dp=2", "--set", "alpha_intra=1e-3"],
+                          capsys)
+    assert code == 0, err
+    assert "critical path is simulated" in out and "T_pipeline_bubble = T_idle_sim" in out
+    assert next(x for x in out.splitlines() if x.startswith("T_pipeline_p2p = ")).count("alpha_intra") == 1
+
+
+@pytest.mark.parametrize("value, message", [
+    ("beta_intr=1e11", "unknown symbol 'beta_intr' (did you mean beta_intra"),
+    ("b=4", "unknown symbol 'b'"),
+    ("beta_intra", "expected NAME=VALUE"),
+    ("beta_intra=fast", "'fast' is not a number"),
+    ("beta_intra=0", "positive finite"),
+    ("beta_intra=nan", "positive finite"),
+])
+def test_cli_bad_set_is_a_usage_error(value: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["explain", "tiny_cnn", "--gpus", "4", "-s", "filter=4", "--set", value], capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err
