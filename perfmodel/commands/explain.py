@@ -85,11 +85,12 @@ def explain_cmd(
     """Print the step time of a plan as a sympy formula with each term named and valued.
 
     The value is the formula evaluated at the profile's numbers; it equals `predict`'s.
-    Communication is in closed form in the link symbols for every kind of plan: collectives
-    of data, filter and channel splits (grouped per collective, with the summed elements per
-    sample as a symbol), pipeline and model-parallel point-to-point messages. An mp=K plan's
-    schedule is simulated, so its idle time is evaluated numerically (and re-simulated by
-    --set); spatial halo exchange and parameter-server exchanges are named constants.
+    Communication is a closed form in the link symbols: the collectives of data, filter and
+    channel plans (a split's exchanges grouped per collective, their summed elements per
+    sample a symbol) and the point-to-point messages of pipeline and mp plans. An mp=K
+    plan's schedule is simulated, so its idle time is evaluated numerically (and
+    re-simulated by --set); spatial halo exchange and parameter-server exchanges are still
+    named constants.
     """
     what_if = _parse_set(changes)
     if batch_per_gpu is None and global_batch is None:
