@@ -13,6 +13,7 @@ from perfmodel.network import compile_counts, get_model
 from perfmodel.network.builder import NetBuilder
 from perfmodel.network.graph import Network
 from perfmodel.network.zoo.cosmoflow import cosmoflow
+from perfmodel.partition.hypergraph import build_hypergraph
 from perfmodel.strategies.channels import price_channel_split, split_plan
 from perfmodel.strategies.predict import Context, context, predict, price
 from perfmodel.strategies.spatial import halo_elems
@@ -165,6 +166,70 @@ def test_depthwise_convolution_needs_no_gather() -> None:
     depthwise = [la.name for la in net.layers
                  if la.kind == "conv" and la.groups == la.in_shape[0] > 1]
     assert depthwise and not gathered_by & set(depthwise)
+
+
+# -- one split for filter parallelism and the hypergraph partitioner ---------------------------
+def odd_channels() -> Network:
+    """Channel counts n does not divide: 6 channels over 4 GPUs are 2, 2, 2 and none."""
+    b = NetBuilder("odd", (3, 8, 8))
+    x = b.act(b.bn(b.conv("input", 6, 3, padding=1, name="conv0"), name="bn0"), "relu", name="relu0")
+    y = b.conv(x, 10, 1, name="conv1")
+    x = b.concat([x, y], name="cat")
+    b.linear(b.flatten(b.adaptive_avgpool(x, 1, name="pool"), name="flat"), 5, name="fc")
+    return b.build()
+
+
+@pytest.mark.parametrize("model", ["resnet50", "googlenet", "mobilenet_v2", "vgg16", "odd"])
+@pytest.mark.parametrize("n", [2, 4])
+def test_partitioner_units_are_the_filter_shares(model: str, n: int) -> None:
+    """The channel units the partitioner cuts a layer into are the GPUs' shares under filter=n."""
+    net = odd_channels() if model == "odd" else get_model(model)
+    plan = split_plan(net, "filter", n)
+    hg = build_hypergraph(net, load_hardware(HW), "amp", "channel", groups=n)
+    units: dict[int, list[int]] = {}
+    for u, i in enumerate(hg.unit_layer.tolist()):
+        units.setdefault(i, []).append(u)
+    for i, layer in enumerate(net.layers):
+        mine = units[i]
+        got = [hg.unit_channels[u] for u in mine]
+        # the same channels per unit, in order, as the GPUs' non-empty shares
+        assert got == [p for p in plan.shares[i].parts if p], layer.name
+        assert sum(hi - lo for share in got for lo, hi in share) == layer.out_shape[0]  # they tile the layer
+        # what filter=n prices the layer at is its largest unit's fraction
+        largest = max(float(hg.unit_share[u]) for u in mine)
+        assert plan.f_out[i] == pytest.approx(largest, rel=1e-12), layer.name
+        assert plan.held[layer.name] == pytest.approx(largest, rel=1e-12), layer.name
+        assert (len(mine) == 1) == (layer.name in plan.replicated), layer.name
+        if layer.kind in ("conv", "linear") and layer.groups == 1:
+            # a convolution or linear layer: contiguous blocks of ceil(C/n) channels
+            c = layer.out_shape[0]
+            b = math.ceil(c / n)
+            assert got == [((lo, min(c, lo + b)),) for lo in range(0, c, b)], layer.name
+
+    # filter=n all-gathers a split tensor exactly when a reader of it needs every one of its units
+    reads_all: set[str] = set()
+    for k in range(hg.num_nets):
+        pins = hg.net_pins(k)
+        producer = int(hg.unit_layer[pins[0]])
+        readers = hg.unit_layer[pins[1:]].tolist()
+        if len(units[producer]) > 1 and any(len(units[r]) > 1 and readers.count(r) == len(units[r]) for r in readers):
+            reads_all.add(net.layers[producer].name)
+    assert reads_all == {x.tensor for x in plan.exchanges if x.op == "allgather"}
+
+
+def test_depthwise_units_read_only_their_own_share() -> None:
+    net = get_model("mobilenet_v2")
+    hg = build_hypergraph(net, load_hardware(HW), "amp", "channel", groups=4)
+    depthwise = {i for i, la in enumerate(net.layers) if la.kind == "conv" and la.groups == la.in_shape[0] > 1}
+    checked = 0
+    for k in range(hg.num_nets):
+        pins = hg.net_pins(k)
+        into_dw = [int(u) for u in pins[1:] if int(hg.unit_layer[u]) in depthwise]
+        if into_dw:
+            # one depthwise unit per input share: the same channels, no gather
+            assert len(into_dw) == 1 and hg.unit_channels[into_dw[0]] == hg.unit_channels[int(pins[0])]
+            checked += 1
+    assert checked == 4 * len(depthwise)
 
 
 # -- errors ------------------------------------------------------------------------------------

@@ -118,15 +118,18 @@ def test_channel_hypergraph_splits_layers() -> None:
         "b[2:4]",
         "add[0:2]",
         "add[2:4]",
-        "flat",
+        "flat[0:128]",  # filter parallelism's flatten keeps its input's split: channels 0:2 x 8 x 8
+        "flat[128:256]",
         "fc[0:5]",
         "fc[5:10]",
     )
     pins = {hg.net_names[i]: hg.net_pins(i).tolist() for i in range(hg.num_nets)}
     assert pins["a[0:2]"] == [0, 2]  # relu is channel-wise: group 0 reads group 0 only
     assert pins["r[2:4]"] == [3, 4, 5, 7]  # conv b mixes channels: both its groups read it
-    assert pins["flat"] == [8, 9, 10]
+    assert pins["add[2:4]"] == [7, 9]  # flatten follows its input's groups
+    assert pins["flat[0:128]"] == [8, 10, 11]  # the linear layer reads every group
     assert hg.net_bytes[hg.net_names.index("a[0:2]")] == 2 * 2 * 64 * 2
+    assert hg.net_bytes[hg.net_names.index("flat[128:256]")] == 2 * 128 * 2
     # splitting keeps every layer's time and every unit is a piece of one layer
     assert hg.unit_seconds.sum() == pytest.approx(layer.unit_seconds.sum())
     assert sorted(set(hg.unit_layer.tolist())) == list(range(6))

@@ -11,7 +11,7 @@ from ..cost.compute import layer_times
 from ..errors import UsageError
 from ..hardware import Hardware
 from ..network import Network, compile_counts
-from ..network.layers import MATMUL_KINDS, Layer
+from ..network.channel_split import Share, channel_split
 from ..units import BYTES_PER_ELEMENT
 
 __all__ = [
@@ -23,8 +23,8 @@ __all__ = [
     "channel_groups_for",
 ]
 
-#: ``layer``: one vertex per layer; ``channel``: convolution and linear layers (and the
-#: channel-wise layers that follow them) cut into groups of output channels.
+#: ``layer``: one vertex per layer; ``channel``: every layer that filter parallelism over
+#: ``groups`` GPUs splits is cut into those GPUs' shares of its output channels.
 GRANULARITIES = ("layer", "channel")
 
 #: Samples at which unit compute times are taken (then divided by it: seconds per sample).
@@ -35,25 +35,9 @@ WEIGHT_BATCH = 32
 #: Integer vertex weights for the partitioner sum to about this (KaHyPar takes integers).
 WEIGHT_SCALE = 1_000_000
 
-#: Layer kinds that act on each channel separately: a channel group of them needs only the
-#: same channel group of its inputs.
-_CHANNELWISE = frozenset(
-    {
-        "batchnorm",
-        "act",
-        "dropout",
-        "maxpool",
-        "avgpool",
-        "adaptive_avgpool",
-        "add",
-        "mul",
-        "upsample",
-    }
-)
-
-
 def channel_groups_for(parts: int) -> int:
-    """Channel groups per layer at ``channel`` granularity for ``parts`` parts (2 per part)."""
+    """Channel groups per layer at ``channel`` granularity for ``parts`` parts (2 per part): the
+    shares of filter parallelism over twice as many GPUs, so KaHyPar can balance a layer."""
     return 2 * parts
 
 
@@ -64,10 +48,10 @@ class Hypergraph:
     Net ``i`` has pins ``pins[offsets[i]:offsets[i + 1]]``; its first pin is the unit
     that produces the tensor, the others read it. A net carries ``net_bytes[i]`` bytes per
     sample between the parts it spans: the activation forward and its gradient backward,
-    ``2 x elements x bytes per element``. ``unit_share`` is the fraction of its layer's
-    output channels a unit computes (1 at layer granularity). Tensors read by no other unit
-    (the network's output) and the network input (each part reads it from the host) are not
-    nets.
+    ``2 x elements x bytes per element``. ``unit_channels`` are the output channels a unit
+    computes (its :data:`~perfmodel.network.channel_split.Share`) and ``unit_share`` their
+    fraction of its layer's (1 at layer granularity). Tensors read by no other unit (the
+    network's output) and the network input (each part reads it from the host) are not nets.
     """
 
     model: str
@@ -84,6 +68,7 @@ class Hypergraph:
     pins: np.ndarray
     net_elems: np.ndarray
     net_bytes: np.ndarray
+    unit_channels: tuple[Share, ...] = ()
 
     @property
     def num_units(self) -> int:
@@ -114,21 +99,6 @@ class Hypergraph:
         return float(self.unit_seconds.sum())
 
 
-def _ranges(channels: int, groups: int) -> tuple[tuple[int, int], ...]:
-    """``groups`` contiguous channel ranges as equal as ``channels`` allows."""
-    g = max(1, min(groups, channels))
-    edges = [channels * i // g for i in range(g + 1)]
-    return tuple((edges[i], edges[i + 1]) for i in range(g))
-
-
-def _is_depthwise(layer: Layer) -> bool:
-    return (
-        layer.kind == "conv"
-        and layer.groups > 1
-        and layer.groups == layer.in_shape[0] == layer.out_shape[0]
-    )
-
-
 def build_hypergraph(
     net: Network,
     hw: Hardware,
@@ -138,12 +108,13 @@ def build_hypergraph(
 ) -> Hypergraph:
     """The hypergraph of ``net`` at ``granularity`` with compute times on ``hw`` at ``precision``.
 
-    At ``channel`` granularity every convolution and linear layer is cut into up to
-    ``groups`` groups of output channels; a channel-wise layer (batch-norm, activation,
-    pooling, add, ...) takes the groups of its first input, and its group ``j`` reads only
-    group ``j`` of each input split the same way. A layer that mixes channels (convolution,
-    linear, concat, flatten) reads every group of its inputs. A unit's time is its layer's
-    time times its share of the output channels.
+    At ``channel`` granularity the units of a layer are filter parallelism's per-GPU shares of
+    its output channels over ``groups`` GPUs, :func:`~perfmodel.network.channel_split.channel_split`
+    (empty shares dropped): convolution and linear layers in ``ceil(F/groups)`` channel blocks,
+    layers acting per channel (batch norm, activation, pooling, add, ...) and evenly grouped
+    (depthwise) convolutions in the shares of their input, part ``j`` reading only part ``j``
+    of it; a layer that mixes channels reads every unit of its inputs. A unit's time is its
+    layer's time times its share of the output channels.
     """
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
@@ -156,39 +127,31 @@ def build_hypergraph(
     lt = layer_times(cc, hw, precision, WEIGHT_BATCH)
     per_sample = (lt.fwd + lt.bwd) / WEIGHT_BATCH
     e = BYTES_PER_ELEMENT[precision]
+    splits = channel_split(net, g)
 
-    # channel ranges per layer, and the first unit of each layer
-    ranges: list[tuple[tuple[int, int], ...]] = []
-    by_name: dict[str, int] = {}
-    for i, layer in enumerate(net.layers):
-        c = layer.out_shape[0]
-        if g == 1:
-            r: tuple[tuple[int, int], ...] = ((0, c),)
-        elif layer.kind in MATMUL_KINDS and not _is_depthwise(layer):
-            r = _ranges(c, g)
-        elif (layer.kind in _CHANNELWISE or _is_depthwise(layer)) and layer.inputs[0] != "input":
-            src = ranges[by_name[layer.inputs[0]]]
-            r = src if src[-1][1] == c else ((0, c),)
-        else:
-            r = ((0, c),)
-        ranges.append(r)
-        by_name[layer.name] = i
-    first = np.concatenate([[0], np.cumsum([len(r) for r in ranges])]).astype(int)
-
+    # the units of each layer: its non-empty parts (part index, channels)
     names: list[str] = []
     unit_layer: list[int] = []
     share: list[float] = []
-    for i, layer in enumerate(net.layers):
-        c = layer.out_shape[0]
-        for lo, hi in ranges[i]:
-            names.append(layer.name if len(ranges[i]) == 1 else f"{layer.name}[{lo}:{hi}]")
+    channels: list[Share] = []
+    unit_of: list[dict[int, int]] = []  # per layer: part index -> unit
+    for i, (layer, ls) in enumerate(zip(net.layers, splits, strict=True)):
+        mine: dict[int, int] = {}
+        live = [j for j in range(len(ls.parts)) if ls.parts[j]]
+        for j in live:
+            mine[j] = len(names)
+            label = ",".join(f"{lo}:{hi}" for lo, hi in ls.parts[j])
+            names.append(layer.name if len(live) == 1 else f"{layer.name}[{label}]")
             unit_layer.append(i)
-            share.append((hi - lo) / c)
+            share.append(ls.size(j) / ls.channels)
+            channels.append(ls.parts[j])
+        unit_of.append(mine)
 
-    def aligned(consumer: int, producer: int) -> bool:
-        layer = net.layers[consumer]
-        channelwise = layer.kind in _CHANNELWISE or _is_depthwise(layer)
-        return channelwise and len(ranges[consumer]) > 1 and ranges[consumer] == ranges[producer]
+    def aligned(reader: int, tensor: str) -> bool:
+        """Whether part j of layer ``reader`` reads only part j of ``tensor`` (every time it reads it)."""
+        layer = net.layers[reader]
+        flags = [a for t, a in zip(layer.inputs, splits[reader].aligned, strict=True) if t == tensor]
+        return all(flags)
 
     net_names: list[str] = []
     offsets = [0]
@@ -199,19 +162,18 @@ def build_hypergraph(
         readers = sorted(set(consumers[layer.name]))
         if not readers:
             continue
-        c = layer.out_shape[0]
-        per_channel = layer.out_elems // c
-        for j, (lo, hi) in enumerate(ranges[i]):
-            members = [int(first[i] + j)]
+        per_channel = layer.out_elems // layer.out_shape[0]
+        for j, u in unit_of[i].items():
+            members = [u]
             for k in readers:
-                if aligned(k, i):
-                    members.append(int(first[k] + j))
+                if aligned(k, layer.name):
+                    members.append(unit_of[k][j])
                 else:
-                    members.extend(range(int(first[k]), int(first[k + 1])))
-            net_names.append(names[first[i] + j])
+                    members.extend(unit_of[k].values())
+            net_names.append(names[u])
             pins.extend(members)
             offsets.append(len(pins))
-            elems.append(per_channel * (hi - lo))
+            elems.append(per_channel * splits[i].size(j))
 
     layer_of = np.asarray(unit_layer, dtype=int)
     share_arr = np.asarray(share, dtype=float)
@@ -234,4 +196,5 @@ def build_hypergraph(
         pins=np.asarray(pins, dtype=np.int64),
         net_elems=net_elems,
         net_bytes=(2 * net_elems * e).astype(float),
+        unit_channels=tuple(channels),
     )

@@ -11,9 +11,10 @@ import numpy as np
 from ..cost.collectives import allgather, allreduce, reduce_scatter
 from ..cost.compute import GRAD_BYTES_PER_PARAM, layer_times
 from ..errors import StrategyError
+from ..network.channel_split import LayerSplit, channel_split
 from ..network.counts import _saved_storages
 from ..network.graph import Network
-from ..network.layers import MATMUL_KINDS, Layer, numel
+from ..network.layers import MATMUL_KINDS, numel
 from .data import BUCKET_BYTES, overlapped_exchange
 from .memory import (
     input_batch_bytes,
@@ -59,7 +60,8 @@ class SplitPlan:
     writes (``f_out``), of its FLOPs it does (``f_work``) and of its parameters it holds
     (``f_par``); which tensors are split (each GPU holds a contiguous block of
     ``ceil(C/n)`` of their ``C`` channels) and the fraction held of every tensor; the
-    exchanges; and the layers that run replicated on every GPU of the group.
+    exchanges; the layers that run replicated on every GPU of the group; and ``shares``, the
+    channels of every layer each GPU computes (:func:`~perfmodel.network.channel_split.channel_split`).
     """
 
     mode: str
@@ -72,6 +74,7 @@ class SplitPlan:
     gathered: dict[str, int] = field(default_factory=dict)
     exchanges: list[Exchange] = field(default_factory=list)
     replicated: list[str] = field(default_factory=list)
+    shares: tuple[LayerSplit, ...] = ()
 
 
 def _part(c: int, n: int) -> float:
@@ -79,32 +82,31 @@ def _part(c: int, n: int) -> float:
     return math.ceil(c / n) / c
 
 
-def _aligned_groups(layer: Layer, n: int) -> bool:
-    """A grouped convolution whose groups split evenly over the GPUs needs no exchange: each
-    GPU's output channels read only its own input channels (depthwise convolutions)."""
-    return layer.kind != "linear" and layer.groups > 1 and layer.groups % n == 0
-
-
 def split_plan(net: Network, mode: str, n: int) -> SplitPlan:
     """Walk the layers in order, tracking which tensors are split, and list the exchanges.
 
-    Filter (ParaDL's filter parallelism): a convolution or linear layer needs its whole
-    input; if the input is split it is all-gathered first (once per tensor, shared by all
-    its readers) and the gradient of the gathered copy is reduce-scattered back in the
-    backward pass. It computes ``ceil(F/n)`` of its ``F`` output channels, so its output is
-    split. Channel: a convolution or linear layer reads its block of input channels (a free
-    local slice of a replicated tensor) and produces a partial sum of its whole output,
-    all-reduced to every GPU; in the backward pass each GPU computes the input gradient of
-    its own channels, all-gathered where the tensor is replicated upstream. Other layers
-    (batch norm, activations, pooling, add, concat, ...) act per channel: they run on the
-    split tensor if any input is split (a replicated operand is sliced), else replicated.
+    Which layers are split and the channels each GPU holds are
+    :func:`~perfmodel.network.channel_split.channel_split`'s (the hypergraph partitioner's
+    channel units are the same shares). Filter (ParaDL's filter parallelism): a convolution
+    or linear layer needs its whole input; if the input is split it is all-gathered first
+    (once per tensor, shared by all its readers) and the gradient of the gathered copy is
+    reduce-scattered back in the backward pass. It computes ``ceil(F/n)`` of its ``F`` output
+    channels, so its output is split. Channel: a convolution or linear layer reads its block
+    of input channels (a free local slice of a replicated tensor) and produces a partial sum
+    of its whole output, all-reduced to every GPU; in the backward pass each GPU computes the
+    input gradient of its own channels, all-gathered where the tensor is replicated upstream.
+    Other layers (batch norm, activations, pooling, add, concat, ...) act per channel: they
+    run on the split tensor if any input is split (a replicated operand is sliced), else
+    replicated; a grouped convolution whose groups split evenly over the GPUs (depthwise)
+    runs on the split tensor too.
     """
     if mode not in BREAKDOWN_KEYS:
         raise StrategyError(f"unknown layer split '{mode}' (valid: {', '.join(BREAKDOWN_KEYS)})")
     layers = net.layers
     n_layers = len(layers)
     ones = np.ones(n_layers)
-    plan = SplitPlan(mode, n, ones.copy(), ones.copy(), ones.copy(), ones.copy(), {"input": 1.0})
+    shares = channel_split(net, n, split_matmul=mode == "filter")
+    plan = SplitPlan(mode, n, ones.copy(), ones.copy(), ones.copy(), ones.copy(), {"input": 1.0}, shares=shares)
     if n == 1:  # no split: plain data parallelism
         plan.held.update((layer.name, 1.0) for layer in layers)
         return plan
@@ -118,31 +120,31 @@ def split_plan(net: Network, mode: str, n: int) -> SplitPlan:
             sliced_full.add(t)
             plan.exchanges.append(Exchange(i, "bwd", "allgather", t, numel(net.shape_of(t))))
 
-    for i, layer in enumerate(layers):
+    for i, (layer, share) in enumerate(zip(layers, shares, strict=True)):
         c_out = layer.out_shape[0]
-        if layer.kind in MATMUL_KINDS and not _aligned_groups(layer, n):
-            if mode == "filter":
-                if c_out < n:
-                    raise StrategyError(
-                        f"filter={n} exceeds the {c_out} output channels of {layer.name} "
-                        f"(valid: filter <= {c_out})"
-                    )
-                f = _part(c_out, n)
-                plan.f_in[i], plan.f_out[i], plan.f_work[i], plan.f_par[i] = 1.0, f, f, f
-                for t in layer.inputs:
-                    if split[t] and t not in plan.gathered:
-                        plan.gathered[t] = i
-                        elems = numel(net.shape_of(t))
-                        plan.exchanges.append(Exchange(i, "fwd", "allgather", t, elems))
-                        plan.exchanges.append(Exchange(i, "bwd", "reduce_scatter", t, elems))
-                    elif not split[t] and t != "input" and t not in sliced_full:
-                        # a replicated input: every GPU adds a partial input gradient
-                        sliced_full.add(t)
-                        elems = numel(net.shape_of(t))
-                        plan.exchanges.append(Exchange(i, "bwd", "allreduce", t, elems))
-                split[layer.name] = True
-                plan.held[layer.name] = f
-                continue
+        if share.role == "own":  # filter: ceil(F/n) output channels from the whole input
+            if c_out < n:
+                raise StrategyError(
+                    f"filter={n} exceeds the {c_out} output channels of {layer.name} "
+                    f"(valid: filter <= {c_out})"
+                )
+            f = share.largest_fraction
+            plan.f_in[i], plan.f_out[i], plan.f_work[i], plan.f_par[i] = 1.0, f, f, f
+            for t in layer.inputs:
+                if split[t] and t not in plan.gathered:
+                    plan.gathered[t] = i
+                    elems = numel(net.shape_of(t))
+                    plan.exchanges.append(Exchange(i, "fwd", "allgather", t, elems))
+                    plan.exchanges.append(Exchange(i, "bwd", "reduce_scatter", t, elems))
+                elif not split[t] and t != "input" and t not in sliced_full:
+                    # a replicated input: every GPU adds a partial input gradient
+                    sliced_full.add(t)
+                    elems = numel(net.shape_of(t))
+                    plan.exchanges.append(Exchange(i, "bwd", "allreduce", t, elems))
+            split[layer.name] = True
+            plan.held[layer.name] = f
+            continue
+        if layer.kind in MATMUL_KINDS and not share.split:  # channel: split by input channels
             c_in = layer.in_shape[0]
             if c_in < n:
                 if all(t == "input" for t in layer.inputs):
@@ -164,24 +166,15 @@ def split_plan(net: Network, mode: str, n: int) -> SplitPlan:
             split[layer.name] = False
             plan.held[layer.name] = 1.0
             continue
-        if layer.kind in MATMUL_KINDS:  # grouped convolution, groups split evenly
-            f, is_split = _part(layer.groups, n), True
-        elif any(split[t] for t in layer.inputs):
-            is_split = True
-            if layer.kind == "flatten":
-                f = plan.held[layer.inputs[0]]
-            elif layer.kind == "concat":
-                f = sum(math.ceil(s[0] / n) for s in layer.in_shapes) / c_out
-            else:
-                f = _part(c_out, n)
-        else:
-            f, is_split = 1.0, False
-            plan.replicated.append(layer.name)
-        if is_split:
+        if share.split:  # per channel on the split tensor (or an evenly grouped convolution)
+            f = share.largest_fraction
             for t in layer.inputs:
                 slice_back(t, i)
+        else:
+            f = 1.0
+            plan.replicated.append(layer.name)
         plan.f_in[i] = plan.f_out[i] = plan.f_work[i] = plan.f_par[i] = f
-        split[layer.name] = is_split
+        split[layer.name] = share.split
         plan.held[layer.name] = f
     return plan
 

@@ -1,0 +1,134 @@
+"""How every layer's output channels split into n parts: filter parallelism's per-GPU shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .graph import Network
+from .layers import MATMUL_KINDS, Layer, numel
+
+__all__ = ["Share", "LayerSplit", "blocks", "aligned_groups", "channel_split"]
+
+#: The output channels of one part of a layer: disjoint ``(lo, hi)`` intervals, in order (one
+#: interval except for a concatenation, whose part takes part ``j`` of each input).
+Share = tuple[tuple[int, int], ...]
+
+
+def blocks(channels: int, n: int) -> tuple[Share, ...]:
+    """``n`` contiguous blocks of ``ceil(channels / n)`` channels, the last ones short or empty.
+
+    Part ``j`` holds ``[j * b, min(channels, (j + 1) * b))`` with ``b = ceil(channels / n)``:
+    6 channels over 4 parts are ``0:2, 2:4, 4:6`` and an empty fourth part.
+    """
+    b = -(-channels // n)
+    return tuple(((lo, min(channels, lo + b)),) if lo < channels else () for lo in range(0, n * b, b))
+
+
+def aligned_groups(layer: Layer, n: int) -> bool:
+    """A grouped convolution whose groups split evenly over ``n`` parts: part ``j`` of its output
+    reads only part ``j`` of its input (depthwise convolutions), so it follows its input's split."""
+    return layer.kind in MATMUL_KINDS and layer.kind != "linear" and layer.groups > 1 and layer.groups % n == 0
+
+
+@dataclass(frozen=True)
+class LayerSplit:
+    """How one layer's output channels split into ``n`` parts.
+
+    ``role`` is ``own`` (a convolution or linear layer that computes its own ``blocks`` of
+    output channels from its whole input: filter parallelism), ``follow`` (a layer acting per
+    channel, or a grouped convolution with :func:`aligned_groups`: its part ``j`` is computed
+    from part ``j`` of its split inputs) or ``whole`` (not split: one part, every channel).
+    ``parts`` has ``n`` shares when split (some may be empty), else one. ``aligned[i]`` says
+    whether part ``j`` reads only part ``j`` of input ``i``; otherwise it reads all of it.
+    """
+
+    role: str
+    channels: int
+    parts: tuple[Share, ...]
+    aligned: tuple[bool, ...]
+
+    @property
+    def split(self) -> bool:
+        return self.role != "whole"
+
+    def size(self, j: int) -> int:
+        """Channels in part ``j``."""
+        return sum(hi - lo for lo, hi in self.parts[j])
+
+    @property
+    def largest_fraction(self) -> float:
+        """The fraction of the channels the largest part holds (``ceil(C/n)/C`` for ``blocks``)."""
+        return max(self.size(j) for j in range(len(self.parts))) / self.channels
+
+
+def _whole(layer: Layer) -> LayerSplit:
+    c = layer.out_shape[0]
+    return LayerSplit("whole", c, (((0, c),),), (False,) * len(layer.inputs))
+
+
+def channel_split(net: Network, n: int, split_matmul: bool = True) -> tuple[LayerSplit, ...]:
+    """The split of every layer of ``net`` over ``n`` parts, in layer order.
+
+    * A convolution or linear layer computes ``blocks(F, n)`` of its ``F`` output channels
+      from its whole input (``own``), unless ``split_matmul`` is false (channel parallelism:
+      its output is whole); a grouped convolution with :func:`aligned_groups` instead follows
+      its input, part ``j`` from input part ``j``, and is split either way.
+    * Any other layer is split when one of its inputs is, and follows it: a layer acting per
+      channel (batch norm, activation, pooling, add, mul, dropout, upsample) takes the parts
+      of its first split input; a flatten takes its input's parts, channel ``c`` becoming the
+      features ``c * HW .. (c + 1) * HW``; a concatenation's part ``j`` is part ``j`` of each
+      input (the ``blocks`` of an input that is not split), at that input's offset.
+    * Layers that read only tensors that are not split are whole.
+
+    With ``n == 1`` every layer is whole.
+    """
+    out: list[LayerSplit] = []
+    by_name: dict[str, LayerSplit] = {}
+
+    def parts_of(t: str, channels: int) -> tuple[Share, ...]:
+        s = by_name.get(t)
+        return s.parts if s is not None and s.split else blocks(channels, n)
+
+    def is_split(t: str) -> bool:
+        s = by_name.get(t)
+        return s is not None and s.split
+
+    for layer in net.layers:
+        c = layer.out_shape[0]
+        ins = layer.inputs
+        if n == 1:
+            ls = _whole(layer)
+        elif aligned_groups(layer, n):
+            mine = blocks(c, n)
+            src = blocks(layer.in_shape[0], n)
+            ls = LayerSplit("follow", c, mine, tuple(is_split(t) and by_name[t].parts == src for t in ins))
+        elif layer.kind in MATMUL_KINDS:
+            ls = LayerSplit("own", c, blocks(c, n), (False,) * len(ins)) if split_matmul else _whole(layer)
+        elif not any(is_split(t) for t in ins):
+            ls = _whole(layer)
+        elif layer.kind == "concat":
+            parts: list[Share] = []
+            for j in range(n):
+                share: list[tuple[int, int]] = []
+                offset = 0
+                for t, shape in zip(ins, layer.in_shapes, strict=True):
+                    share.extend((offset + lo, offset + hi) for lo, hi in parts_of(t, shape[0])[j])
+                    offset += shape[0]
+                parts.append(tuple(share))
+            ls = LayerSplit("follow", c, tuple(parts), tuple(is_split(t) for t in ins))
+        elif layer.kind == "flatten":
+            per = numel(layer.in_shape) // layer.in_shape[0]
+            src_parts = parts_of(ins[0], layer.in_shape[0])
+            scaled = tuple(tuple((lo * per, hi * per) for lo, hi in share) for share in src_parts)
+            ls = LayerSplit("follow", c, scaled, (True,))
+        else:
+            first = next(t for t in ins if is_split(t))
+            src_parts = parts_of(first, c)
+            if by_name[first].channels != c:  # not a per-channel layer after all: its own blocks
+                src_parts = blocks(c, n)
+            ls = LayerSplit(
+                "follow", c, src_parts, tuple(is_split(t) and by_name[t].parts == src_parts for t in ins)
+            )
+        out.append(ls)
+        by_name[layer.name] = ls
+    return tuple(out)
