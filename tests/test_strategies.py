@@ -15,7 +15,12 @@ from perfmodel.errors import BatchSplitError, StrategyError
 from perfmodel.network import NetBuilder, get_model
 from perfmodel.strategies import parse_strategy, predict
 from perfmodel.strategies.data import overlapped_exchange, parameter_server
-from perfmodel.strategies.pipeline import brute_force_partition, partition_min_max, pipeline_timing
+from perfmodel.strategies.pipeline import (
+    brute_force_partition,
+    partition_min_max,
+    partition_with_cut_costs,
+    pipeline_timing,
+)
 from perfmodel.strategies.spatial import choose_decomposition, halo_elems, halo_widths
 
 
@@ -185,6 +190,37 @@ def test_pipeline_memory_gpipe_vs_1f1b() -> None:
     o = predict("vgg16", 8, "pp=8,mb=32,schedule=1f1b", global_batch=256)
     assert g.iteration_time_s == pytest.approx(o.iteration_time_s)
     assert o.memory["activations"] < g.memory["activations"]
+
+
+def _bottleneck_with_cuts(costs: list[float], cuts: list[float], balance: tuple[int, ...]) -> float:
+    b = [0, *itertools.accumulate(balance)]
+    n = len(costs)
+    return max(sum(costs[b[i]:b[i + 1]]) + (cuts[b[i] - 1] if b[i] > 0 else 0.0)
+               + (cuts[b[i + 1] - 1] if b[i + 1] < n else 0.0) for i in range(len(balance)))
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(st.data())
+def test_partition_with_cut_costs_is_a_valid_split_and_exact_without_cut_costs(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 12))
+    parts = data.draw(st.integers(1, n))
+    costs = data.draw(st.lists(st.floats(0, 10), min_size=n, max_size=n))
+    cuts = data.draw(st.lists(st.floats(0, 10), min_size=n - 1, max_size=n - 1))
+    bal = partition_with_cut_costs(costs, cuts, parts)
+    assert bal is not None and len(bal) == parts and sum(bal) == n and min(bal) >= 1
+    free = partition_with_cut_costs(costs, [0.0] * (n - 1), parts)
+    assert free is not None
+    assert _bottleneck_with_cuts(costs, [0.0] * (n - 1), free) == pytest.approx(
+        brute_force_partition(costs, parts), rel=1e-9, abs=1e-12)
+
+
+def test_partition_with_cut_costs_avoids_an_expensive_cut() -> None:
+    # six equal links in two stages: the balanced cut (after link 3) would cost 9 to both stages
+    assert partition_min_max([1.0] * 6, 2) == (3, 3)
+    assert partition_with_cut_costs([1.0] * 6, [0, 0, 9, 0, 0], 2) in {(2, 4), (4, 2)}
+    assert partition_with_cut_costs([1.0] * 6, [0, 10, 9, 0, 0], 2) == (4, 2)
+    with pytest.raises(ValueError, match=r"shorter than intended partitions \(2 < 3\)"):
+        partition_with_cut_costs([1.0, 1.0], [0.0], 3)
 
 
 def test_input_batch_memory_by_hand() -> None:

@@ -10,7 +10,13 @@ import numpy as np
 #: A sequence of floats or a numpy array of them.
 FloatSeq = Sequence[float] | np.ndarray
 
-__all__ = ["partition_min_max", "brute_force_partition", "PipelineTiming", "pipeline_timing"]
+__all__ = [
+    "partition_min_max",
+    "partition_with_cut_costs",
+    "brute_force_partition",
+    "PipelineTiming",
+    "pipeline_timing",
+]
 
 
 def _greedy(costs: np.ndarray, bound: float, parts: int) -> list[int] | None:
@@ -62,6 +68,79 @@ def partition_min_max(costs: FloatSeq, parts: int) -> tuple[int, ...]:
         lengths = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
         j = max(range(len(lengths)), key=lambda k: lengths[k])
         bounds.insert(j + 1, bounds[j] + 1)
+    return tuple(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
+
+
+def _greedy_cuts(prefix: np.ndarray, leave: np.ndarray, bound: float, parts: int) -> list[int] | None:
+    """Cut points of the greedy fill under ``bound`` where a stage ``[a, b)`` costs its links plus
+    the cut before it (``leave[a]``) and the cut after it (``leave[b]``); each stage ends at its
+    furthest end within ``bound``."""
+    n = len(prefix) - 1
+    cuts: list[int] = []
+    a = 0
+    while a < n:
+        room = bound + prefix[a] - leave[a]  # stage [a, b) fits when prefix[b] + leave[b] <= room
+        b_max = int(np.searchsorted(prefix, room, side="right")) - 1  # prefix alone within the room
+        if b_max <= a:
+            return None
+        ok = np.nonzero(prefix[a + 1 : b_max + 1] + leave[a + 1 : b_max + 1] <= room)[0]
+        if len(ok) == 0:
+            return None
+        a = a + 1 + int(ok[-1])
+        if a < n:
+            cuts.append(a)
+            if len(cuts) >= parts:
+                return None
+    return cuts
+
+
+def partition_with_cut_costs(costs: FloatSeq, cut_costs: FloatSeq, parts: int) -> tuple[int, ...] | None:
+    """Like :func:`partition_min_max`, but cutting after link ``k`` costs ``cut_costs[k]`` to both
+    stages beside the cut (the activation sent forward, its gradient sent back), so the split
+    avoids cutting where a large tensor crosses.
+
+    Bisection on the bottleneck with a greedy fill (each stage ends at its furthest end within
+    the bound): linear in the chain per test, as :func:`partition_min_max`. The greedy is not
+    exact once cuts have costs (a shorter stage can end at a cheaper cut), so this is a
+    candidate the caller prices, not a proven optimum. None when no split into ``parts`` stages
+    passes the greedy test at any bound.
+    """
+    c = np.asarray(costs, dtype=float)
+    k = np.asarray(cut_costs, dtype=float)
+    n = len(c)
+    if parts > n:
+        raise ValueError(f"sequence is shorter than intended partitions ({n} < {parts})")
+    if len(k) < n - 1:
+        raise ValueError(f"cut costs cover {len(k)} cuts, the chain has {n - 1}")
+    prefix = np.concatenate([[0.0], np.cumsum(c)])
+    leave = np.concatenate([[0.0], k[: n - 1], [0.0]])  # leave[b]: the cut after link b - 1 (none at 0, n)
+    lo, hi = float(c.max()), float(prefix[-1] + 2 * (k[: n - 1].max() if n > 1 else 0.0)) * (1 + 1e-12)
+    if _greedy_cuts(prefix, leave, hi, parts) is None:
+        return None
+    for _ in range(200):
+        if hi - lo <= 1e-12 * max(hi, 1e-300):
+            break
+        mid = 0.5 * (lo + hi)
+        if _greedy_cuts(prefix, leave, mid, parts) is not None:
+            hi = mid
+        else:
+            lo = mid
+    cuts = _greedy_cuts(prefix, leave, hi, parts)
+    assert cuts is not None
+    bounds = [0, *cuts, n]
+    while len(bounds) - 1 < parts:  # fewer stages than asked: add the cut that costs least
+        best: tuple[float, int, int] | None = None
+        for j in range(len(bounds) - 1):
+            a, b = bounds[j], bounds[j + 1]
+            if b - a < 2:
+                continue
+            q = np.arange(a + 1, b)
+            worst = np.maximum(prefix[q] - prefix[a] + leave[a] + leave[q], prefix[b] - prefix[q] + leave[q] + leave[b])
+            i = int(np.argmin(worst))
+            if best is None or worst[i] < best[0]:
+                best = (float(worst[i]), j, int(q[i]))
+        assert best is not None  # parts <= n, so some stage has two links
+        bounds.insert(best[1] + 1, best[2])
     return tuple(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +24,8 @@ from .memory import (
     optimizer_traffic_bytes_per_param,
     weight_bytes_per_param,
 )
-from .pipeline import partition_min_max, pipeline_timing
-from .spatial import choose_decomposition, halo_elems, spatial_ok
+from .pipeline import PipelineTiming, partition_min_max, partition_with_cut_costs, pipeline_timing
+from .spatial import choose_decomposition, network_halos
 from .spec import Strategy, parse_strategy
 
 __all__ = ["Prediction", "predict", "price", "Context", "context", "EXCLUDED", "OPTIMIZER_LAUNCHES"]
@@ -237,6 +238,11 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         spatial_links = [False] * n_links
         sp_in_node = True
     transient = _transient_bytes(ctx, m, grid if p_sp > 1 else (1, 1, 1))
+
+    def per_gpu(link: int) -> float:
+        """Samples' worth of link ``link``'s tensors one GPU of a spatial group holds: a tile of
+        each of the ``m`` samples (spatial), or ``ceil(m / p)`` whole samples (sample decomposition)."""
+        return m / p_sp if spatial_links[link] else float(math.ceil(m / p_sp))
     link_f, link_b = _link_sum(ctx, fwd), _link_sum(ctx, bwd)
     link_saved = _link_sum(ctx, saved)
     link_params = _link_sum(ctx, ctx.cc.params)
@@ -244,11 +250,41 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     g = hw.gpus_per_node
     breakdown: dict[str, float] = {}
 
-    if s.pp > 1:
-        costs = link_f + link_b + (link_f if s.recompute else 0.0)
-        balance = s.balance or partition_min_max(costs, s.pp)
-        if s.balance and sum(s.balance) != n_links:
-            raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links}")
+    share = s.dp * p_sp
+    group = weight_group(s, g)
+    grad_bytes_layer = ctx.cc.params * GRAD_BYTES_PER_PARAM
+    mem_bw = hw.device.memory_bandwidth_bytes_per_s * hw.compute[ctx.precision].memory
+
+    def exchange(
+        stage_ranges: list[tuple[int, int]], stage_ends: tuple[float, ...], t_body: float
+    ) -> tuple[float, float]:
+        """(exposed seconds, total allreduce seconds) of the gradient exchange among the GPUs
+        sharing each weight, every stage's overlapped with its last backward micro-batch."""
+        if share == 1 or s.is_ps:
+            return 0.0, 0.0
+
+        def reduce(nbytes: float) -> float:
+            return allreduce(nbytes, group, hw, s.comm)
+
+        end_max = 0.0
+        total_comm = 0.0
+        for (a, b), end_s in zip(stage_ranges, stage_ends, strict=True):
+            last_bwd = bwd[a:b][::-1]
+            start = end_s - float(last_bwd.sum())
+            end, tot = overlapped_exchange(last_bwd, grad_bytes_layer[a:b][::-1], reduce, start)
+            end_max = max(end_max, end)
+            total_comm += tot
+        return max(0.0, end_max - t_body), total_comm
+
+    def optimizer_step(bounds: np.ndarray) -> float:
+        """The optimizer's update of the weights of the largest stage (the busiest GPU)."""
+        params_gpu = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
+        return params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw + (
+            OPTIMIZER_LAUNCHES * hw.kernel_launch_s
+        )
+
+    def pipeline(balance: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, PipelineTiming, float]:
+        """Stage bounds, per-stage forward and backward seconds, the timing and the whole step of a split."""
         bounds = np.concatenate([[0], np.cumsum(balance)]).astype(int)
         st_f = np.array([link_f[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
         st_b = np.array([link_b[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
@@ -256,12 +292,26 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         send_b = np.zeros(s.pp)
         for i in range(s.pp - 1):
             last = bounds[i + 1] - 1
-            nbytes = m * ctx.cut_elems[last] * e / (p_sp if spatial_links[last] else 1)
+            nbytes = per_gpu(last) * ctx.cut_elems[last] * e
             across = ((i + 1) * p_sp) % g == 0 and s.pp * p_sp > g
             t = point_to_point(nbytes, hw, across)
             send_f[i] = t
             send_b[i + 1] = t
         timing = pipeline_timing(st_f, st_b, send_f, send_b, s.mb, s.recompute)
+        ranges = [(int(net.links[bounds[i]].start), int(net.links[bounds[i + 1] - 1].stop)) for i in range(s.pp)]
+        step = timing.total_s + exchange(ranges, timing.last_bwd_end_s, timing.total_s)[0] + optimizer_step(bounds)
+        return bounds, st_f, st_b, timing, step
+
+    if s.pp > 1:
+        if s.balance and sum(s.balance) != n_links:
+            raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links}")
+        candidates = [s.balance] if s.balance else _stage_candidates(ctx, s, link_f, link_b, per_gpu, group)
+        options = [pipeline(c) for c in candidates]
+        best = min(range(len(options)), key=lambda i: (options[i][4], i))
+        balance = candidates[best]
+        bounds, st_f, st_b, timing, _ = options[best]
+        if not s.balance:
+            details["balance_candidates"] = [list(c) for c in candidates]
         t_body = timing.total_s
         breakdown.update(
             compute=timing.compute_s,
@@ -308,10 +358,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
             breakdown["redistribution"] = max(0.0, redistribution)
 
     # gradient exchange among the GPUs sharing each weight: dp replicas x spatial tiles
-    share = s.dp * p_sp
-    grad_bytes_layer = ctx.cc.params * GRAD_BYTES_PER_PARAM
     exposed = 0.0
-    group = weight_group(s, g)
     if s.is_ps:
         params_total = float(ctx.cc.params.sum())
         gb = params_total * GRAD_BYTES_PER_PARAM
@@ -332,30 +379,14 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
             "reported": "worst case (all workers transfer at once)",
         }
     elif share > 1:
-        comm = s.comm
-
-        def reduce(nbytes: float) -> float:
-            return allreduce(nbytes, group, hw, comm)
-
-        end_max = 0.0
-        total_comm = 0.0
-        for (a, b), end_s in zip(stage_ranges, stage_ends, strict=True):
-            last_bwd = bwd[a:b][::-1]
-            start = end_s - float(last_bwd.sum())
-            end, tot = overlapped_exchange(last_bwd, grad_bytes_layer[a:b][::-1], reduce, start)
-            end_max = max(end_max, end)
-            total_comm += tot
-        exposed = max(0.0, end_max - t_body)
+        exposed, total_comm = exchange(stage_ranges, stage_ends, t_body)
         details["gradient_allreduce_s"] = total_comm
-        details["gradient_group"] = {"gpus": share, "per_node": group.per_node, "algorithm": comm}
+        details["gradient_group"] = {"gpus": share, "per_node": group.per_node, "algorithm": s.comm}
     breakdown["gradient_exchange_exposed"] = float(exposed)
 
     # optimizer step on the weights this GPU holds (the largest stage)
     params_gpu = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
-    mem_bw = hw.device.memory_bandwidth_bytes_per_s * hw.compute[ctx.precision].memory
-    t_opt = (
-        params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw + OPTIMIZER_LAUNCHES * hw.kernel_launch_s
-    )
+    t_opt = optimizer_step(bounds)
     breakdown["optimizer_step"] = t_opt
     total = t_body + exposed + t_opt
     # breakdown parts must add up to the step
@@ -369,7 +400,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     for i in range(len(bounds) - 1):
         a, b = int(bounds[i]), int(bounds[i + 1])
         stage_saved = float(link_saved[a:b].sum())
-        stage_in = m * link_in[a] * e / (p_sp if spatial_links[a] else 1)
+        stage_in = per_gpu(a) * link_in[a] * e
         in_flight = s.mb if (s.pp > 1 and s.schedule == "gpipe") else (min(s.pp - i, s.mb) if s.pp > 1 else 1)
         if s.recompute:
             acts = in_flight * stage_in + (float(link_saved[a:b].max()) if s.pp == 1 else stage_saved)
@@ -384,9 +415,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         # the first stage holds its replica's whole batch under GPipe (split into micro-batches there),
         # else one micro-batch at a time
         "input_batch": input_batch_bytes(
-            net.input_shape,
-            per_replica if (s.pp > 1 and s.schedule == "gpipe") else m,
-            p_sp if spatial_links[0] else 1,
+            net.input_shape, per_gpu(0) * (s.mb if (s.pp > 1 and s.schedule == "gpipe") else 1)
         ),
         "activations": mem_acts,
         "workspace": transient + hw.framework_reserve_bytes,
@@ -396,6 +425,44 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     return _Priced(
         float(total), {k: float(v) for k, v in breakdown.items()}, {k: float(v) for k, v in memory.items()}, details
     )
+
+
+def _stage_candidates(
+    ctx: Context,
+    s: Strategy,
+    link_f: np.ndarray,
+    link_b: np.ndarray,
+    per_gpu: Callable[[int], float],
+    group: Group,
+) -> list[tuple[int, ...]]:
+    """Stage splits for ``pp=S`` without ``balance``; :func:`price` prices each and keeps the fastest.
+
+    * the split that balances the links' compute seconds on this device
+      (:func:`partition_min_max`, optimal for that cost);
+    * the same with each link's share of the gradient allreduce over the weight group added
+      (a stage whose weights are exchanged after its last backward pass takes fewer links);
+    * both again with the point-to-point time of the tensor crossing each cut charged to the
+      two stages beside it (:func:`partition_with_cut_costs`: do not cut where a large
+      activation crosses).
+
+    The chosen split is never worse than the compute-balanced one. Splitting by compute
+    alone let a faster device pick a cut with a large tensor or an exposed gradient exchange
+    and make the step slower; with the candidates that is rarer and smaller, not impossible
+    (the split is re-chosen per profile; ``balance=`` pins it).
+    """
+    hw, e = ctx.hw, ctx.elem_bytes
+    costs = link_f + link_b + (link_f if s.recompute else 0.0)
+    totals = [costs]
+    if s.dp * s.sp_degree > 1 and not s.is_ps:
+        grad = _link_sum(ctx, ctx.cc.params * GRAD_BYTES_PER_PARAM)
+        totals.append(costs + np.array([allreduce(b, group, hw, s.comm) if b else 0.0 for b in grad]))
+    cut_s = np.array([point_to_point(per_gpu(k) * ctx.cut_elems[k] * e, hw, False) for k in range(len(costs) - 1)])
+    candidates: list[tuple[int, ...]] = []
+    for total in totals:
+        for split in (partition_min_max(total, s.pp), partition_with_cut_costs(total, cut_s, s.pp)):
+            if split is not None and tuple(int(x) for x in split) not in candidates:
+                candidates.append(tuple(int(x) for x in split))
+    return candidates
 
 
 def weight_group(s: Strategy, gpus_per_node: int) -> Group:
@@ -441,8 +508,9 @@ def _spatial(
     m_sample = max(1, math.ceil(m / p))
     lt_sa, ev_sa = ctx.times(m_sample)
     halo_t = np.zeros(len(net.layers))
+    halos, ok = network_halos(net, grid)
     for i, layer in enumerate(net.layers):
-        h = halo_elems(layer, grid)
+        h = halos[i]
         if h > 0:
             nbytes = m * h * e
             per_dim = sum(1 for x in grid[3 - layer.spatial_dims :] if x > 1)
@@ -450,7 +518,6 @@ def _spatial(
             halo_t[i] = 2 * point_to_point(nbytes, hw, not in_node) + 2 * (per_dim - 1) * (
                 hw.intra.latency_s if in_node else hw.inter.latency_s
             )
-    ok = np.array([spatial_ok(layer, grid) for layer in net.layers])
     allowed = [bool(ok[lk.start : lk.stop].all()) for lk in net.links]
     sp_cost = _link_sum(ctx, lt_sp.fwd + lt_sp.bwd + halo_t)
     sa_cost = _link_sum(ctx, lt_sa.fwd + lt_sa.bwd)

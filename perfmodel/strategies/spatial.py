@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from ..network.layers import Layer
 #: A sequence of floats or a numpy array of them.
 FloatSeq = Sequence[float] | np.ndarray
 
-__all__ = ["halo_widths", "halo_elems", "spatial_ok", "choose_decomposition"]
+__all__ = ["halo_widths", "halo_elems", "spatial_ok", "network_halos", "choose_decomposition"]
 
 
 def halo_widths(kernel: int, stride: int, padding: int, dilation: int) -> tuple[int, int]:
@@ -68,6 +69,17 @@ def spatial_ok(layer: Layer, grid: tuple[int, int, int]) -> bool:
     return all(o >= s for o, s in zip(layer.out_shape[1:], splits, strict=True)) and all(
         i >= s for i, s in zip(layer.in_shape[1:], splits, strict=True)
     )
+
+
+@lru_cache(maxsize=512)
+def network_halos(net: Network, grid: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer of ``net`` on ``grid``: :func:`halo_elems` and :func:`spatial_ok` (cached: the
+    search prices many plans on the same grid)."""
+    halos = np.array([halo_elems(layer, grid) for layer in net.layers], dtype=float)
+    ok = np.array([spatial_ok(layer, grid) for layer in net.layers], dtype=bool)
+    halos.setflags(write=False)
+    ok.setflags(write=False)
+    return halos, ok
 
 
 def choose_decomposition(
