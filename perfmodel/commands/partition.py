@@ -229,9 +229,10 @@ def partition_cmd(
         model, parts, granularity, epsilon, global_batch, hardware, precision, image_size, seed
     )
     if chart is not None:
+        from ..report.charts import save_chart
         from ..report.charts_partition import partition_chart
 
-        partition_chart(r).savefig(chart)
+        save_chart(partition_chart(r), chart)
     if fmt == "json":
         emit(to_json(r.to_dict()))
     elif fmt == "csv":

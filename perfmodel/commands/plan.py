@@ -127,9 +127,9 @@ def plan_cmd(
     kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
     r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds)
     if chart is not None:
-        from ..report.charts import plan_chart
+        from ..report.charts import plan_chart, save_chart
 
-        plan_chart(r).savefig(chart)
+        save_chart(plan_chart(r), chart)
     if fmt == "json":
         emit(to_json(r.to_dict()))
     elif fmt == "csv":

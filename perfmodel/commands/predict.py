@@ -80,9 +80,9 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
         batch_per_gpu = 32
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size)
     if chart is not None:
-        from ..report.charts import pipeline_gantt
+        from ..report.charts import pipeline_gantt, save_chart
 
-        pipeline_gantt(p).savefig(chart)
+        save_chart(pipeline_gantt(p), chart)
     if fmt == "json":
         emit(to_json(p.to_dict()))
     elif fmt == "csv":

@@ -134,9 +134,10 @@ def validate_cmd(files: tuple[Path, ...], calibrate: str, fmt: str, chart: Path 
     check_writable(chart)
     v = validate(load_measurements(list(files)), calibrate)
     if chart is not None:
+        from ..report.charts import save_chart
         from ..report.charts_validation import validation_chart
 
-        validation_chart(v).savefig(chart, dpi=120)
+        save_chart(validation_chart(v), chart)
     if fmt == "json":
         emit(to_json(v.to_dict()))
     elif fmt == "csv":
