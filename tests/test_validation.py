@@ -6,7 +6,6 @@ import csv
 import dataclasses
 import io
 import json
-from pathlib import Path
 
 import pytest
 
@@ -341,38 +340,3 @@ def test_cli_calibrate_unknown_hardware_in_file(tmp_path, capsys):
         capsys,
     )
     assert code == 2 and "no row names hardware 'h100-80gb-dgx'" in err
-
-
-NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "validation.ipynb"
-
-
-def test_validation_notebook_is_committed_without_outputs():
-    nb = json.loads(NOTEBOOK.read_text())
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert code and all(not c.get("outputs") and c.get("execution_count") is None for c in code)
-
-
-def test_validation_notebook_executes():
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    pytest.importorskip("ipykernel")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(
-        nb,
-        timeout=60,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
-    )
-    client.execute()
-    errors = [
-        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
-    ]
-    assert not errors
-    images = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.outputs
-        if "image/png" in o.get("data", {})
-    ]
-    assert len(images) == 2
