@@ -342,12 +342,14 @@ def _explain_chain(
             st_b.append(sp.Add(*bwd[a:z]))
             if i < s.pp - 1:
                 last = bounds[i + 1] - 1
-                nbytes = (
-                    b_sym
-                    * ctx.cut_elems[last]
-                    * E
-                    / (s.sp_degree if net.links[last].name in set(details.get("spatial_links", [])) else 1)
-                )
+                # a GPU of a spatial group sends a tile of each sample, or ceil(b/p) whole samples
+                # where the link is sample-decomposed (predict's per_gpu)
+                spatial_cut = net.links[last].name in set(details.get("spatial_links", []))
+                if s.sp_degree == 1:
+                    held: Any = b_sym
+                else:
+                    held = b_sym / s.sp_degree if spatial_cut else sp.ceiling(b_sym / s.sp_degree)
+                nbytes = held * ctx.cut_elems[last] * E
                 across = ((i + 1) * s.sp_degree) % g == 0 and s.pp * s.sp_degree > g
                 send.append(
                     p2p(nbytes, LINK.bw_net_per_gpu, LINK.alpha_net)
