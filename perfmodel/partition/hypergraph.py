@@ -7,15 +7,18 @@ from functools import cached_property
 
 import numpy as np
 
-from ..cost.compute import layer_times
+from ..cost.compute import GRAD_BYTES_PER_PARAM, LayerTimes, layer_times
 from ..errors import UsageError
 from ..hardware import Hardware
 from ..network import Network, compile_counts
 from ..network.channel_split import Share, channel_split
+from ..network.layers import MATMUL_KINDS
 from ..units import BYTES_PER_ELEMENT
 
 __all__ = [
     "GRANULARITIES",
+    "REFERENCE_MACHINE",
+    "ReferenceMachine",
     "WEIGHT_BATCH",
     "WEIGHT_SCALE",
     "Hypergraph",
@@ -35,6 +38,53 @@ WEIGHT_BATCH = 32
 #: Integer vertex weights for the partitioner sum to about this (KaHyPar takes integers).
 WEIGHT_SCALE = 1_000_000
 
+
+@dataclass(frozen=True)
+class ReferenceMachine:
+    """A fixed device whose roofline weighs units when a partition must not depend on the
+    profile it is priced on (``mp=K`` plans: a faster device then never changes the parts).
+
+    A layer's forward takes ``max(FLOPs / peak, bytes / bandwidth) + overhead``; its backward
+    the same with the input- and weight-gradient FLOPs and bytes and one overhead per kernel
+    (two for convolution and linear layers), from the network's counts
+    (:func:`~perfmodel.network.compile_counts`). Bytes are the activation traffic at the
+    precision's element size plus the weights (read forward; read, and the fp32 gradient
+    written, backward), as in :func:`~perfmodel.cost.compute.layer_times`. The link prices
+    the messages of a schedule's reference run.
+    """
+
+    peak_flops_per_s: float
+    memory_bandwidth_bytes_per_s: float
+    kernel_overhead_s: float
+    link_bandwidth_bytes_per_s: float
+    link_latency_s: float
+
+    def layer_times(self, net: Network, precision: str) -> LayerTimes:
+        """Forward and backward seconds per sample of every layer (taken at :data:`WEIGHT_BATCH`)."""
+        cc = compile_counts(net)
+        ev = cc.evaluate(WEIGHT_BATCH)
+        e = BYTES_PER_ELEMENT[precision]
+        peak, bw, tau = self.peak_flops_per_s, self.memory_bandwidth_bytes_per_s, self.kernel_overhead_s
+        matmul = np.array([k in MATMUL_KINDS for k in cc.kinds])
+        fwd_bytes = ev["fwd_mem_elems"] * e + cc.params * e
+        bwd_bytes = ev["bwd_mem_elems"] * e + cc.params * (e + GRAD_BYTES_PER_PARAM)
+        fwd = np.maximum(ev["fwd_flops"] / peak, fwd_bytes / bw) + tau
+        bwd_flops = ev["bwd_input_flops"] + ev["bwd_weight_flops"]
+        bwd = np.maximum(bwd_flops / peak, bwd_bytes / bw) + tau * np.where(matmul, 2.0, 1.0)
+        return LayerTimes(fwd=fwd / WEIGHT_BATCH, bwd=bwd / WEIGHT_BATCH)
+
+
+#: The reference device: a tensor-core GPU of 128 TFLOP/s, 2 TB/s of memory bandwidth (a
+#: balance of 64 FLOP/B, between the shipped profiles' 9 (A100 fp32) and 185 (H100 amp)),
+#: 8 us of launch and ramp-up per kernel, 400 GB/s point-to-point links (NVLink class) with
+#: 5 us latency. On 320 mp plans (8 models, 4 profiles, amp and fp32), priced with its
+#: partitions and schedule order, steps take 0.99x the time they took with partitions weighted
+#: by each profile's own times and a greedy schedule (geometric mean; 0.62x to 1.32x case by
+#: case, KaHyPar's cuts differing); the link was the best of 25, 100, 400 GB/s and none for
+#: the schedule order (:func:`~perfmodel.strategies.model_parallel.simulate`).
+REFERENCE_MACHINE = ReferenceMachine(128e12, 2e12, 8e-6, 400e9, 5e-6)
+
+
 def channel_groups_for(parts: int) -> int:
     """Channel groups per layer at ``channel`` granularity for ``parts`` parts (2 per part): the
     shares of filter parallelism over twice as many GPUs, so KaHyPar can balance a layer."""
@@ -52,6 +102,8 @@ class Hypergraph:
     computes (its :data:`~perfmodel.network.channel_split.Share`) and ``unit_share`` their
     fraction of its layer's (1 at layer granularity). Tensors read by no other unit (the
     network's output) and the network input (each part reads it from the host) are not nets.
+    ``unit_seconds`` are forward plus backward seconds per sample, ``unit_fwd_seconds`` (when
+    known) their forward part.
     """
 
     model: str
@@ -69,6 +121,7 @@ class Hypergraph:
     net_elems: np.ndarray
     net_bytes: np.ndarray
     unit_channels: tuple[Share, ...] = ()
+    unit_fwd_seconds: np.ndarray | None = None
 
     @property
     def num_units(self) -> int:
@@ -101,12 +154,13 @@ class Hypergraph:
 
 def build_hypergraph(
     net: Network,
-    hw: Hardware,
+    hw: Hardware | None,
     precision: str,
     granularity: str = "layer",
     groups: int = 1,
 ) -> Hypergraph:
-    """The hypergraph of ``net`` at ``granularity`` with compute times on ``hw`` at ``precision``.
+    """The hypergraph of ``net`` at ``granularity`` with compute times on ``hw`` at ``precision``
+    (``hw=None``: on the :data:`REFERENCE_MACHINE`, the same whatever profile prices it).
 
     At ``channel`` granularity the units of a layer are filter parallelism's per-GPU shares of
     its output channels over ``groups`` GPUs, :func:`~perfmodel.network.channel_split.channel_split`
@@ -123,9 +177,12 @@ def build_hypergraph(
     g = groups if granularity == "channel" else 1
     if g < 1:
         raise UsageError(f"channel groups must be >= 1, got {groups}")
-    cc = compile_counts(net)
-    lt = layer_times(cc, hw, precision, WEIGHT_BATCH)
-    per_sample = (lt.fwd + lt.bwd) / WEIGHT_BATCH
+    if hw is None:
+        lt = REFERENCE_MACHINE.layer_times(net, precision)
+    else:
+        lt = layer_times(compile_counts(net), hw, precision, WEIGHT_BATCH)
+        lt = LayerTimes(fwd=lt.fwd / WEIGHT_BATCH, bwd=lt.bwd / WEIGHT_BATCH)
+    per_sample = lt.fwd + lt.bwd
     e = BYTES_PER_ELEMENT[precision]
     splits = channel_split(net, g)
 
@@ -178,6 +235,7 @@ def build_hypergraph(
     layer_of = np.asarray(unit_layer, dtype=int)
     share_arr = np.asarray(share, dtype=float)
     sec = per_sample[layer_of] * share_arr
+    fwd_sec = lt.fwd[layer_of] * share_arr
     total = float(sec.sum())
     weights = np.maximum(1, np.rint(sec / total * WEIGHT_SCALE)).astype(np.int64)
     net_elems = np.asarray(elems, dtype=np.int64)
@@ -197,4 +255,5 @@ def build_hypergraph(
         net_elems=net_elems,
         net_bytes=(2 * net_elems * e).astype(float),
         unit_channels=tuple(channels),
+        unit_fwd_seconds=fwd_sec,
     )

@@ -176,9 +176,10 @@ def contiguous_partition(net: Network, hg: Hypergraph, parts: int) -> Partition 
 
 
 def network_hypergraph(
-    net: Network, hw: Hardware, precision: str, parts: int, granularity: str
+    net: Network, hw: Hardware | None, precision: str, parts: int, granularity: str
 ) -> Hypergraph:
-    """The hypergraph of ``net`` for a ``parts``-way split at ``granularity``."""
+    """The hypergraph of ``net`` for a ``parts``-way split at ``granularity``, weighted by the
+    compute times on ``hw`` (``None``: on the reference machine, whatever the profile)."""
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
     return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts))
@@ -186,7 +187,7 @@ def network_hypergraph(
 
 def network_partition(
     net: Network,
-    hw: Hardware,
+    hw: Hardware | None,
     precision: str,
     parts: int,
     granularity: str = "layer",
@@ -194,7 +195,8 @@ def network_partition(
     seed: int = DEFAULT_SEED,
 ) -> Partition:
     """KaHyPar's ``parts``-way partition of ``net`` at ``granularity`` (cached per network,
-    weights, ``parts``, granularity, ``epsilon`` and seed)."""
+    weights, ``parts``, granularity, ``epsilon`` and seed), its units weighted by their compute
+    times on ``hw`` (``None``: on the reference machine, so the same for every profile)."""
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
     hg = network_hypergraph(net, hw, precision, parts, granularity)
