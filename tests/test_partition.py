@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.cli import main
 from perfmodel.errors import PartitionError, StrategyError, UsageError
@@ -27,9 +29,16 @@ from perfmodel.partition import (
 )
 from perfmodel.partition.kahypar_backend import kahypar_partition
 from perfmodel.partition.metrics import imbalance, is_acyclic, max_allowed_weight, quotient_edges
-from perfmodel.partition.plan import clear_cache, network_hypergraph
+from perfmodel.partition.plan import Partition, clear_cache, network_hypergraph
 from perfmodel.strategies import predict
-from perfmodel.strategies.model_parallel import segments, simulate
+from perfmodel.strategies.model_parallel import (
+    Segments,
+    gradient_ready_s,
+    greedy_schedule,
+    replay,
+    segments,
+    simulate,
+)
 from perfmodel.strategies.pipeline import pipeline_timing
 
 pytest.importorskip("kahypar")
@@ -258,6 +267,25 @@ def test_simulation_of_a_chain_equals_the_gpipe_closed_form(parts: int) -> None:
         )
 
 
+def test_gradients_are_ready_when_the_last_backward_ran_them() -> None:
+    net = get_model("vgg11")
+    p = contiguous_partition(net, network_hypergraph(net, HW, "amp", 3, "layer"), 3)
+    assert p is not None
+    seg = segments(p)
+    rng = np.random.default_rng(3)
+    u_b = rng.uniform(0.1, 1.0, p.hypergraph.num_units)
+    b = np.array([u_b[u].sum() for u in seg.units])
+    msg = rng.uniform(0.1, 0.5, len(seg.msg_elems))
+    sched = simulate(seg, rng.uniform(0.1, 1.0, 3), b, msg, 4, False)
+    ready = gradient_ready_s(seg, sched, u_b)
+    send_b = np.zeros(3)
+    np.add.at(send_b, seg.msg_src[seg.msg_bwd], msg[seg.msg_bwd])
+    for d, units in enumerate(seg.units):  # one segment per stage
+        # the stage's first layer is the last its backward runs: then it sends its gradient
+        assert ready[units[0]] + send_b[d] == pytest.approx(sched.last_bwd_end_s[d], rel=1e-12)
+        assert np.all(np.diff(ready[units]) < 0)  # the last layer's gradient is ready first
+
+
 def test_mp2_dp4_predict_on_resnet18() -> None:
     p = predict("resnet18", 8, "mp=2,dp=4,mb=4", batch_per_gpu=32)
     assert p.strategy.mp == 2 and p.strategy.dp == 4 and p.strategy.kind == "hybrid"
@@ -285,6 +313,140 @@ def test_mp2_dp4_predict_on_resnet18() -> None:
     assert p.fits_in_memory and p.speedup_vs_1gpu is not None
     assert sum(part["params"] for part in p.details["parts"]) == get_model("resnet18").params
     json.dumps(p.to_dict())
+
+
+# -- the schedule: greedy is not monotone, the fixed order is ------------------------------------
+def _chain_partition(assignment: list[int], parts: int) -> Partition:
+    """Units 0 -> 1 -> ... in a chain, unit i on part ``assignment[i]``."""
+    units = len(assignment)
+    hg = _hypergraph([[i, i + 1] for i in range(units - 1)], [4.0] * (units - 1), units)
+    return Partition(hg, parts, np.array(assignment), "hand", 0.0, 0)
+
+
+def test_greedy_schedule_anomaly_and_the_fixed_order() -> None:
+    """The module docstring's counterexample: a shorter task makes the greedy schedule longer."""
+    seg = segments(_chain_partition([0, 1, 0], 2))
+    f, msg = np.array([2.0, 1.0, 1.0]), np.array([2.0, 1.0, 0.0, 1.0])
+    assert seg.msg_bwd.tolist() == [False, True, False, True]  # u0 fwd, u0 grad, u1 fwd, u1 grad
+    slow_b, fast_b = np.array([2.0, 2.0, 5.0]), np.array([2.0, 1.0, 5.0])
+    slow, slow_order = greedy_schedule(seg, f, slow_b, msg, 3, False)
+    fast, fast_order = greedy_schedule(seg, f, fast_b, msg, 3, False)
+    assert fast.total_s > slow.total_s  # Graham's anomaly
+    assert slow_order != fast_order
+    # the fixed order: the same order for both, and the shorter task does not hurt
+    assert simulate(seg, f, fast_b, msg, 3, False).total_s <= simulate(seg, f, slow_b, msg, 3, False).total_s
+    # replaying either greedy order on its own durations reproduces the greedy schedule
+    for b, order, sched in ((slow_b, slow_order, slow), (fast_b, fast_order, fast)):
+        assert replay(seg, f, b, msg, 3, False, order).total_s == sched.total_s
+
+
+@st.composite
+def hand_schedule(draw: st.DrawFn) -> tuple[Segments, np.ndarray, np.ndarray, np.ndarray, int, bool]:
+    """A random chain of 3-8 units over 2-4 parts (cycles between parts included) and durations."""
+    parts = draw(st.integers(2, 4))
+    rest = draw(st.lists(st.integers(0, parts - 1), min_size=max(0, 3 - parts), max_size=8 - parts))
+    assignment = draw(st.permutations([*range(parts), *rest]))  # every part holds a unit
+    seg = segments(_chain_partition(assignment, parts))
+    times = st.floats(0.0, 5.0, allow_nan=False)
+    f = np.array(draw(st.lists(times, min_size=seg.count, max_size=seg.count)))
+    b = np.array(draw(st.lists(times, min_size=seg.count, max_size=seg.count)))
+    n = len(seg.msg_elems)
+    msg = np.array(draw(st.lists(times, min_size=n, max_size=n)))
+    return seg, f, b, msg, draw(st.integers(1, 5)), draw(st.booleans())
+
+
+@settings(derandomize=True, max_examples=150, deadline=None, database=None)
+@given(hand_schedule(), st.data())
+def test_fixed_order_schedule_is_monotone_and_replays_greedy(
+    case: tuple[Segments, np.ndarray, np.ndarray, np.ndarray, int, bool], data: st.DataObject
+) -> None:
+    seg, f, b, msg, mb, rc = case
+    greedy, order = greedy_schedule(seg, f, b, msg, mb, rc)
+    again = replay(seg, f, b, msg, mb, rc, order)
+    for field in ("compute_s", "recompute_s", "send_s", "last_bwd_end_s", "bwd_start_s"):
+        np.testing.assert_allclose(getattr(again, field), getattr(greedy, field), rtol=1e-12, atol=1e-12)
+    assert again.total_s == pytest.approx(greedy.total_s, rel=1e-12, abs=1e-12)
+    # every duration shrunk by its own factor in [0, 1]: nothing starts or ends later
+    shrink = st.lists(st.floats(0.0, 1.0), min_size=len(f) * 2 + len(msg), max_size=len(f) * 2 + len(msg))
+    k = np.array(data.draw(shrink, label="factors"))
+    f2, b2, msg2 = f * k[: len(f)], b * k[len(f) : 2 * len(f)], msg * k[2 * len(f) :]
+    before, after = simulate(seg, f, b, msg, mb, rc), simulate(seg, f2, b2, msg2, mb, rc)
+    assert after.total_s <= before.total_s * (1 + 1e-12) + 1e-12
+    assert np.all(after.last_bwd_end_s <= before.last_bwd_end_s * (1 + 1e-12) + 1e-12)
+    assert np.all(after.bwd_start_s <= before.bwd_start_s * (1 + 1e-12) + 1e-12)
+
+
+# -- a faster device or link never makes an mp plan slower -------------------------------------
+FASTER = (
+    ("peak_scale", (1.5, 2.0, 10.0)),
+    ("memory_bandwidth_scale", (1.5, 2.0, 10.0)),
+    ("intra_bandwidth_scale", (1.5, 2.0, 10.0)),
+    ("inter_bandwidth_scale", (2.0, 10.0)),
+    ("intra_latency_scale", (0.5, 0.1, 0.0)),
+    ("inter_latency_scale", (0.5, 0.0)),
+)
+
+
+@st.composite
+def small_net(draw: st.DrawFn) -> Network:
+    """A zoo model at a small image, or a random CNN with residual adds and concatenations."""
+    zoo = draw(st.sampled_from(["", "tiny_cnn", "resnet18", "mobilenet_v2", "squeezenet1_1"]))
+    if zoo:
+        return get_model(zoo, 32 if zoo == "tiny_cnn" else 64)
+    b = NetBuilder("random_dag", (3, 16, 16))
+    x = b.conv("input", draw(st.sampled_from([8, 16])), 3, padding=1)
+    for i in range(draw(st.integers(1, 5))):
+        with b.block(f"b{i}"):
+            c = b.shape(x)[0]
+            y = b.act(b.bn(b.conv(x, c, 3, padding=1)), "relu")
+            form = draw(st.sampled_from(["chain", "add", "concat"]))
+            if form == "add":
+                y = b.add(b.conv(y, c, 1), x)
+            elif form == "concat":
+                y = b.concat([y, b.conv(x, draw(st.sampled_from([4, 8])), 1)])
+            x = y
+    b.linear(b.flatten(b.adaptive_avgpool(x, 1)), 10)
+    return b.build()
+
+
+@settings(derandomize=True, max_examples=100, deadline=None, database=None)
+@given(
+    small_net(),
+    st.integers(2, 4),
+    st.sampled_from(["a100-80gb-dgx", "v100-16gb-dgx1", "p40-24gb-pcie", "h100-80gb-dgx", "abci-v100-16gb"]),
+    st.sampled_from(["amp", "fp32"]),
+    st.data(),
+)
+def test_faster_hardware_never_slows_an_mp_plan(
+    net: Network, k: int, hardware: str, precision: str, data: st.DataObject
+) -> None:
+    base = load_hardware(hardware)
+    dp = data.draw(st.sampled_from([d for d in (1, 2, 4) if k * d <= base.max_gpus]), label="dp")
+    mb = data.draw(st.sampled_from([1, k, 4 * k]), label="mb")
+    spec = f"mp={k},dp={dp},mb={mb}" + (",recompute=true" if data.draw(st.booleans(), label="recompute") else "")
+    if dp > 1:
+        spec += ",comm=" + data.draw(st.sampled_from(["ring", "tree", "hierarchical"]), label="comm")
+    batch = dp * mb * data.draw(st.sampled_from([1, 2, 8]), label="micro-batch")
+    p = predict(net, k * dp, spec, base, precision, global_batch=batch)
+    for key, factors in FASTER:
+        factor = data.draw(st.sampled_from(factors), label=key)
+        q = predict(net, k * dp, spec, base.what_if(**{key: factor}), precision, global_batch=batch)
+        assert q.iteration_time_s <= p.iteration_time_s * (1 + 1e-9), (spec, key, factor)
+        # the same parts on every profile: the same memory
+        assert q.memory_per_gpu_bytes == pytest.approx(p.memory_per_gpu_bytes, rel=1e-12)
+        assert q.details["parts"][0]["layers"] == p.details["parts"][0]["layers"]
+
+
+def test_mp_partition_is_the_same_on_every_profile() -> None:
+    net = get_model("googlenet")
+    parts = {
+        hw: predict(net, 4, "mp=4,mb=4", hw, "amp", global_batch=64).details["parts"]
+        for hw in ("a100-80gb-dgx", "p40-24gb-pcie", "h100-80gb-dgx")
+    }
+    layers = {tuple(tuple(p["layers"]) for p in v) for v in parts.values()}
+    assert len(layers) == 1
+    # the loads differ by profile, the split does not
+    assert len({tuple(p["forward_s"] for p in v) for v in parts.values()}) == 3
 
 
 def test_mp_plan_errors() -> None:

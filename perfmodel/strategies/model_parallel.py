@@ -1,10 +1,13 @@
 """Hypergraph-partitioned model parallelism (``mp=K``): micro-batches pipelined over the parts.
 
 The network's layer hypergraph is cut into K parts by KaHyPar (``perfmodel.partition``),
-one part per GPU of a replica. A part need not be a contiguous run of layers, so parts
-exchange tensors along the network's DAG, possibly in both directions (the quotient
-graph of the parts may have cycles). The step is therefore priced by simulating the
-schedule rather than with the closed form of a linear pipeline:
+one part per GPU of a replica. The layers are weighted by their times on a fixed reference
+machine (:data:`~perfmodel.partition.hypergraph.REFERENCE_MACHINE`), not on the profile
+priced, so a network has one partition per (K, precision) whatever the hardware. A part need
+not be a contiguous run of layers, so parts exchange tensors along the network's DAG,
+possibly in both directions (the quotient graph of the parts may have cycles). The step is
+therefore priced by simulating the schedule rather than with the closed form of a linear
+pipeline:
 
 * each part's layers are cut into *segments*: maximal runs of consecutive layers (in the
   network's topological order) on the part, cut before a layer that reads a tensor from
@@ -14,17 +17,34 @@ schedule rather than with the closed form of a linear pipeline:
   tensors it produced; a tensor crossing parts is one point-to-point message per
   (tensor, reading part), forward with the activation and backward with the gradient
   (a partial sum when several layers of that part read it);
-* a GPU runs one task at a time, sends its messages after its compute (sending occupies
-  it, as in :func:`~perfmodel.strategies.pipeline.pipeline_timing`), and chooses among
-  the ready tasks greedily, earliest micro-batch first; GPipe's schedule: a GPU starts
-  backward work only after all its forward work, and all micro-batches' activations stay
-  in memory until their backward.
+* a GPU runs one task at a time and sends its messages after its compute (sending occupies
+  it, as in :func:`~perfmodel.strategies.pipeline.pipeline_timing`); GPipe's schedule: a
+  GPU starts backward work only after all its forward work, and all micro-batches'
+  activations stay in memory until their backward;
+* every GPU runs its tasks in a fixed order, as soon as it is free and their inputs have
+  arrived: the order a greedy list schedule (earliest micro-batch first) dispatches them in
+  on the reference machine's durations (:func:`schedule_order`).
 
-For a contiguous partition (an acyclic chain of parts) this is the GPipe pipeline of
-:func:`pipeline_timing`; cycles between parts are handled exactly by the simulation (a
-micro-batch moves back and forth between GPUs, each crossing priced). With ``dp=D`` every
-part's gradients are allreduced over the D replicas, bucketed and overlapped with that
-part's last backward pass, as for pipelines.
+With ``dp=D`` every part's gradients are allreduced over the D replicas in buckets, last
+layer first, each bucket as soon as the last micro-batch's backward has produced all its
+gradients (:func:`gradient_ready_s`, from the simulation) and the previous bucket is done,
+overlapping the backward pass. (Dating the buckets back from the part's last backward end,
+as if its backward ran without a gap, is not monotone: when a wait on another part ends the
+part's backward, a shorter early segment moves its buckets' ready times later.)
+
+A faster device or link never makes an ``mp`` plan slower: the partition, the segments, the
+messages and the order of every GPU's tasks do not depend on the profile, and each start
+and end time of the replayed schedule, each gradient bucket's ready time and each
+allreduce's end is a maximum of sums of compute, message and collective times, none of
+which grows on faster hardware. Taking the order from a greedy run on the priced durations
+would not be monotone (Graham's scheduling anomalies): layers ``u0 -> u1 -> u2`` with GPU 0
+running ``u0`` and ``u2`` and GPU 1 running ``u1``, 3 micro-batches, forward seconds
+``2, 1, 1``, backward ``2, 2, 5``, messages of 2 s (``u0`` forward), 0 s (``u1``
+forward) and 1 s (both gradients) take 41 s greedily; with ``u1``'s backward 1 s shorter
+micro-batch 1's gradient reaches GPU 0 before micro-batch 2's ``u2`` backward starts, GPU 0
+runs the 2 s ``u0`` backward first, delays the critical 5 s ``u2`` backward and the step
+takes 42 s. For a contiguous partition (an acyclic chain of parts) the fixed order is
+GPipe's and the simulation equals :func:`pipeline_timing`.
 """
 
 from __future__ import annotations
@@ -39,8 +59,9 @@ import numpy as np
 from ..cost.collectives import allreduce, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..errors import StrategyError, UsageError
-from ..partition.hypergraph import Hypergraph
-from ..partition.metrics import is_acyclic, quotient_edges
+from ..network import Network
+from ..partition.hypergraph import REFERENCE_MACHINE, WEIGHT_BATCH, Hypergraph
+from ..partition.metrics import imbalance, is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
 from .data import BUCKET_BYTES, overlapped_exchange
 from .memory import (
@@ -60,6 +81,10 @@ __all__ = [
     "Schedule",
     "segments",
     "simulate",
+    "greedy_schedule",
+    "replay",
+    "schedule_order",
+    "gradient_ready_s",
     "price_model_parallel",
     "mp_partition",
 ]
@@ -67,7 +92,7 @@ __all__ = [
 #: The hypergraph granularity ``mp=K`` plans are partitioned at (one vertex per layer).
 GRANULARITY = "layer"
 
-_PARTITIONS: weakref.WeakKeyDictionary[Any, dict[int, Partition]] = weakref.WeakKeyDictionary()
+_PARTITIONS: weakref.WeakKeyDictionary[Network, dict[tuple[int, str], Partition]] = weakref.WeakKeyDictionary()
 _SEGMENTS: weakref.WeakKeyDictionary[Partition, Segments] = weakref.WeakKeyDictionary()
 
 
@@ -80,7 +105,10 @@ class Segments:
     ``bwd_edges`` (reader segment, producer segment, message index or -1) carry gradients.
     Message ``i`` goes from part ``msg_src[i]`` to ``msg_dst[i]`` with ``msg_elems[i]``
     elements per sample, sent by segment ``msg_seg[i]`` (forward messages first, then the
-    backward ones; ``msg_bwd`` marks the latter).
+    backward ones; ``msg_bwd`` marks the latter). ``ref_fwd_s``, ``ref_bwd_s`` and
+    ``ref_msg_s`` are the segments' compute and the messages' seconds for a micro-batch of
+    :data:`~perfmodel.partition.hypergraph.WEIGHT_BATCH` samples on the hypergraph's weights
+    and the reference machine's link: the durations the schedule's order is taken from.
     """
 
     parts: int
@@ -93,6 +121,9 @@ class Segments:
     msg_dst: np.ndarray
     msg_elems: np.ndarray
     msg_bwd: np.ndarray
+    ref_fwd_s: np.ndarray
+    ref_bwd_s: np.ndarray
+    ref_msg_s: np.ndarray
 
     @property
     def count(self) -> int:
@@ -171,6 +202,12 @@ def segments(p: Partition) -> Segments:
             msgs[m] = (s0, s1, s2, e0 + elems, b0)
             bwd[(first, ps)] = m
     arr = np.array([m[:4] for m in msgs], dtype=float).reshape(-1, 4)
+    # reference durations (profile-independent when the hypergraph is weighted on the reference
+    # machine); hand-made hypergraphs without a forward share take a third of each unit's time
+    u_fwd = hg.unit_fwd_seconds if hg.unit_fwd_seconds is not None else hg.unit_seconds / 3
+    u_bwd = hg.unit_seconds - u_fwd
+    ref_bytes = arr[:, 3] * hg.elem_bytes * WEIGHT_BATCH
+    link = REFERENCE_MACHINE
     out = Segments(
         parts=p.parts,
         part=part,
@@ -182,6 +219,11 @@ def segments(p: Partition) -> Segments:
         msg_dst=arr[:, 2].astype(np.int64),
         msg_elems=arr[:, 3],
         msg_bwd=np.array([m[4] for m in msgs], dtype=bool),
+        ref_fwd_s=np.array([u_fwd[u].sum() for u in units]) * WEIGHT_BATCH,
+        ref_bwd_s=np.array([u_bwd[u].sum() for u in units]) * WEIGHT_BATCH,
+        ref_msg_s=np.where(
+            ref_bytes > 0, link.link_latency_s + ref_bytes / link.link_bandwidth_bytes_per_s, 0.0
+        ),
     )
     _SEGMENTS[p] = out
     return out
@@ -189,7 +231,11 @@ def segments(p: Partition) -> Segments:
 
 @dataclass(frozen=True)
 class Schedule:
-    """The simulated step body of one replica: when every task ran, and the GPUs' busy times."""
+    """The simulated step body of one replica: when every task ran, and the GPUs' busy times.
+
+    ``bwd_start_s`` is, per segment, when the backward compute of its last micro-batch began
+    (after any recomputation): its units' gradients are complete in the order they run from then.
+    """
 
     total_s: float
     compute_s: np.ndarray
@@ -197,25 +243,23 @@ class Schedule:
     send_s: np.ndarray
     last_bwd_end_s: np.ndarray
     tasks: int
+    bwd_start_s: np.ndarray
 
 
-def simulate(
-    seg: Segments,
-    seg_fwd_s: np.ndarray,
-    seg_bwd_s: np.ndarray,
-    msg_s: np.ndarray,
-    micro_batches: int,
-    recompute: bool,
-) -> Schedule:
-    """Greedy list schedule of ``micro_batches`` micro-batches through the segments (GPipe).
+@dataclass(frozen=True)
+class _TaskGraph:
+    """Per-micro-batch dependencies of the segments' tasks, with the send offsets of their messages."""
 
-    ``seg_fwd_s``/``seg_bwd_s`` are compute seconds of one micro-batch per segment and
-    ``msg_s`` the seconds of each message. A task's sends follow its compute on its GPU;
-    a message arrives when its send ends.
-    """
-    S, M, K = seg.count, micro_batches, seg.parts
-    part = seg.part.tolist()
-    # per segment: send offsets of its messages (after its compute) by phase
+    fwd_send: list[float]
+    bwd_send: list[float]
+    f_out: list[list[tuple[int, float, int]]]  # (target, lag after the source's compute, phase)
+    b_out: list[list[tuple[int, float, int]]]
+    f_deps: list[int]
+    b_deps: list[int]
+
+
+def _task_graph(seg: Segments, msg_s: np.ndarray) -> _TaskGraph:
+    S = seg.count
     fwd_send = np.zeros(S)
     bwd_send = np.zeros(S)
     offset = np.zeros(len(msg_s))
@@ -227,10 +271,7 @@ def simulate(
         else:
             fwd_send[s] += msg_s[i]
             offset[i] = fwd_send[s]
-    f_c = seg_fwd_s.tolist()
-    b_c = seg_bwd_s.tolist()
     off = offset.tolist()
-    # dependants per segment: (target, lag after the source's compute, phase of the target)
     f_out: list[list[tuple[int, float, int]]] = [[] for _ in range(S)]
     b_out: list[list[tuple[int, float, int]]] = [[] for _ in range(S)]
     f_deps = [0] * S
@@ -242,9 +283,35 @@ def simulate(
         b_out[x].append((y, off[m] if m >= 0 else 0.0, 1))
         b_deps[y] += 1
     for s in range(S):
-        f_out[s].append((s, fwd_send[s], 1))
+        f_out[s].append((s, float(fwd_send[s]), 1))
+    return _TaskGraph(fwd_send.tolist(), bwd_send.tolist(), f_out, b_out, f_deps, b_deps)
 
-    remaining = [f_deps * M, b_deps * M]
+
+def greedy_schedule(
+    seg: Segments,
+    seg_fwd_s: np.ndarray,
+    seg_bwd_s: np.ndarray,
+    msg_s: np.ndarray,
+    micro_batches: int,
+    recompute: bool,
+) -> tuple[Schedule, tuple[int, ...]]:
+    """Greedy list schedule of ``micro_batches`` micro-batches through the segments (GPipe),
+    and the order it dispatched the tasks in.
+
+    Each GPU, when free, starts the ready task of highest priority: forward work before
+    backward work (a GPU starts backward only after all its forward tasks), then the earliest
+    micro-batch, then the earliest segment (the latest, backward). Task ``phase * S * M + k * S
+    + s`` is segment ``s`` of micro-batch ``k`` (phase 0 forward, 1 backward). Greedy list
+    scheduling is not monotone: a shorter task can let a low-priority task start first and
+    delay a critical one (Graham's anomalies), so prices come from :func:`simulate`, which
+    keeps an order fixed.
+    """
+    S, M, K = seg.count, micro_batches, seg.parts
+    part = seg.part.tolist()
+    g = _task_graph(seg, msg_s)
+    f_c = seg_fwd_s.tolist()
+    b_c = seg_bwd_s.tolist()
+    remaining = [g.f_deps * M, g.b_deps * M]
     ready_at = [[0.0] * (S * M), [0.0] * (S * M)]
     heaps: list[list[list[tuple[int, int, int]]]] = [[[] for _ in range(K)], [[] for _ in range(K)]]
     fwd_left = [0] * K
@@ -255,15 +322,14 @@ def simulate(
     recomp = np.zeros(K)
     send = np.zeros(K)
     last_bwd = np.zeros(K)
-    events: list[
-        tuple[float, int, int, int]
-    ] = []  # (time, kind 0 arrive / 1 free, phase, task or part)
+    bwd_start = np.zeros(S)
+    end = 0.0
+    order: list[int] = []
+    events: list[tuple[float, int, int, int]] = []  # (time, kind 0 arrive / 1 free, phase, task or part)
     for k in range(M):
         for s in range(S):
-            if f_deps[s] == 0:
-                t = k * S + s
-                heapq.heappush(heaps[0][part[s]], (k, s, t))
-    end = 0.0
+            if g.f_deps[s] == 0:
+                heapq.heappush(heaps[0][part[s]], (k, s, k * S + s))
 
     def dispatch(d: int, now: float) -> None:
         nonlocal end
@@ -283,22 +349,23 @@ def simulate(
             fwd_left[d] -= 1
             c = f_c[s]
             compute[d] += c
-            send[d] += fwd_send[s]
-            dur = c + fwd_send[s]
-            outs = f_out[s]
+            send[d] += g.fwd_send[s]
+            dur = c + g.fwd_send[s]
+            outs = g.f_out[s]
         else:
             r = f_c[s] if (recompute and k < M - 1) else 0.0
             c = b_c[s] + r
             compute[d] += b_c[s]
             recomp[d] += r
-            send[d] += bwd_send[s]
-            dur = c + bwd_send[s]
-            outs = b_out[s]
+            send[d] += g.bwd_send[s]
+            dur = c + g.bwd_send[s]
+            outs = g.b_out[s]
             last_bwd[d] = max(last_bwd[d], start + dur)
-        finish = start + dur
-        busy_until[d] = finish
-        end = max(end, finish)
-        heapq.heappush(events, (finish, 1, 0, d))
+            bwd_start[s] = max(bwd_start[s], start + r)
+        order.append(phase * S * M + t)
+        busy_until[d] = start + dur
+        end = max(end, start + dur)
+        heapq.heappush(events, (start + dur, 1, 0, d))
         base = k * S
         for y, lag, ph in outs:
             heapq.heappush(events, (start + c + lag, 0, ph, base + y))
@@ -326,21 +393,133 @@ def simulate(
         raise StrategyError(
             "model-parallel schedule did not finish (a dependency cycle in the partition)"
         )
-    return Schedule(float(end), compute, recomp, send, last_bwd, 2 * S * M)
+    return Schedule(float(end), compute, recomp, send, last_bwd, 2 * S * M, bwd_start), tuple(order)
+
+
+def replay(
+    seg: Segments,
+    seg_fwd_s: np.ndarray,
+    seg_bwd_s: np.ndarray,
+    msg_s: np.ndarray,
+    micro_batches: int,
+    recompute: bool,
+    order: tuple[int, ...],
+) -> Schedule:
+    """Run the tasks in a fixed ``order`` (a dispatch order of :func:`greedy_schedule`): each
+    GPU runs its tasks in that sequence, each as soon as its GPU is free and its inputs arrived.
+
+    Every start and end time is a maximum of sums of durations, so no duration getting shorter
+    makes any of them later: a fixed order is monotone, where a greedy one is not.
+    """
+    S, M, K = seg.count, micro_batches, seg.parts
+    part = seg.part.tolist()
+    g = _task_graph(seg, msg_s)
+    f_c = seg_fwd_s.tolist()
+    b_c = seg_bwd_s.tolist()
+    if len(order) != 2 * S * M:
+        raise StrategyError(f"a schedule order of {len(order)} tasks for {2 * S * M}")
+    ready = [[0.0] * (S * M), [0.0] * (S * M)]
+    free = [0.0] * K
+    compute = np.zeros(K)
+    recomp = np.zeros(K)
+    send = np.zeros(K)
+    last_bwd = np.zeros(K)
+    bwd_start = np.zeros(S)
+    end = 0.0
+    for code in order:
+        phase, t = divmod(code, S * M)
+        k, s = divmod(t, S)
+        d = part[s]
+        start = max(free[d], ready[phase][t])
+        if phase == 0:
+            c = f_c[s]
+            compute[d] += c
+            send[d] += g.fwd_send[s]
+            finish = start + c + g.fwd_send[s]
+            outs = g.f_out[s]
+        else:
+            r = f_c[s] if (recompute and k < M - 1) else 0.0
+            c = b_c[s] + r
+            compute[d] += b_c[s]
+            recomp[d] += r
+            send[d] += g.bwd_send[s]
+            finish = start + c + g.bwd_send[s]
+            outs = g.b_out[s]
+            last_bwd[d] = max(last_bwd[d], finish)
+            bwd_start[s] = max(bwd_start[s], start + r)
+        free[d] = finish
+        end = max(end, finish)
+        base = k * S
+        for y, lag, ph in outs:
+            arrive = start + c + lag
+            if arrive > ready[ph][base + y]:
+                ready[ph][base + y] = arrive
+    return Schedule(float(end), compute, recomp, send, last_bwd, 2 * S * M, bwd_start)
+
+
+_ORDERS: weakref.WeakKeyDictionary[Segments, dict[tuple[int, bool], tuple[int, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def schedule_order(seg: Segments, micro_batches: int, recompute: bool) -> tuple[int, ...]:
+    """The order :func:`simulate` runs the tasks in: the greedy schedule's on the reference
+    durations (``seg.ref_*``), so the same on every profile (cached)."""
+    per_seg = _ORDERS.setdefault(seg, {})
+    key = (micro_batches, recompute)
+    hit = per_seg.get(key)
+    if hit is None:
+        _, hit = greedy_schedule(seg, seg.ref_fwd_s, seg.ref_bwd_s, seg.ref_msg_s, micro_batches, recompute)
+        per_seg[key] = hit
+    return hit
+
+
+def simulate(
+    seg: Segments,
+    seg_fwd_s: np.ndarray,
+    seg_bwd_s: np.ndarray,
+    msg_s: np.ndarray,
+    micro_batches: int,
+    recompute: bool,
+) -> Schedule:
+    """The GPipe schedule of ``micro_batches`` micro-batches through the segments.
+
+    ``seg_fwd_s``/``seg_bwd_s`` are compute seconds of one micro-batch per segment and
+    ``msg_s`` the seconds of each message. A task's sends follow its compute on its GPU; a
+    message arrives when its send ends. Every GPU runs its tasks in :func:`schedule_order`
+    (the greedy GPipe order on the reference machine's durations) as soon as it is free and
+    their inputs arrived (:func:`replay`): shorter durations never make the step longer.
+    """
+    order = schedule_order(seg, micro_batches, recompute)
+    return replay(seg, seg_fwd_s, seg_bwd_s, msg_s, micro_batches, recompute, order)
+
+
+def gradient_ready_s(seg: Segments, sched: Schedule, unit_bwd_s: np.ndarray) -> np.ndarray:
+    """When every unit's gradient is complete: when the last micro-batch's backward of its
+    segment has run it (a segment runs its units last layer first, ``unit_bwd_s`` each)."""
+    ready = np.zeros(len(unit_bwd_s))
+    for i, units in enumerate(seg.units):
+        rev = units[::-1]
+        ready[rev] = sched.bwd_start_s[i] + np.cumsum(unit_bwd_s[rev])
+    return ready
 
 
 def mp_partition(ctx: Context, parts: int) -> Partition:
-    """KaHyPar's ``parts``-way layer partition of the context's network (cached per context)."""
-    per_ctx = _PARTITIONS.setdefault(ctx, {})
-    hit = per_ctx.get(parts)
+    """KaHyPar's ``parts``-way layer partition of the context's network, its layers weighted by
+    their times on the reference machine (:data:`~perfmodel.partition.hypergraph.REFERENCE_MACHINE`),
+    not the context's profile: one partition per (network, parts, precision), cached, so a
+    faster device or link prices the same parts and never a worse cut of them."""
+    per_net = _PARTITIONS.setdefault(ctx.net, {})
+    key = (parts, ctx.precision)
+    hit = per_net.get(key)
     if hit is None:
         try:
             hit = network_partition(
-                ctx.net, ctx.hw, ctx.precision, parts, GRANULARITY, DEFAULT_EPSILON, DEFAULT_SEED
+                ctx.net, None, ctx.precision, parts, GRANULARITY, DEFAULT_EPSILON, DEFAULT_SEED
             )
         except UsageError as exc:
             raise StrategyError(f"mp={parts}: {exc}") from None
-        per_ctx[parts] = hit
+        per_net[key] = hit
     return hit
 
 
@@ -413,13 +592,15 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
         def reduce(nbytes: float) -> float:
             return allreduce(nbytes, group, hw, comm)
 
+        ready = gradient_ready_s(seg, sched, u_b)
         end_max, total_comm = 0.0, 0.0
         for d in range(K):
-            units = part_units[d][::-1]
-            last = u_b[units]
-            start = float(sched.last_bwd_end_s[d]) - float(last.sum())
+            units = part_units[d][::-1]  # DDP fills buckets last layer first
+            # a bucket is reduced once all its gradients are ready and the previous bucket is
+            # done: the ready times as increments of their running maximum
+            steps = np.diff(np.maximum.accumulate(ready[units]), prepend=0.0)
             grads = (u_params[units] * GRAD_BYTES_PER_PARAM).tolist()
-            end, tot = overlapped_exchange(last.tolist(), grads, reduce, start)
+            end, tot = overlapped_exchange(steps.tolist(), grads, reduce, 0.0)
             end_max = max(end_max, end)
             total_comm += tot
         exposed = max(0.0, end_max - t_body)
@@ -483,14 +664,15 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
             for d in range(K)
         ],
         partitioner=f"KaHyPar km1, {GRANULARITY} granularity, epsilon {DEFAULT_EPSILON}, "
-        f"seed {DEFAULT_SEED}",
-        partition_imbalance=p.imbalance,
+        f"seed {DEFAULT_SEED}, layers weighted on the reference machine (the same parts on every profile)",
+        partition_imbalance=imbalance(np.array([u_f[u].sum() + u_b[u].sum() for u in part_units])),
         partition_volume_bytes_per_sample=p.volume_bytes_per_sample,
         quotient_edges=[list(x) for x in edges],
         quotient_acyclic=is_acyclic(K, edges),
         segments=seg.count,
         messages_per_micro_batch=len(msg_s),
-        schedule="gpipe (simulated: greedy per GPU, forward work before backward work)",
+        schedule="gpipe (simulated: each GPU in the greedy order of the reference machine's run, "
+        "forward work before backward work)",
         critical_gpu=crit,
         bucket_bytes=BUCKET_BYTES,
     )
