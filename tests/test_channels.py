@@ -274,9 +274,10 @@ def test_3d_shapes_and_flops_by_hand() -> None:
 
 def test_3d_halo_faces_by_hand() -> None:
     conv = tiny_volume().layers[0]  # 3x3x3, padding 1, on 4 x 8 x 8 x 8
-    # 2x2x2 grid: each tile (4x4x4) has one neighbour per dimension and receives one face
-    # of C x 4 x 4 one voxel deep from each: 3 x 4 x 16 (edges and corners not counted)
-    assert halo_elems(conv, (2, 2, 2)) == 3 * 4 * 4 * 4
+    # 2x2x2 grid: each tile (4x4x4) has one neighbour per dimension; the 3x3x3 kernel needs a
+    # voxel-deep face of 4x4 from each, the three 4-voxel edges between them and the corner:
+    # C x (3 x 16 + 3 x 4 + 1) = C x ((4 + 1)^3 - 4^3)
+    assert halo_elems(conv, (2, 2, 2)) == 4 * (3 * 16 + 3 * 4 + 1)
     # 4 slabs along D: an inner slab (2 x 8 x 8) receives an 8x8 face from both sides
     assert halo_elems(conv, (4, 1, 1)) == 2 * 4 * 8 * 8
     # sp=2 splits H: one face of C x D x W
