@@ -530,24 +530,44 @@ def _explain_mp(
     idle = sp.Symbol("T_idle_sim", positive=True)
     terms["pipeline_bubble"] = idle
     meaning["T_idle_sim"] = f"GPU {crit}'s idle time in the simulated schedule (critical path minus its busy time), s"
-    legend["pipeline_bubble"] = "simulated: the greedy GPipe list schedule over the parts, evaluated numerically"
+    legend["pipeline_bubble"] = (
+        "simulated: the GPipe schedule of the segments over the parts (model_parallel.simulate), evaluated numerically"
+    )
     body = sp.Add(*terms.values())
-    ends = [sp.Symbol(f"T_bwd_end_{d}", positive=True) for d in range(K)]
+    starts = [sp.Symbol(f"T_bwd_start_{i}", positive=True) for i in range(seg.count)]
     if s.dp > 1:
         # a part's replicas are K ranks apart, as model_parallel places them
         group = weight_group(Strategy(dp=s.dp, pp=K), g)
-        end_max: Any = 0
+        # a unit's gradient is complete when the last micro-batch's backward of its segment has run
+        # it: the segment's start (simulated) plus its units' backward, last layer first
+        ready: dict[int, tuple[int, Any]] = {}
+        for i, units in enumerate(seg.units):
+            t: Any = starts[i]
+            for u in units[::-1]:
+                t = t + unit_exprs(bwd, np.array([u]))[0]
+                ready[int(u)] = (i, t)
+            meaning[str(starts[i])] = (
+                f"when segment {i}'s (GPU {int(seg.part[i])}) last backward begins in the simulated schedule, s"
+            )
         grad_units = hg.layer_values(ctx.cc.params) * GRAD_BYTES_PER_PARAM
+        end_max: Any = 0
         for d in range(K):
-            units = np.flatnonzero(a == d)[::-1]
-            bw_rev = unit_exprs(bwd, units)
-            end = _overlap_end(ends[d] - sp.Add(*bw_rev), bw_rev, grad_units[units], group, s.comm)
+            units = np.flatnonzero(a == d)[::-1]  # DDP fills buckets last layer first
+            marks = dict(_buckets(grad_units[units]))
+            latest: dict[int, Any] = {}  # per segment, its latest ready unit so far (ready times grow)
+            end: Any = 0
+            for j, u in enumerate(units):
+                i, t = ready[int(u)]
+                latest[i] = t
+                if j in marks:  # a bucket is full: reduced once all its gradients are ready and the last is done
+                    got = smax(*latest.values()) if len(latest) > 1 else t
+                    end = (got if end == 0 else smax(end, got)) + allreduce_expr(marks[j], group, LINK, s.comm)
             end_max = end if end_max == 0 else smax(end_max, end)
-            meaning[str(ends[d])] = f"when GPU {d}'s last backward pass ends in the simulated schedule, s"
         terms["gradient_exchange_exposed"] = smax(0, end_max - body)
         legend["gradient_exchange_exposed"] = (
-            f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
-            "overlapped with that part's last backward pass (ending at T_bwd_end_d, simulated)"
+            f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, each "
+            "once its gradients are ready in the last backward pass of their segments (from T_bwd_start_i, "
+            "simulated) and the previous bucket is done"
         )
     u_params = hg.layer_values(ctx.cc.params)
     terms["optimizer_step"] = _optimizer(ctx, float(max(u_params[a == d].sum() for d in range(K))))
@@ -573,7 +593,7 @@ def _explain_mp(
         sched = simulate(seg, seg_f, seg_b, msg_s, int(vals[M]), s.recompute)
         busy = sched.compute_s[crit] + sched.recompute_s[crit] + sched.send_s[crit]
         out = {idle: float(sched.total_s - busy)}
-        out.update((ends[d], float(sched.last_bwd_end_s[d])) for d in range(K))
+        out.update((starts[i], float(sched.bwd_start_s[i])) for i in range(seg.count))
         return out
 
     values.update(resimulate(values))
@@ -583,9 +603,9 @@ def _explain_mp(
         if bool((across == net_tier).any()):
             sim_symbols |= {bw, alpha}
     notes = [
-        f"mp={K}: the step's critical path is simulated (a greedy GPipe list schedule of {seg.count} segments "
+        f"mp={K}: the step's critical path is simulated (the GPipe schedule of {seg.count} segments "
         f"on {K} GPUs, {len(seg.msg_elems)} messages per micro-batch), so it has no closed form: "
-        "T_idle_sim" + (" and T_bwd_end_d are" if s.dp > 1 else " is")
+        "T_idle_sim" + (" and T_bwd_start_i are" if s.dp > 1 else " is")
         + " evaluated numerically from the closed forms of every segment's compute and every message's "
         "alpha + n/beta; a what-if re-runs the simulation.",
     ]
