@@ -7,18 +7,18 @@ from functools import cached_property
 
 import numpy as np
 
-from ..cost.compute import GRAD_BYTES_PER_PARAM, LayerTimes, layer_times
+from ..cost.compute import LayerTimes, layer_times
 from ..errors import UsageError
-from ..hardware import Hardware
+from ..hardware import Hardware, load_hardware
 from ..network import Network, compile_counts
 from ..network.channel_split import Share, channel_split
-from ..network.layers import MATMUL_KINDS
 from ..units import BYTES_PER_ELEMENT
 
 __all__ = [
     "GRANULARITIES",
-    "REFERENCE_MACHINE",
-    "ReferenceMachine",
+    "REFERENCE_PROFILE",
+    "reference_hardware",
+    "reference_layer_times",
     "WEIGHT_BATCH",
     "WEIGHT_SCALE",
     "Hypergraph",
@@ -39,50 +39,22 @@ WEIGHT_BATCH = 32
 WEIGHT_SCALE = 1_000_000
 
 
-@dataclass(frozen=True)
-class ReferenceMachine:
-    """A fixed device whose roofline weighs units when a partition must not depend on the
-    profile it is priced on (``mp=K`` plans: a faster device then never changes the parts).
-
-    A layer's forward takes ``max(FLOPs / peak, bytes / bandwidth) + overhead``; its backward
-    the same with the input- and weight-gradient FLOPs and bytes and one overhead per kernel
-    (two for convolution and linear layers), from the network's counts
-    (:func:`~perfmodel.network.compile_counts`). Bytes are the activation traffic at the
-    precision's element size plus the weights (read forward; read, and the fp32 gradient
-    written, backward), as in :func:`~perfmodel.cost.compute.layer_times`. The link prices
-    the messages of a schedule's reference run.
-    """
-
-    peak_flops_per_s: float
-    memory_bandwidth_bytes_per_s: float
-    kernel_overhead_s: float
-    link_bandwidth_bytes_per_s: float
-    link_latency_s: float
-
-    def layer_times(self, net: Network, precision: str) -> LayerTimes:
-        """Forward and backward seconds per sample of every layer (taken at :data:`WEIGHT_BATCH`)."""
-        cc = compile_counts(net)
-        ev = cc.evaluate(WEIGHT_BATCH)
-        e = BYTES_PER_ELEMENT[precision]
-        peak, bw, tau = self.peak_flops_per_s, self.memory_bandwidth_bytes_per_s, self.kernel_overhead_s
-        matmul = np.array([k in MATMUL_KINDS for k in cc.kinds])
-        fwd_bytes = ev["fwd_mem_elems"] * e + cc.params * e
-        bwd_bytes = ev["bwd_mem_elems"] * e + cc.params * (e + GRAD_BYTES_PER_PARAM)
-        fwd = np.maximum(ev["fwd_flops"] / peak, fwd_bytes / bw) + tau
-        bwd_flops = ev["bwd_input_flops"] + ev["bwd_weight_flops"]
-        bwd = np.maximum(bwd_flops / peak, bwd_bytes / bw) + tau * np.where(matmul, 2.0, 1.0)
-        return LayerTimes(fwd=fwd / WEIGHT_BATCH, bwd=bwd / WEIGHT_BATCH)
+#: The shipped profile whose roofline weighs units when a partition must not depend on the
+#: profile it is priced on (``mp=K`` plans: a faster device or link then never changes the
+#: parts): the default hardware, read from its data file like any profile.
+REFERENCE_PROFILE = "a100-80gb-dgx"
 
 
-#: The reference device: a tensor-core GPU of 128 TFLOP/s, 2 TB/s of memory bandwidth (a
-#: balance of 64 FLOP/B, between the shipped profiles' 9 (A100 fp32) and 185 (H100 amp)),
-#: 8 us of launch and ramp-up per kernel, 400 GB/s point-to-point links (NVLink class) with
-#: 5 us latency. On 320 mp plans (8 models, 4 profiles, amp and fp32), priced with its
-#: partitions and schedule order, steps take 0.99x the time they took with partitions weighted
-#: by each profile's own times and a greedy schedule (geometric mean; 0.62x to 1.32x case by
-#: case, KaHyPar's cuts differing); the link was the best of 25, 100, 400 GB/s and none for
-#: the schedule order (:func:`~perfmodel.strategies.model_parallel.simulate`).
-REFERENCE_MACHINE = ReferenceMachine(128e12, 2e12, 8e-6, 400e9, 5e-6)
+def reference_hardware() -> Hardware:
+    """The :data:`REFERENCE_PROFILE` (loaded once; the loader caches it)."""
+    return load_hardware(REFERENCE_PROFILE)
+
+
+def reference_layer_times(net: Network, precision: str) -> LayerTimes:
+    """Forward and backward seconds per sample of every layer on the reference profile, taken at
+    :data:`WEIGHT_BATCH` samples (:func:`~perfmodel.cost.compute.layer_times`)."""
+    lt = layer_times(compile_counts(net), reference_hardware(), precision, WEIGHT_BATCH)
+    return LayerTimes(fwd=lt.fwd / WEIGHT_BATCH, bwd=lt.bwd / WEIGHT_BATCH)
 
 
 def channel_groups_for(parts: int) -> int:
@@ -160,7 +132,7 @@ def build_hypergraph(
     groups: int = 1,
 ) -> Hypergraph:
     """The hypergraph of ``net`` at ``granularity`` with compute times on ``hw`` at ``precision``
-    (``hw=None``: on the :data:`REFERENCE_MACHINE`, the same whatever profile prices it).
+    (``hw=None``: on the :data:`REFERENCE_PROFILE`, the same whatever profile prices it).
 
     At ``channel`` granularity the units of a layer are filter parallelism's per-GPU shares of
     its output channels over ``groups`` GPUs, :func:`~perfmodel.network.channel_split.channel_split`
@@ -178,7 +150,7 @@ def build_hypergraph(
     if g < 1:
         raise UsageError(f"channel groups must be >= 1, got {groups}")
     if hw is None:
-        lt = REFERENCE_MACHINE.layer_times(net, precision)
+        lt = reference_layer_times(net, precision)
     else:
         lt = layer_times(compile_counts(net), hw, precision, WEIGHT_BATCH)
         lt = LayerTimes(fwd=lt.fwd / WEIGHT_BATCH, bwd=lt.bwd / WEIGHT_BATCH)

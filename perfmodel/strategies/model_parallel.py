@@ -2,7 +2,7 @@
 
 The network's layer hypergraph is cut into K parts by KaHyPar (``perfmodel.partition``),
 one part per GPU of a replica. The layers are weighted by their times on a fixed reference
-machine (:data:`~perfmodel.partition.hypergraph.REFERENCE_MACHINE`), not on the profile
+profile (:data:`~perfmodel.partition.hypergraph.REFERENCE_PROFILE`), not on the profile
 priced, so a network has one partition per (K, precision) whatever the hardware. A part need
 not be a contiguous run of layers, so parts exchange tensors along the network's DAG,
 possibly in both directions (the quotient graph of the parts may have cycles). The step is
@@ -60,7 +60,7 @@ from ..cost.collectives import allreduce, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..errors import StrategyError, UsageError
 from ..network import Network
-from ..partition.hypergraph import REFERENCE_MACHINE, WEIGHT_BATCH, Hypergraph
+from ..partition.hypergraph import WEIGHT_BATCH, Hypergraph, reference_hardware
 from ..partition.metrics import imbalance, is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
 from .data import BUCKET_BYTES, overlapped_exchange
@@ -207,7 +207,7 @@ def segments(p: Partition) -> Segments:
     u_fwd = hg.unit_fwd_seconds if hg.unit_fwd_seconds is not None else hg.unit_seconds / 3
     u_bwd = hg.unit_seconds - u_fwd
     ref_bytes = arr[:, 3] * hg.elem_bytes * WEIGHT_BATCH
-    link = REFERENCE_MACHINE
+    ref = reference_hardware()
     out = Segments(
         parts=p.parts,
         part=part,
@@ -221,9 +221,7 @@ def segments(p: Partition) -> Segments:
         msg_bwd=np.array([m[4] for m in msgs], dtype=bool),
         ref_fwd_s=np.array([u_fwd[u].sum() for u in units]) * WEIGHT_BATCH,
         ref_bwd_s=np.array([u_bwd[u].sum() for u in units]) * WEIGHT_BATCH,
-        ref_msg_s=np.where(
-            ref_bytes > 0, link.link_latency_s + ref_bytes / link.link_bandwidth_bytes_per_s, 0.0
-        ),
+        ref_msg_s=np.array([point_to_point(float(b), ref, False) for b in ref_bytes]),
     )
     _SEGMENTS[p] = out
     return out
@@ -506,7 +504,7 @@ def gradient_ready_s(seg: Segments, sched: Schedule, unit_bwd_s: np.ndarray) -> 
 
 def mp_partition(ctx: Context, parts: int) -> Partition:
     """KaHyPar's ``parts``-way layer partition of the context's network, its layers weighted by
-    their times on the reference machine (:data:`~perfmodel.partition.hypergraph.REFERENCE_MACHINE`),
+    their times on the reference profile (:data:`~perfmodel.partition.hypergraph.REFERENCE_PROFILE`),
     not the context's profile: one partition per (network, parts, precision), cached, so a
     faster device or link prices the same parts and never a worse cut of them."""
     per_net = _PARTITIONS.setdefault(ctx.net, {})
