@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,7 +72,7 @@ def partition_min_max(costs: FloatSeq, parts: int) -> tuple[int, ...]:
     return tuple(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
 
 
-def _greedy_cuts(prefix: np.ndarray, leave: np.ndarray, bound: float, parts: int) -> list[int] | None:
+def _greedy_cuts(prefix: list[float], leave: list[float], bound: float, parts: int) -> list[int] | None:
     """Cut points of the greedy fill under ``bound`` where a stage ``[a, b)`` costs its links plus
     the cut before it (``leave[a]``) and the cut after it (``leave[b]``); each stage ends at its
     furthest end within ``bound``."""
@@ -80,13 +81,12 @@ def _greedy_cuts(prefix: np.ndarray, leave: np.ndarray, bound: float, parts: int
     a = 0
     while a < n:
         room = bound + prefix[a] - leave[a]  # stage [a, b) fits when prefix[b] + leave[b] <= room
-        b_max = int(np.searchsorted(prefix, room, side="right")) - 1  # prefix alone within the room
-        if b_max <= a:
+        b = bisect_right(prefix, room, a) - 1  # the furthest end the links alone allow
+        while b > a and prefix[b] + leave[b] > room:
+            b -= 1
+        if b <= a:
             return None
-        ok = np.nonzero(prefix[a + 1 : b_max + 1] + leave[a + 1 : b_max + 1] <= room)[0]
-        if len(ok) == 0:
-            return None
-        a = a + 1 + int(ok[-1])
+        a = b
         if a < n:
             cuts.append(a)
             if len(cuts) >= parts:
@@ -112,8 +112,9 @@ def partition_with_cut_costs(costs: FloatSeq, cut_costs: FloatSeq, parts: int) -
         raise ValueError(f"sequence is shorter than intended partitions ({n} < {parts})")
     if len(k) < n - 1:
         raise ValueError(f"cut costs cover {len(k)} cuts, the chain has {n - 1}")
-    prefix = np.concatenate([[0.0], np.cumsum(c)])
-    leave = np.concatenate([[0.0], k[: n - 1], [0.0]])  # leave[b]: the cut after link b - 1 (none at 0, n)
+    prefix_a = np.concatenate([[0.0], np.cumsum(c)])
+    leave_a = np.concatenate([[0.0], k[: n - 1], [0.0]])  # leave[b]: the cut after link b - 1 (none at 0, n)
+    prefix, leave = prefix_a.tolist(), leave_a.tolist()
     lo, hi = float(c.max()), float(prefix[-1] + 2 * (k[: n - 1].max() if n > 1 else 0.0)) * (1 + 1e-12)
     if _greedy_cuts(prefix, leave, hi, parts) is None:
         return None
@@ -135,7 +136,9 @@ def partition_with_cut_costs(costs: FloatSeq, cut_costs: FloatSeq, parts: int) -
             if b - a < 2:
                 continue
             q = np.arange(a + 1, b)
-            worst = np.maximum(prefix[q] - prefix[a] + leave[a] + leave[q], prefix[b] - prefix[q] + leave[q] + leave[b])
+            worst = np.maximum(
+                prefix_a[q] - prefix_a[a] + leave_a[a] + leave_a[q], prefix_a[b] - prefix_a[q] + leave_a[q] + leave_a[b]
+            )
             i = int(np.argmin(worst))
             if best is None or worst[i] < best[0]:
                 best = (float(worst[i]), j, int(q[i]))
