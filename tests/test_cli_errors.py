@@ -126,6 +126,8 @@ CASES: list[tuple[str, str, int, str]] = [
     (P, "resnet50 --gpus 8 -s pp=8,mb=1000 -b 1", 2, "cannot make mb=1000 micro-batches (valid: mb <= 8)"),
     (P, "resnet50 --gpus 8 -s pp=8,mb=0", 2, "mb=0 must be >= 1"),
     (P, f"resnet50 --gpus 8 -s pp=8,mb={HUGE}", 2, "is too large"),
+    (P, "resnet50 --gpus 4 -s sp=4,decomp=x", 2, "decomp 'x' is not one of spatial, auto"),
+    (P, "resnet50 --gpus 4 -s dp=4,decomp=auto", 2, "needs a spatial group"),
     # predict: image sizes
     (P, "resnet50 --gpus 8 -s dp=8 --image-size 0", 2, "0 is not in the range"),
     (P, "resnet50 --gpus 8 -s dp=8 --image-size -5", 2, "not in the range"),

@@ -223,6 +223,28 @@ def test_partition_with_cut_costs_avoids_an_expensive_cut() -> None:
         partition_with_cut_costs([1.0, 1.0], [0.0], 3)
 
 
+def test_spatial_plans_tile_every_link_unless_decomp_auto() -> None:
+    # sp=4 is spatial parallelism: every link whose layers can be tiled is (ParaDL's plan);
+    # decomp=auto lets the per-link DP choose, which at 224 px is sample decomposition everywhere
+    tiled = predict("resnet50", 4, "sp=4", global_batch=256)
+    auto = predict("resnet50", 4, "sp=4,decomp=auto", global_batch=256)
+    net = get_model("resnet50")
+    assert len(tiled.details["spatial_links"]) >= len(net.links) - 1  # all but the head (1x1 maps)
+    assert tiled.breakdown["halo_exchange"] > 0
+    assert auto.details["spatial_links"] == [] and auto.breakdown["halo_exchange"] == 0
+    assert auto.iteration_time_s < tiled.iteration_time_s
+    assert auto.iteration_time_s == pytest.approx(predict("resnet50", 4, "dp=4", global_batch=256).iteration_time_s)
+    # the breakdown adds up, redistribution where the tiling stops (the head)
+    assert sum(tiled.breakdown.values()) == pytest.approx(tiled.iteration_time_s, rel=1e-12)
+    assert tiled.breakdown["redistribution"] > 0
+    assert parse_strategy("sp=2x2,decomp=auto", 4).spec() == "sp=2x2,dp=1,decomp=auto"
+    assert parse_strategy("sp=2x2,decomp=spatial", 4).spec() == "sp=2x2,dp=1"
+    with pytest.raises(StrategyError, match="decomp=auto needs a spatial group"):
+        parse_strategy("dp=4,decomp=auto", 4)
+    with pytest.raises(StrategyError, match="decomp 'tiles' is not one of spatial, auto"):
+        parse_strategy("sp=4,decomp=tiles", 4)
+
+
 def test_input_batch_memory_by_hand() -> None:
     # a CosmoFlow 512^3 sample: 4 channels x 512^3 voxels x 4 B (fp32 as the loader delivers it) = 2 GiB
     one = predict("cosmoflow", 1, "dp=1", hardware="abci-v100-16gb", global_batch=1, image_size=512)

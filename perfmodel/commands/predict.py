@@ -62,7 +62,8 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @gpus_option
 @click.option("--strategy", "-s", required=True,
               help="Plan spec, e.g. dp=8 | pp=4,dp=2,mb=8 | sp=2x2,dp=2 | dp=8,comm=ps-central. "
-                   "Keys: dp sp pp mp filter channel mb schedule comm recompute balance.")
+                   "Keys: dp sp pp mp filter channel mb schedule comm recompute balance decomp "
+                   "(decomp=auto: spatial or sample decomposition chosen per link).")
 @hardware_option
 @precision_option
 @click.option("--batch-per-gpu", "-b", type=int, default=None, help="Samples per GPU (global batch = this x GPUs).")

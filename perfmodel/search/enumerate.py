@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from ..network import Network
@@ -89,7 +90,9 @@ def candidates(
         for grid in grids:
             mbs = _mb_choices(pp, per_replica) if pp > 1 else [1]
             for mb in mbs:
-                yield Strategy(dp=dp, sp=grid, pp=pp, mb=mb, schedule="1f1b" if pp > 1 else "gpipe")
+                # the search lets the per-link DP choose spatial or sample decomposition
+                decomp = "auto" if math.prod(grid) > 1 else "spatial"
+                yield Strategy(dp=dp, sp=grid, pp=pp, mb=mb, schedule="1f1b" if pp > 1 else "gpipe", decomp=decomp)
     # layer-parallel splits inside a node, combined with data parallelism across
     for k in divisors(gpus):
         if k == 1 or k > gpus_per_node:

@@ -36,7 +36,7 @@ from .channels import BREAKDOWN_KEYS, SplitPlan, split_plan
 from .data import BUCKET_BYTES
 from .memory import optimizer_traffic_bytes_per_param
 from .model_parallel import mp_partition, segments, simulate
-from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, price, weight_group
+from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, _spatial, price, weight_group
 from .spec import Strategy
 
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
@@ -329,6 +329,16 @@ def _explain_chain(
             fwd += src[0][lk.start : lk.stop]
             bwd += src[1][lk.start : lk.stop]
         extra = breakdown.get("halo_exchange", 0.0) + breakdown.get("redistribution", 0.0)
+        if s.pp > 1:
+            # a pipeline stage carries its layers' halos and redistributions: valued constants per
+            # layer, half in each pass, as predict adds them
+            _, _, _, halo, redist, _, _ = _spatial(ctx, s, int(values[b_sym]))
+            for j in np.nonzero(halo + redist)[0]:
+                half = float(halo[j] + redist[j]) / 2
+                fwd[j] = fwd[j] + half
+                bwd[j] = bwd[j] + half
+            notes.append("the stages' halo exchanges and redistributions are valued constants, not yet closed "
+                         "forms; a what-if keeps their values")
     else:
         fwd, bwd = _layer_exprs(ctx, b_sym, (1, 1, 1))
         extra = 0.0

@@ -227,7 +227,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     p_sp = s.sp_degree
     grid = s.sp
     if p_sp > 1:
-        fwd, bwd, saved, halo_s, spatial_links, sp_in_node = _spatial(ctx, s, m)
+        fwd, bwd, saved, halo_s, redist_s, spatial_links, sp_in_node = _spatial(ctx, s, m)
         details["spatial_links"] = [lk.name for lk, sp_ in zip(net.links, spatial_links, strict=True) if sp_]
         details["sample_links"] = [lk.name for lk, sp_ in zip(net.links, spatial_links, strict=True) if not sp_]
     else:
@@ -235,6 +235,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         fwd, bwd = lt.fwd, lt.bwd
         saved = ev["saved_elems"] * e + ev["saved_extra_bytes"]
         halo_s = np.zeros_like(fwd)
+        redist_s = np.zeros_like(fwd)
         spatial_links = [False] * n_links
         sp_in_node = True
     transient = _transient_bytes(ctx, m, grid if p_sp > 1 else (1, 1, 1))
@@ -338,7 +339,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     else:
         per_mb = float(fwd.sum() + bwd.sum())
         t_body = s.mb * per_mb + (s.mb * float(fwd.sum()) if s.recompute else 0.0)
-        breakdown["compute"] = s.mb * float((fwd - halo_s / 2).sum() + (bwd - halo_s / 2).sum())
+        breakdown["compute"] = s.mb * float((fwd + bwd - halo_s - redist_s).sum())
         if s.recompute:
             breakdown["recompute"] = s.mb * float(fwd.sum())
         stage_ranges = [(0, len(net.layers))]
@@ -354,8 +355,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         )
         breakdown["halo_exchange"] = halo_total
         if s.pp == 1:
-            redistribution = s.mb * float((fwd + bwd).sum()) - breakdown["compute"] - halo_total
-            breakdown["redistribution"] = max(0.0, redistribution)
+            breakdown["redistribution"] = s.mb * float(redist_s.sum())
 
     # gradient exchange among the GPUs sharing each weight: dp replicas x spatial tiles
     exposed = 0.0
@@ -487,8 +487,10 @@ def _transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int]) -> float:
 
 def _spatial(
     ctx: Context, s: Strategy, m: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[bool], bool]:
-    """Per-layer fwd/bwd seconds, saved bytes and halo seconds under the per-link spatial/sample choice."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[bool], bool]:
+    """Per-layer fwd/bwd seconds, saved bytes, halo seconds and redistribution seconds (switching
+    between spatial and sample decomposition at a cut; included in fwd/bwd like the halos), the
+    per-link choice and whether the spatial group sits in one node."""
     net, hw, e = ctx.net, ctx.hw, ctx.elem_bytes
     grid = s.sp
     p = s.sp_degree
@@ -526,7 +528,10 @@ def _spatial(
     for i in range(1, len(net.links)):
         nbytes = m * ctx.cut_elems[i - 1] * e / p * (p - 1) / p
         switch[i] = 2 * point_to_point(nbytes, hw, not in_node)
-    choice, _ = choose_decomposition(net, sp_cost, sa_cost, allowed, switch)
+    if s.decomp == "auto":
+        choice, _ = choose_decomposition(net, sp_cost, sa_cost, allowed, switch)
+    else:  # tile every link whose layers can be tiled
+        choice = list(allowed)
     fwd = np.where(np.repeat(choice, [lk.stop - lk.start for lk in net.links]), lt_sp.fwd + halo_t / 2, lt_sa.fwd)
     bwd = np.where(np.repeat(choice, [lk.stop - lk.start for lk in net.links]), lt_sp.bwd + halo_t / 2, lt_sa.bwd)
     layer_choice = np.repeat(choice, [lk.stop - lk.start for lk in net.links])
@@ -536,12 +541,14 @@ def _spatial(
         ev_sa["saved_elems"] * e + ev_sa["saved_extra_bytes"],
     )
     halo = np.where(layer_choice, halo_t, 0.0)
+    redist = np.zeros(len(net.layers))
     for i in range(1, len(net.links)):
         if choice[i] != choice[i - 1]:
             j = net.links[i].start
             fwd[j] += switch[i] / 2
             bwd[j] += switch[i] / 2
-    return fwd, bwd, saved, halo, choice, in_node
+            redist[j] += switch[i]
+    return fwd, bwd, saved, halo, redist, choice, in_node
 
 
 # -- the public entry point ----------------------------------------------------------------

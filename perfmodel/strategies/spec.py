@@ -8,11 +8,15 @@ from dataclasses import dataclass, replace
 from ..errors import StrategyError
 from ..limits import MAX_BATCH, MAX_GPUS, shown
 
-__all__ = ["Strategy", "parse_strategy", "COMM_CHOICES", "SCHEDULES"]
+__all__ = ["Strategy", "parse_strategy", "COMM_CHOICES", "SCHEDULES", "DECOMPOSITIONS"]
 
 COMM_CHOICES = ("ring", "tree", "hierarchical", "ps-central", "ps-sharded")
 SCHEDULES = ("gpipe", "1f1b")
-_KEYS = ("dp", "sp", "pp", "mp", "filter", "channel", "mb", "schedule", "comm", "recompute", "balance")
+#: How a spatial group splits each link: ``spatial`` tiles every link whose layers can be
+#: tiled (ParaDL's and Dryden et al.'s spatial parallelism); ``auto`` chooses spatial or
+#: sample decomposition per link by dynamic programming (Dryden et al., IPDPS 2019, section IV).
+DECOMPOSITIONS = ("spatial", "auto")
+_KEYS = ("dp", "sp", "pp", "mp", "filter", "channel", "mb", "schedule", "comm", "recompute", "balance", "decomp")
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,8 @@ class Strategy:
 
     ``sp`` is the spatial grid (depth, height, width); ``mp`` a hypergraph-partitioned
     model-parallel split; ``filter``/``channel`` split convolution and linear layers by
-    output / input channels; ``balance`` fixes the number of chain links per pipeline stage.
+    output / input channels; ``balance`` fixes the number of chain links per pipeline stage;
+    ``decomp`` says how a spatial group splits each link (:data:`DECOMPOSITIONS`).
     """
 
     dp: int = 1
@@ -35,6 +40,7 @@ class Strategy:
     comm: str = "ring"
     recompute: bool = False
     balance: tuple[int, ...] = ()
+    decomp: str = "spatial"
 
     def __post_init__(self) -> None:
         for k in ("dp", "pp", "mp", "filter", "channel", "mb"):
@@ -47,6 +53,10 @@ class Strategy:
             raise StrategyError(f"strategy: schedule '{self.schedule}' is not one of {', '.join(SCHEDULES)}")
         if self.comm not in COMM_CHOICES:
             raise StrategyError(f"strategy: comm '{self.comm}' is not one of {', '.join(COMM_CHOICES)}")
+        if self.decomp not in DECOMPOSITIONS:
+            raise StrategyError(f"strategy: decomp '{self.decomp}' is not one of {', '.join(DECOMPOSITIONS)}")
+        if self.decomp != "spatial" and self.sp_degree == 1:
+            raise StrategyError(f"strategy: decomp={self.decomp} needs a spatial group (sp=N, HxW or DxHxW)")
         if self.balance and len(self.balance) != self.pp:
             raise StrategyError(
                 f"strategy: balance has {len(self.balance)} stages but pp={self.pp} ({self.balance})"
@@ -107,6 +117,8 @@ class Strategy:
             out.append("recompute=true")
         if self.balance:
             out.append("balance=" + ":".join(map(str, self.balance)))
+        if self.decomp != "spatial":
+            out.append(f"decomp={self.decomp}")
         return ",".join(out)
 
     def with_(self, **changes: object) -> Strategy:
@@ -158,7 +170,7 @@ def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
                 fields["sp"] = (ext[0], ext[1], ext[2])
             else:
                 raise StrategyError(f"strategy: sp={value} must be N, HxW or DxHxW")
-        elif key in ("schedule", "comm"):
+        elif key in ("schedule", "comm", "decomp"):
             fields[key] = value.lower()
         elif key == "recompute":
             if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
