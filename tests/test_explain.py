@@ -38,6 +38,8 @@ def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     ("resnet18", 4, "sp=2x2", 4),
     ("resnet18", 4, "pp=2,sp=2x1,mb=2", 6),  # micro-batches of 3: sample-decomposed cuts send ceil(3/2)
     ("resnet18", 16, "pp=2,sp=2x2,dp=2,mb=2", 16),
+    ("resnet18", 4, "pp=2,sp=2x1,mb=2,decomp=auto", 6),
+    ("cosmoflow", 16, "pp=2,sp=2x2x2", 2),  # tiled stages carry halos and a redistribution
     ("alexnet", 8, "dp=8,comm=ps-sharded", 256),
 ])
 def test_formula_equals_predict(model: str, gpus: int, spec: str, batch: int) -> None:
@@ -45,6 +47,8 @@ def test_formula_equals_predict(model: str, gpus: int, spec: str, batch: int) ->
                   load_hardware("a100-80gb-dgx"), "amp", "sgd")
     f = explain_plan(ctx, parse_strategy(spec, gpus), batch)
     assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+    if "sp=" in spec and "decomp=auto" not in spec:
+        assert f.prediction.details["spatial_links"], "a tiled plan must exercise the halo terms"
     names = {str(s) for s in f.values}
     if spec == "dp=8":
         assert {"b", "R", "beta_intra", "alpha_intra", "tau"} <= names
@@ -233,6 +237,8 @@ def test_cli_mp_says_the_schedule_is_simulated(capsys: pytest.CaptureFixture[str
     ("beta_intra=fast", "'fast' is not a number"),
     ("beta_intra=0", "positive finite"),
     ("beta_intra=nan", "positive finite"),
+    ("eta_conv=7", "valid: 0 < eta_conv <= 1"),
+    ("R=1e-320", "the step time is not a finite number"),
 ])
 def test_cli_bad_set_is_a_usage_error(value: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["explain", "tiny_cnn", "--gpus", "4", "-s", "filter=4", "--set", value], capsys)

@@ -206,17 +206,15 @@ def test_fixed_pipeline_splits_get_faster_on_a_faster_device() -> None:
         assert b.iteration_time_s < a.iteration_time_s
 
 
-@seeded(120)
-@given(case(kinds=("pipeline", "hybrid")))
-def test_automatic_stage_split_is_never_worse_than_the_compute_balanced_one(c: tuple[Any, ...]) -> None:
-    p = price(c)
-    if p.strategy.pp == 1 or p.strategy.balance:
-        return
-    candidates = [tuple(x) for x in p.details["balance_candidates"]]
-    assert tuple(p.details["balance"]) in candidates
-    for bal in candidates:  # the first is the compute-balanced split
-        q = price(c, strategy=p.strategy.with_(balance=bal))
-        assert p.iteration_time_s <= q.iteration_time_s * (1 + REL)
+def test_automatic_stage_split_prefers_a_split_that_fits() -> None:
+    """The fastest candidate split (8:8:9:10) needs 16.9 GiB of a 16 GiB P100; 7:9:9:10 fits and
+    is 0.02% slower: a plan that fits is the answer (found by review, 1 case in 568)."""
+    args: dict[str, Any] = dict(hardware="p100-16gb-nvlink", precision="fp32", global_batch=256)
+    auto = predict("resnext101_32x8d", 8, "pp=4,dp=2,mb=8", **args)
+    assert auto.fits_in_memory
+    assert [8, 8, 9, 10] in auto.details["balance_candidates"]
+    fastest = predict("resnext101_32x8d", 8, "pp=4,dp=2,mb=8,balance=8:8:9:10", **args)
+    assert not fastest.fits_in_memory and fastest.iteration_time_s < auto.iteration_time_s
 
 
 # -- memory --------------------------------------------------------------------------------------

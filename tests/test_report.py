@@ -37,6 +37,15 @@ def test_csv_of_rows_equals_csv_of_frame() -> None:
     assert render_frame(ROWS, "csv").splitlines()[0] == "rank,strategy,step_ms,eff_%,fits"
 
 
+def test_numpy_numbers_render_like_python_numbers() -> None:
+    import numpy as np
+
+    rows = [{"n": np.int64(12345), "x": np.float64(1.5)}, {"n": 7, "x": 2.25}]
+    lines = render_frame(rows).splitlines()
+    assert lines[2].split() == ["12,345", "1.50"] and lines[3].split() == ["7", "2.25"]
+    assert lines[2].index("12,345") + 6 == lines[3].index("7") + 1  # right-aligned
+
+
 def test_empty_table_says_so() -> None:
     assert render_frame([]) == "(no rows)"
     assert render_frame(pd.DataFrame()) == "(no rows)"

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.errors import BatchSplitError, StrategyError
-from perfmodel.network import NetBuilder, get_model
+from perfmodel.network import NetBuilder, compile_counts, get_model
 from perfmodel.strategies import parse_strategy, predict
 from perfmodel.strategies.data import overlapped_exchange, parameter_server
 from perfmodel.strategies.pipeline import (
@@ -207,9 +207,8 @@ def test_partition_with_cut_costs_is_a_valid_split_and_exact_without_cut_costs(d
     costs = data.draw(st.lists(st.floats(0, 10), min_size=n, max_size=n))
     cuts = data.draw(st.lists(st.floats(0, 10), min_size=n - 1, max_size=n - 1))
     bal = partition_with_cut_costs(costs, cuts, parts)
-    assert bal is not None and len(bal) == parts and sum(bal) == n and min(bal) >= 1
+    assert len(bal) == parts and sum(bal) == n and min(bal) >= 1
     free = partition_with_cut_costs(costs, [0.0] * (n - 1), parts)
-    assert free is not None
     assert _bottleneck_with_cuts(costs, [0.0] * (n - 1), free) == pytest.approx(
         brute_force_partition(costs, parts), rel=1e-9, abs=1e-12)
 
@@ -261,6 +260,16 @@ def test_input_batch_memory_by_hand() -> None:
     # GPipe: the first stage holds its replica's whole batch (the micro-batches are cut there)
     pp = predict("resnet50", 8, "pp=2,dp=4,mb=4", global_batch=256)
     assert pp.memory["input_batch"] == 64 * 3 * 224 * 224 * 4
+    # 1F1B: the first stage has min(stages, micro-batches) micro-batches in flight
+    f1b = predict("resnet50", 8, "pp=4,dp=2,mb=8,schedule=1f1b", global_batch=256)
+    assert f1b.memory["input_batch"] == 4 * 16 * 3 * 224 * 224 * 4
+    # recomputation keeps the input once (input_batch), plus the largest link's saved tensors
+    rec = predict("cosmoflow", 1, "dp=1,recompute=true", "a100-80gb-dgx", "fp32", global_batch=4, image_size=128)
+    net = get_model("cosmoflow", 128)
+    ev = compile_counts(net).evaluate(4.0)
+    saved = ev["saved_elems"] * 4 + ev["saved_extra_bytes"]
+    assert rec.memory["activations"] == pytest.approx(max(saved[lk.start:lk.stop].sum() for lk in net.links))
+    assert rec.memory["input_batch"] == 4 * 4 * 128**3 * 4
     assert pp.memory_per_gpu_bytes == pytest.approx(sum(pp.memory.values()))
 
 

@@ -44,6 +44,8 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
             raise UsageError(f"--set {name}: '{text}' is not a number") from None
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"--set {name}: the value must be a positive finite number, got '{text}'")
+        if name.startswith("eta") and value > 1:
+            raise UsageError(f"--set {name}: an efficiency is a fraction of peak (valid: 0 < {name} <= 1), got {text}")
         out[name] = value
     return out
 
@@ -101,6 +103,9 @@ def explain_cmd(
     ctx = context(net, load_hardware(hardware), precision, optimizer)
     f = explain_plan(ctx, s, B)
     new = f.evaluate(what_if) if what_if else None
+    if new is not None and not all(math.isfinite(v) for v in new.values()):
+        setting = ", ".join(f"{k}={v:g}" for k, v in what_if.items())
+        raise UsageError(f"--set {setting}: the step time is not a finite number (choose values nearer the profile's)")
     if fmt == "json":
         out = f.to_dict()
         if new is not None:
@@ -147,7 +152,7 @@ def _table(
         total = sum(new.values())
         emit(f"what-if {setting}:")
         for k, v in new.items():
-            if v != f.term_values[k]:
+            if not math.isclose(v, f.term_values[k], rel_tol=1e-9, abs_tol=1e-15):
                 emit(f"  T_{k} = {v * 1e3:.4f} ms (was {f.term_values[k] * 1e3:.4f} ms)")
         emit(f"  T_step = {total * 1e3:.4f} ms (was {f.iteration_time_s * 1e3:.4f} ms, "
              f"{(total / f.iteration_time_s - 1) * 100:+.2f}%)")

@@ -179,7 +179,7 @@ def network_hypergraph(
     net: Network, hw: Hardware | None, precision: str, parts: int, granularity: str
 ) -> Hypergraph:
     """The hypergraph of ``net`` for a ``parts``-way split at ``granularity``, weighted by the
-    compute times on ``hw`` (``None``: on the reference machine, whatever the profile)."""
+    compute times on ``hw`` (``None``: on the reference profile, whatever the profile priced)."""
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
     return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts))
@@ -196,7 +196,7 @@ def network_partition(
 ) -> Partition:
     """KaHyPar's ``parts``-way partition of ``net`` at ``granularity`` (cached per network,
     weights, ``parts``, granularity, ``epsilon`` and seed), its units weighted by their compute
-    times on ``hw`` (``None``: on the reference machine, so the same for every profile)."""
+    times on ``hw`` (``None``: on the reference profile, so the same for every profile)."""
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
     hg = network_hypergraph(net, hw, precision, parts, granularity)

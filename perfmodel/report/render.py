@@ -7,6 +7,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -76,7 +78,7 @@ def render_frame(
 def _numeric(values: list[Any]) -> bool:
     """A column of numbers (None for missing; booleans count, as in pandas), aligned right."""
     present = [v for v in values if v is not None]
-    return bool(present) and all(isinstance(v, int | float) for v in present)
+    return bool(present) and all(isinstance(v, int | float | np.number) for v in present)
 
 
 def _fmt(v: Any, floatfmt: str) -> str:
@@ -84,8 +86,8 @@ def _fmt(v: Any, floatfmt: str) -> str:
         return "-"
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, float):
+    if isinstance(v, float | np.floating):
         return floatfmt.format(v)
-    if isinstance(v, int):
+    if isinstance(v, int | np.integer):
         return f"{v:,}"
     return str(v)

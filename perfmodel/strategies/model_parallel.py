@@ -23,7 +23,7 @@ pipeline:
   activations stay in memory until their backward;
 * every GPU runs its tasks in a fixed order, as soon as it is free and their inputs have
   arrived: the order a greedy list schedule (earliest micro-batch first) dispatches them in
-  on the reference machine's durations (:func:`schedule_order`).
+  on the reference profile's durations (:func:`schedule_order`).
 
 With ``dp=D`` every part's gradients are allreduced over the D replicas in buckets, last
 layer first, each bucket as soon as the last micro-batch's backward has produced all its
@@ -60,7 +60,7 @@ from ..cost.collectives import allreduce, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..errors import StrategyError, UsageError
 from ..network import Network
-from ..partition.hypergraph import WEIGHT_BATCH, Hypergraph, reference_hardware
+from ..partition.hypergraph import REFERENCE_PROFILE, WEIGHT_BATCH, Hypergraph, reference_hardware
 from ..partition.metrics import imbalance, is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
 from .data import BUCKET_BYTES, overlapped_exchange
@@ -108,7 +108,7 @@ class Segments:
     backward ones; ``msg_bwd`` marks the latter). ``ref_fwd_s``, ``ref_bwd_s`` and
     ``ref_msg_s`` are the segments' compute and the messages' seconds for a micro-batch of
     :data:`~perfmodel.partition.hypergraph.WEIGHT_BATCH` samples on the hypergraph's weights
-    and the reference machine's link: the durations the schedule's order is taken from.
+    and the reference profile's intra-node link: the durations the schedule's order is taken from.
     """
 
     parts: int
@@ -485,7 +485,7 @@ def simulate(
     ``seg_fwd_s``/``seg_bwd_s`` are compute seconds of one micro-batch per segment and
     ``msg_s`` the seconds of each message. A task's sends follow its compute on its GPU; a
     message arrives when its send ends. Every GPU runs its tasks in :func:`schedule_order`
-    (the greedy GPipe order on the reference machine's durations) as soon as it is free and
+    (the greedy GPipe order on the reference profile's durations) as soon as it is free and
     their inputs arrived (:func:`replay`): shorter durations never make the step longer.
     """
     order = schedule_order(seg, micro_batches, recompute)
@@ -647,7 +647,9 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
                 "workspace": transient + hw.framework_reserve_bytes,
             }
         )
-    memory = max(per_gpu, key=lambda mem: sum(mem.values()))
+    busiest = max(range(K), key=lambda d: sum(per_gpu[d].values()))
+    memory = per_gpu[busiest]
+    details["busiest_part"] = busiest
 
     edges = quotient_edges(hg, p.assignment)
     details.update(
@@ -661,15 +663,15 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
             }
             for d in range(K)
         ],
-        partitioner=f"KaHyPar km1, {GRANULARITY} granularity, epsilon {DEFAULT_EPSILON}, "
-        f"seed {DEFAULT_SEED}, layers weighted on the reference machine (the same parts on every profile)",
+        partitioner=f"KaHyPar km1, {GRANULARITY} granularity, epsilon {DEFAULT_EPSILON}, seed {DEFAULT_SEED}, "
+        f"layers weighted on the reference profile {REFERENCE_PROFILE} (the same parts on every profile)",
         partition_imbalance=imbalance(np.array([u_f[u].sum() + u_b[u].sum() for u in part_units])),
         partition_volume_bytes_per_sample=p.volume_bytes_per_sample,
         quotient_edges=[list(x) for x in edges],
         quotient_acyclic=is_acyclic(K, edges),
         segments=seg.count,
         messages_per_micro_batch=len(msg_s),
-        schedule="gpipe (simulated: each GPU in the greedy order of the reference machine's run, "
+        schedule="gpipe (simulated: each GPU in the greedy order of the reference profile's run, "
         "forward work before backward work)",
         critical_gpu=crit,
         bucket_bytes=BUCKET_BYTES,

@@ -303,12 +303,48 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         step = timing.total_s + exchange(ranges, timing.last_bwd_end_s, timing.total_s)[0] + optimizer_step(bounds)
         return bounds, st_f, st_b, timing, step
 
+    link_in = np.array([ctx.cut_elems[i - 1] if i > 0 else float(np.prod(net.input_shape)) for i in range(n_links)])
+    if s.pp > 1 and s.schedule == "gpipe":
+        inputs_held = per_gpu(0) * per_replica / m  # the replica's whole batch, cut into micro-batches there
+    elif s.pp > 1:
+        inputs_held = per_gpu(0) * min(s.pp, s.mb)  # 1F1B: the first stage's micro-batches in flight
+    else:
+        inputs_held = per_gpu(0)  # one micro-batch at a time
+
+    def memory_of(bounds: np.ndarray) -> dict[str, float]:
+        """Memory of the busiest GPU, each part at the stage where it is largest (an upper bound)."""
+        params_gpu = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
+        mem_acts = 0.0
+        for i in range(len(bounds) - 1):
+            a, b = int(bounds[i]), int(bounds[i + 1])
+            stage_saved = float(link_saved[a:b].sum())
+            # a stage's input under recomputation (the first stage's is the input batch, counted below)
+            stage_in = per_gpu(a) * link_in[a] * e if a > 0 else 0.0
+            in_flight = s.mb if (s.pp > 1 and s.schedule == "gpipe") else (min(s.pp - i, s.mb) if s.pp > 1 else 1)
+            if s.recompute:
+                acts = in_flight * stage_in + (float(link_saved[a:b].max()) if s.pp == 1 else stage_saved)
+            else:
+                acts = in_flight * stage_saved
+            mem_acts = max(mem_acts, acts)
+        return {
+            "weights": params_gpu * weight_bytes_per_param(ctx.precision),
+            "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
+            "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
+            "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if (share > 1 and not s.is_ps) else 0.0,
+            "input_batch": input_batch_bytes(net.input_shape, inputs_held),
+            "activations": mem_acts,
+            "workspace": transient + hw.framework_reserve_bytes,
+        }
+
     if s.pp > 1:
         if s.balance and sum(s.balance) != n_links:
             raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links}")
         candidates = [s.balance] if s.balance else _stage_candidates(ctx, s, link_f, link_b, per_gpu, group)
         options = [pipeline(c) for c in candidates]
-        best = min(range(len(options)), key=lambda i: (options[i][4], i))
+        cap = hw.device.memory_bytes
+        fits = [sum(memory_of(o[0]).values()) <= cap for o in options]
+        # a split that fits beats one that does not; then the fastest
+        best = min(range(len(options)), key=lambda i: (not fits[i], options[i][4], i))
         balance = candidates[best]
         bounds, st_f, st_b, timing, _ = options[best]
         if not s.balance:
@@ -385,7 +421,6 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     breakdown["gradient_exchange_exposed"] = float(exposed)
 
     # optimizer step on the weights this GPU holds (the largest stage)
-    params_gpu = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
     t_opt = optimizer_step(bounds)
     breakdown["optimizer_step"] = t_opt
     total = t_body + exposed + t_opt
@@ -394,32 +429,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     if abs(parts - total) > 1e-9 * max(total, 1e-12):
         breakdown["compute"] += total - parts
 
-    # memory of the busiest GPU
-    link_in = np.array([ctx.cut_elems[i - 1] if i > 0 else float(np.prod(net.input_shape)) for i in range(n_links)])
-    mem_acts = 0.0
-    for i in range(len(bounds) - 1):
-        a, b = int(bounds[i]), int(bounds[i + 1])
-        stage_saved = float(link_saved[a:b].sum())
-        stage_in = per_gpu(a) * link_in[a] * e
-        in_flight = s.mb if (s.pp > 1 and s.schedule == "gpipe") else (min(s.pp - i, s.mb) if s.pp > 1 else 1)
-        if s.recompute:
-            acts = in_flight * stage_in + (float(link_saved[a:b].max()) if s.pp == 1 else stage_saved)
-        else:
-            acts = in_flight * stage_saved
-        mem_acts = max(mem_acts, acts)
-    memory = {
-        "weights": params_gpu * weight_bytes_per_param(ctx.precision),
-        "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
-        "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
-        "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if (share > 1 and not s.is_ps) else 0.0,
-        # the first stage holds its replica's whole batch under GPipe (split into micro-batches there),
-        # else one micro-batch at a time
-        "input_batch": input_batch_bytes(
-            net.input_shape, per_gpu(0) * (s.mb if (s.pp > 1 and s.schedule == "gpipe") else 1)
-        ),
-        "activations": mem_acts,
-        "workspace": transient + hw.framework_reserve_bytes,
-    }
+    memory = memory_of(bounds)
     details["bucket_bytes"] = BUCKET_BYTES
     details["sp_group_in_node"] = sp_in_node
     return _Priced(
@@ -445,10 +455,11 @@ def _stage_candidates(
       two stages beside it (:func:`partition_with_cut_costs`: do not cut where a large
       activation crosses).
 
-    The chosen split is never worse than the compute-balanced one. Splitting by compute
-    alone let a faster device pick a cut with a large tensor or an exposed gradient exchange
-    and make the step slower; with the candidates that is rarer and smaller, not impossible
-    (the split is re-chosen per profile; ``balance=`` pins it).
+    :func:`price` keeps the fastest candidate that fits in memory (the fastest of all if none
+    fits), so the split is never slower than the compute-balanced one when both fit. Splitting
+    by compute alone let a faster device pick a cut with a large tensor or an exposed gradient
+    exchange and make the step slower; with the candidates that is rarer and smaller, not
+    impossible (the split is re-chosen per profile; ``balance=`` pins it).
     """
     hw, e = ctx.hw, ctx.elem_bytes
     costs = link_f + link_b + (link_f if s.recompute else 0.0)
@@ -460,7 +471,7 @@ def _stage_candidates(
     candidates: list[tuple[int, ...]] = []
     for total in totals:
         for split in (partition_min_max(total, s.pp), partition_with_cut_costs(total, cut_s, s.pp)):
-            if split is not None and tuple(int(x) for x in split) not in candidates:
+            if tuple(int(x) for x in split) not in candidates:
                 candidates.append(tuple(int(x) for x in split))
     return candidates
 
