@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .loader import (
     DEFAULT_HARDWARE,
+    REFERENCE_PROFILE,
     load_hardware,
     load_profile,
     parse_profile,
@@ -15,6 +16,7 @@ from .profile import PRECISIONS, ComputeEfficiency, Device, Hardware, LinkTier
 __all__ = [
     "DEFAULT_HARDWARE",
     "PRECISIONS",
+    "REFERENCE_PROFILE",
     "ComputeEfficiency",
     "Device",
     "Hardware",

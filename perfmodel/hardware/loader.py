@@ -27,10 +27,14 @@ __all__ = [
     "SCHEMA_VERSION",
     "DEFAULT_HARDWARE",
     "DEFAULT_MAX_NODES",
+    "REFERENCE_PROFILE",
 ]
 
 SCHEMA_VERSION = 1
 DEFAULT_HARDWARE = "a100-80gb-dgx"
+#: The shipped profile on which profile-independent choices are made (an mp plan's partition,
+#: an automatic pipeline split), so that a faster device or link never changes them.
+REFERENCE_PROFILE = DEFAULT_HARDWARE
 #: ``network.max_nodes`` when a profile does not give one.
 DEFAULT_MAX_NODES = 4096
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..cost.compute import LayerTimes, layer_times
 from ..errors import UsageError
-from ..hardware import Hardware, load_hardware
+from ..hardware import REFERENCE_PROFILE, Hardware, load_hardware
 from ..network import Network, compile_counts
 from ..network.channel_split import Share, channel_split
 from ..units import BYTES_PER_ELEMENT
@@ -39,10 +39,6 @@ WEIGHT_BATCH = 32
 WEIGHT_SCALE = 1_000_000
 
 
-#: The shipped profile whose roofline weighs units when a partition must not depend on the
-#: profile it is priced on (``mp=K`` plans: a faster device or link then never changes the
-#: parts): the default hardware, read from its data file like any profile.
-REFERENCE_PROFILE = "a100-80gb-dgx"
 
 
 def reference_hardware() -> Hardware:

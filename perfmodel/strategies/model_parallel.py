@@ -2,7 +2,7 @@
 
 The network's layer hypergraph is cut into K parts by KaHyPar (``perfmodel.partition``),
 one part per GPU of a replica. The layers are weighted by their times on a fixed reference
-profile (:data:`~perfmodel.partition.hypergraph.REFERENCE_PROFILE`), not on the profile
+profile (:data:`~perfmodel.hardware.REFERENCE_PROFILE`), not on the profile
 priced, so a network has one partition per (K, precision) whatever the hardware. A part need
 not be a contiguous run of layers, so parts exchange tensors along the network's DAG,
 possibly in both directions (the quotient graph of the parts may have cycles). The step is
@@ -504,7 +504,7 @@ def gradient_ready_s(seg: Segments, sched: Schedule, unit_bwd_s: np.ndarray) -> 
 
 def mp_partition(ctx: Context, parts: int) -> Partition:
     """KaHyPar's ``parts``-way layer partition of the context's network, its layers weighted by
-    their times on the reference profile (:data:`~perfmodel.partition.hypergraph.REFERENCE_PROFILE`),
+    their times on the reference profile (:data:`~perfmodel.hardware.REFERENCE_PROFILE`),
     not the context's profile: one partition per (network, parts, precision), cached, so a
     faster device or link prices the same parts and never a worse cut of them."""
     per_net = _PARTITIONS.setdefault(ctx.net, {})
