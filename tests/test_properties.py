@@ -97,6 +97,8 @@ def _plans(net: Network, gpus: int, kinds: tuple[str, ...]) -> list[Strategy]:
             s = Strategy(dp=dp, pp=pp, sp=sp)
             if s.kind in kinds or ("hybrid" in kinds and s.kind == "hybrid"):
                 out.append(s)
+                if s.sp_degree > 1:  # the per-link spatial/sample DP too
+                    out.append(s.with_(decomp="auto"))
     if "filter" in kinds or "channel" in kinds:
         for k in (2, 4):
             if gpus % k == 0:
