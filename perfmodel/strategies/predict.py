@@ -470,7 +470,10 @@ def _stage_candidates(
     if s.dp * s.sp_degree > 1 and not s.is_ps:
         grad = _link_sum(ctx, ctx.cc.params * GRAD_BYTES_PER_PARAM)
         totals.append(costs + np.array([allreduce(b, group, hw, s.comm) if b else 0.0 for b in grad]))
-    cut_s = np.array([point_to_point(per_gpu(k) * ctx.cut_elems[k] * e, hw, False) for k in range(len(costs) - 1)])
+    # a pipeline spanning nodes sends some cuts over the network; which ones depends on the
+    # stage, not the link, so every cut is costed at the slower tier then (do not cut big tensors)
+    across = s.pp * s.sp_degree > hw.gpus_per_node
+    cut_s = np.array([point_to_point(per_gpu(k) * ctx.cut_elems[k] * e, hw, across) for k in range(len(costs) - 1)])
     candidates: list[tuple[int, ...]] = []
     for total in totals:
         for split in (partition_min_max(total, s.pp), partition_with_cut_costs(total, cut_s, s.pp)):
