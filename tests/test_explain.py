@@ -244,3 +244,125 @@ def test_cli_bad_set_is_a_usage_error(value: str, message: str, capsys: pytest.C
     code, out, err = _run(["explain", "tiny_cnn", "--gpus", "4", "-s", "filter=4", "--set", value], capsys)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err
+
+
+# -- spatial plans: halo exchange and redistribution as closed forms ---------------------------
+SPATIAL_CASES = [
+    ("resnet18", 128, "a100-80gb-dgx", 4, "sp=2x2", 4),
+    ("resnet18", 128, "a100-80gb-dgx", 4, "sp=2x2,decomp=auto", 4),
+    ("resnet18", 128, "a100-80gb-dgx", 4, "pp=2,sp=2x1,mb=2", 6),
+    ("resnet18", 128, "a100-80gb-dgx", 16, "pp=2,sp=2x2,dp=2,mb=2", 16),
+    ("cosmoflow", None, "a100-80gb-dgx", 16, "pp=2,sp=2x2x2", 2),
+    ("cosmoflow", None, "a100-80gb-dgx", 8, "sp=2x2x2", 2),
+    ("resnet50", None, "abci-v100-16gb", 32, "sp=4,dp=8", 2048),  # the spatial group in one node
+    ("resnet18", 128, "a100-80gb-dgx", 16, "sp=4x4", 16),  # the spatial group spans two nodes
+    ("resnet18", 128, "a100-80gb-dgx", 8, "sp=2x2,dp=2,recompute=true", 16),
+    ("cosmoflow", None, "a100-80gb-dgx", 8, "sp=2x2x2,decomp=auto", 4),  # tiled, then sample-decomposed
+]
+_SP_CONTEXTS: dict[tuple[str, int | None, str], Context] = {}
+
+
+def _sp_ctx(model: str, size: int | None, hw: str) -> Context:
+    key = (model, size, hw)
+    if key not in _SP_CONTEXTS:
+        _SP_CONTEXTS[key] = context(get_model(model, size), load_hardware(hw), "amp", "sgd")
+    return _SP_CONTEXTS[key]
+
+
+@pytest.mark.parametrize("model, size, hw, gpus, spec, batch", SPATIAL_CASES)
+def test_spatial_formula_equals_predict(model: str, size: int | None, hw: str, gpus: int, spec: str,
+                                        batch: int) -> None:
+    ctx = _sp_ctx(model, size, hw)
+    s = parse_strategy(spec, gpus)
+    f = explain_plan(ctx, s, batch)
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+    if model == "resnet18" and "decomp=auto" in spec:  # sample decomposition wins everywhere at 4 samples
+        assert f.prediction.details["spatial_links"] == [] and "halo_exchange" not in f.terms
+        return
+    assert f.prediction.details["spatial_links"], "a tiled plan must exercise the halo terms"
+    # no valued constants: halos and redistributions are closed forms in the link symbols
+    names = {str(x) for x in f.values}
+    assert not {n for n in names if n.startswith("T_")}
+    assert not any("constant" in n for n in f.notes)
+    in_node = s.sp_degree <= ctx.hw.gpus_per_node
+    beta, alpha = ("beta_intra", "alpha_intra") if in_node else ("beta_net", "alpha_net")
+    if s.pp == 1:
+        halo = f.terms["halo_exchange"]
+        assert {"N_halo", "b", "e", "M", beta, alpha} <= {str(x) for x in halo.free_symbols}
+        scale = 1.5 if s.recompute else 1.0  # the forward half again under recomputation
+        assert f.term_values["halo_exchange"] == pytest.approx(
+            scale * f.prediction.breakdown["halo_exchange"], rel=1e-9)
+        if f.prediction.breakdown.get("redistribution"):
+            assert f.term_values["redistribution"] == pytest.approx(
+                scale * f.prediction.breakdown["redistribution"], rel=1e-9)
+            assert "N_redist" in {str(x) for x in f.terms["redistribution"].free_symbols}
+        else:
+            assert "redistribution" not in f.terms
+        assert "point-to-point" in f.legend["halo_exchange"]
+    else:
+        pipe = {str(x) for x in f.terms["pipeline"].free_symbols}
+        assert any(n.startswith("N_halo_") for n in pipe) and {beta, alpha} <= pipe
+        assert "halo" in f.legend["pipeline"]
+
+
+@pytest.mark.parametrize("model, size, hw, gpus, spec, batch, symbol, scale", [
+    ("resnet18", 128, "a100-80gb-dgx", 4, "sp=2x2", 4, "beta_intra", 0.25),
+    ("resnet18", 128, "a100-80gb-dgx", 4, "sp=2x2", 4, "alpha_intra", 50.0),
+    ("resnet50", None, "abci-v100-16gb", 32, "sp=4,dp=8", 2048, "beta_intra", 0.5),
+    ("resnet18", 128, "a100-80gb-dgx", 16, "sp=4x4", 16, "beta_net", 0.5),
+    # pipelines with their stage split fixed (predict picks the fastest split on each hardware)
+    ("resnet18", 128, "a100-80gb-dgx", 16, "pp=2,sp=2x2,dp=2,mb=2,balance=5:5", 16, "beta_intra", 0.1),
+    ("cosmoflow", None, "a100-80gb-dgx", 16, "pp=2,sp=2x2x2", 2, "beta_intra", 0.2),
+])
+def test_spatial_what_if_equals_predict_on_changed_hardware(model: str, size: int | None, hw: str, gpus: int,
+                                                            spec: str, batch: int, symbol: str,
+                                                            scale: float) -> None:
+    """The halo exchange and redistribution follow the link: a what-if of a spatial plan (the
+    default tiled decomposition, so the tiled links stay the same) is predict on that hardware."""
+    ctx = _sp_ctx(model, size, hw)
+    s = parse_strategy(spec, gpus)
+    f = explain_plan(ctx, s, batch)
+    name, kind = symbol.split("_")
+    tier = "intra" if kind == "intra" else "inter"
+    what = "bandwidth" if name == "beta" else "latency"
+    hw2 = ctx.hw.what_if(**{f"{tier}_{what}_scale": scale})
+    expected = _predict(context(ctx.net, hw2, "amp", "sgd"), s, batch, baseline=False).iteration_time_s
+    new = f.time_s({symbol: f.all_values[_sym(f, symbol)] * scale})
+    assert new == pytest.approx(expected, rel=1e-9)
+    assert new != pytest.approx(f.iteration_time_s, rel=1e-6)
+    assert (new > f.iteration_time_s) == ((scale < 1) == (name == "beta"))
+
+
+def test_halo_worked_by_hand() -> None:
+    """One 3x3 conv (padding 1) on C x H x W, tiled 2x2: each GPU receives a row and a column of
+    its neighbours' tiles plus the corner, C*(H/2 + W/2 + 1) elements per sample, in two
+    supersteps (one per tiled dimension), forward and backward."""
+    C, H, W = 4, 16, 16
+    nb = NetBuilder("one_conv", (C, H, W))
+    nb.conv("input", 8, 3, padding=1, bias=False, name="conv0")
+    ctx = context(nb.build(), load_hardware("a100-80gb-dgx"), "amp", "sgd")
+    batch = 8
+    f = explain_plan(ctx, parse_strategy("sp=2x2", 4), batch)
+    assert f.prediction.details["spatial_links"]
+    assert f.all_values[_sym(f, "N_halo")] == C * (H // 2 + W // 2 + 1)
+    b, e, m = _sym(f, "b"), _sym(f, "e"), _sym(f, "M")
+    beta, alpha = _sym(f, "beta_intra"), _sym(f, "alpha_intra")
+    by_hand = m * (2 * (alpha + b * C * (sp.Rational(H, 2) + sp.Rational(W, 2) + 1) * e / beta) + 2 * (2 - 1) * alpha)
+    term = f.terms["halo_exchange"]
+    assert sp.simplify(term.subs(_sym(f, "N_halo"), C * (H // 2 + W // 2 + 1)) - by_hand) == 0
+    lp = f.all_values
+    seconds = 2 * (lp[alpha] + batch * C * (H / 2 + W / 2 + 1) * 2 / lp[beta]) + 2 * lp[alpha]
+    assert lp[b] == batch and lp[e] == 2 and lp[m] == 1
+    assert f.term_values["halo_exchange"] == pytest.approx(seconds, rel=1e-12)
+    assert f.prediction.breakdown["halo_exchange"] == pytest.approx(seconds, rel=1e-12)
+    assert "redistribution" not in f.terms
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+
+
+def test_cli_prints_spatial_halo_closed_form(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["explain", "resnet18", "--gpus", "4", "-s", "sp=2x2", "--image-size", "128", "-B", "4"],
+                          capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("T_halo_exchange = "))
+    assert "N_halo" in line and "beta_intra" in line and "alpha_intra" in line
+    assert "T_halo_redistribution" not in out and "named constant" not in out

@@ -13,8 +13,11 @@ collective, one term per collective with the summed elements per sample as a sym
 (``N_ag_fwd`` ...). Hypergraph model parallelism (``mp=K``) is priced by simulating a
 schedule: compute, recomputation and point-to-point sends of the busiest GPU are closed
 forms, its idle time and when each GPU's last backward ends come from the simulation
-(re-run by :meth:`StepFormula.evaluate`). Spatial halo exchange and redistribution and
-parameter-server exchanges still enter as named constants with their values.
+(re-run by :meth:`StepFormula.evaluate`). Spatial plans' halo exchanges and
+redistributions (switching between spatial and sample decomposition at a cut) are
+point-to-point closed forms on the spatial group's tier, grouped like the split exchanges
+(``N_halo``, ``N_redist``: the summed elements per sample). Parameter-server exchanges still
+enter as a named constant with its value.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from .channels import BREAKDOWN_KEYS, SplitPlan, split_plan
 from .data import BUCKET_BYTES
 from .memory import optimizer_traffic_bytes_per_param
 from .model_parallel import mp_partition, segments, simulate
-from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, _spatial, price, weight_group
+from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, price, weight_group
+from .spatial import network_halos
 from .spec import Strategy
 
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
@@ -138,8 +142,8 @@ class StepFormula:
     def evaluate(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> dict[str, float]:
         """Each term's seconds with hardware symbols set to ``changes`` (names or symbols).
 
-        A symbol the formula does not contain changes nothing. Named constants of terms
-        without a closed form (``T_halo_redistribution``, ``T_ps_exchange``) keep their values.
+        A symbol the formula does not contain changes nothing. The named constant of the term
+        without a closed form (``T_ps_exchange``) keeps its value.
         """
         vals = self.what_if_values(changes or {})
         return {k: _value(self.functions.get(k), v, vals) for k, v in self.terms.items()}
@@ -286,6 +290,92 @@ def _count(k: int, noun: str) -> str:
     return f"{k} {noun}" + ("" if k == 1 else "s")
 
 
+@dataclass(frozen=True)
+class _SpatialComm:
+    """A spatial plan's halo exchanges and redistributions per micro-batch, as predict's ``_spatial``.
+
+    Per layer: the halo elements per sample (0 off the tiled links), the supersteps (tiled
+    dimensions) of its exchange, and the elements per sample of the tensor redistributed at
+    its start (a cut where the decomposition switches). ``bw``/``alpha`` the group's tier.
+    """
+
+    p: int
+    halo_elems: np.ndarray
+    per_dim: np.ndarray
+    switch_elems: np.ndarray
+    bw: Any
+    alpha: Any
+    where: str
+
+    def halo(self, j: int) -> Any:
+        """Seconds of layer ``j``'s halo exchange (both passes): 2 p2p + 2 (per_dim - 1) alpha."""
+        h = float(self.halo_elems[j])
+        if h <= 0:
+            return 0
+        return 2 * p2p(B_SYM * h * E, self.bw, self.alpha) + 2 * (int(self.per_dim[j]) - 1) * self.alpha
+
+    def switch(self, j: int) -> Any:
+        """Seconds of the redistribution at layer ``j`` (both passes): each GPU sends (p-1)/p of its share."""
+        c = float(self.switch_elems[j])
+        if c <= 0:
+            return 0
+        p = sp.Integer(self.p)
+        return 2 * p2p(B_SYM * c * E / p * (p - 1) / p, self.bw, self.alpha)
+
+    def grouped(
+        self, a: int, z: int, suffix: str, values: dict[sp.Symbol, float], meaning: dict[str, str], where: str
+    ) -> tuple[Any, Any, dict[str, str]]:
+        """(halo seconds, redistribution seconds, their words by term) of layers ``a:z`` with their elements summed
+        into symbols ``N_halo<suffix>`` and ``N_redist<suffix>``."""
+        halo: Any = 0
+        redist: Any = 0
+        words: dict[str, str] = {}
+        sel = [j for j in range(a, z) if self.halo_elems[j] > 0]
+        if sel:
+            n_sym = sp.Symbol(f"N_halo{suffix}", positive=True)
+            values[n_sym] = float(sum(float(self.halo_elems[j]) for j in sel))
+            meaning[str(n_sym)] = f"halo elements per sample of the {_count(len(sel), 'tiled layer')}{where}"
+            steps = int(sum(2 * int(self.per_dim[j]) for j in sel))
+            halo = steps * self.alpha + 2 * B_SYM * n_sym * E / self.bw
+            words["halo_exchange"] = (
+                f"halo exchange of {_count(len(sel), 'layer')}, forward and backward, one point-to-point per "
+                f"tiled dimension, alpha + n/beta each: {steps}*{self.alpha} + 2*b*{n_sym}*e/{self.bw}"
+            )
+        cuts = [j for j in range(a, z) if self.switch_elems[j] > 0]
+        if cuts:
+            r_sym = sp.Symbol(f"N_redist{suffix}", positive=True)
+            values[r_sym] = float(sum(float(self.switch_elems[j]) for j in cuts))
+            meaning[str(r_sym)] = (
+                f"elements per sample of the {_count(len(cuts), 'tensor')} redistributed between spatial "
+                f"and sample decomposition{where}"
+            )
+            p = sp.Integer(self.p)
+            redist = 2 * len(cuts) * self.alpha + 2 * B_SYM * r_sym * E * (p - 1) / (p**2 * self.bw)
+            words["redistribution"] = (
+                f"{_count(len(cuts), 'redistribution')}, forward and backward, every GPU sending (p - 1)/p of "
+                f"its 1/p share: {2 * len(cuts)}*{self.alpha} + 2*(p - 1)/p**2 * b*{r_sym}*e/{self.bw}"
+            )
+        return halo, redist, words
+
+
+def _spatial_comm(ctx: Context, s: Strategy, spatial_links: set[str]) -> _SpatialComm:
+    """The halo and redistribution pieces predict's ``_spatial`` adds, for the links it tiled."""
+    net, grid, p = ctx.net, s.sp, s.sp_degree
+    halos, _ = network_halos(net, grid)
+    tiled = [lk.name in spatial_links for lk in net.links]
+    layer_tiled = np.repeat(tiled, [lk.stop - lk.start for lk in net.links])
+    per_dim = np.array([sum(1 for x in grid[3 - layer.spatial_dims :] if x > 1) for layer in net.layers])
+    switch = np.zeros(len(net.layers))
+    for i in range(1, len(net.links)):
+        if tiled[i] != tiled[i - 1]:
+            switch[net.links[i].start] += ctx.cut_elems[i - 1]
+    if p <= ctx.hw.gpus_per_node:
+        bw, alpha, where = LINK.bw_intra, LINK.alpha_intra, "in one node"
+    else:
+        bw, alpha, where = LINK.bw_net_per_gpu, LINK.alpha_net, "over the network"
+    return _SpatialComm(p, np.where(layer_tiled, halos, 0.0), per_dim, switch, bw, alpha, where)
+
+
 def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     """The symbolic step formula of plan ``s`` (see the module docstring)."""
     pred = _predict(ctx, s, global_batch)
@@ -317,6 +407,9 @@ def _explain_chain(
     group = weight_group(s, g)
     terms: dict[str, sp.Expr] = {}
     notes: list[str] = []
+    legend: dict[str, str] = {}
+    meaning: dict[str, str] = {}
+    comm: _SpatialComm | None = None
     if s.sp_degree > 1:
         spatial = set(details.get("spatial_links", []))
         p = s.sp_degree
@@ -328,28 +421,28 @@ def _explain_chain(
             src = (f_sp, b_sp) if lk.name in spatial else (f_sa, b_sa)
             fwd += src[0][lk.start : lk.stop]
             bwd += src[1][lk.start : lk.stop]
-        extra = breakdown.get("halo_exchange", 0.0) + breakdown.get("redistribution", 0.0)
-        if s.pp > 1:
-            # a pipeline stage carries its layers' halos and redistributions: valued constants per
-            # layer, half in each pass, as predict adds them
-            _, _, _, halo, redist, _, _ = _spatial(ctx, s, int(values[b_sym]))
-            for j in np.nonzero(halo + redist)[0]:
-                half = float(halo[j] + redist[j]) / 2
-                fwd[j] = fwd[j] + half
-                bwd[j] = bwd[j] + half
-            notes.append("the stages' halo exchanges and redistributions are valued constants, not yet closed "
-                         "forms; a what-if keeps their values")
+        comm = _spatial_comm(ctx, s, spatial)
+        # each layer's halo exchange and redistribution, half in each pass (as predict adds them):
+        # the gradient exchange overlaps with these backward times
+        bwd_c = [bwd[j] + (comm.halo(j) + comm.switch(j)) / 2 for j in range(len(bwd))]
+        group_words = f"p = {p} GPUs of the spatial group {comm.where}, per micro-batch"
     else:
         fwd, bwd = _layer_exprs(ctx, b_sym, (1, 1, 1))
-        extra = 0.0
-    t_halo = sp.Symbol("T_halo_redistribution")
+        bwd_c = bwd
     if s.pp > 1:
         bounds = np.concatenate([[0], np.cumsum(details["balance"])]).astype(int)
         st_f, st_b, send = [], [], []
+        stage_words: list[str] = []
         for i in range(s.pp):
             a, z = net.links[bounds[i]].start, net.links[bounds[i + 1] - 1].stop
-            st_f.append(sp.Add(*fwd[a:z]))
-            st_b.append(sp.Add(*bwd[a:z]))
+            extra: Any = 0
+            if comm is not None:
+                halo, redist, words = comm.grouped(a, z, f"_{i}", values, meaning, f" of stage {i}")
+                extra = (halo + redist) / 2
+                if words:
+                    stage_words.append(f"stage {i}: " + "; ".join(words.values()))
+            st_f.append(sp.Add(*fwd[a:z]) + extra)
+            st_b.append(sp.Add(*bwd[a:z]) + extra)
             if i < s.pp - 1:
                 last = bounds[i + 1] - 1
                 # a GPU of a spatial group sends a tile of each sample, or ceil(b/p) whole samples
@@ -373,18 +466,25 @@ def _explain_chain(
         t_b = sp.Add(*sb) + (M - 1) * smax(*rb) if s.mb > 1 else sp.Add(*sb)
         body = t_f + t_b
         terms["pipeline"] = body
+        if stage_words:
+            legend["pipeline"] = (
+                f"each stage's forward and backward carry half of its halo exchanges and redistributions "
+                f"({group_words}): " + " | ".join(stage_words)
+            )
         ends = [body - sp.Add(*sb[:i]) for i in range(s.pp)]
         ranges = [(net.links[bounds[i]].start, net.links[bounds[i + 1] - 1].stop) for i in range(s.pp)]
     else:
         per_mb = sp.Add(*fwd) + sp.Add(*bwd)
-        body = M * per_mb + (M * sp.Add(*fwd) if s.recompute else 0)
-        terms["compute"] = body
-        if extra:
-            terms["halo_redistribution"] = s.mb * t_halo
-            values[t_halo] = extra / s.mb
-            body = body + s.mb * t_halo
-            notes.append("T_halo_redistribution (halo exchange and redistribution) is a named constant, not yet a "
-                         "closed form; a what-if keeps its value")
+        terms["compute"] = M * per_mb + (M * sp.Add(*fwd) if s.recompute else 0)
+        if comm is not None:
+            halo, redist, words = comm.grouped(0, len(fwd), "", values, meaning, "")
+            again = " (and the forward half again under recomputation)" if s.recompute else ""
+            scale = sp.Rational(3, 2) if s.recompute else 1
+            for key, t in (("halo_exchange", halo), ("redistribution", redist)):
+                if key in words:
+                    terms[key] = M * scale * t
+                    legend[key] = f"{group_words}{again}; {words[key]}"
+        body = sp.Add(*terms.values())
         ends = [body]
         ranges = [(0, len(net.layers))]
     # gradient exchange
@@ -400,14 +500,14 @@ def _explain_chain(
     elif share > 1:
         end_max: Any = 0
         for (a, z), end_s in zip(ranges, ends, strict=True):
-            bw_rev = bwd[a:z][::-1]
+            bw_rev = bwd_c[a:z][::-1]
             end = _overlap_end(end_s - sp.Add(*bw_rev), bw_rev, grad[a:z][::-1], group, s.comm)
             end_max = end if end_max == 0 else smax(end_max, end)
         terms["gradient_exchange_exposed"] = smax(0, end_max - body)
     # optimizer
     params_gpu = max(int(st["params"]) for st in details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
     terms["optimizer_step"] = _optimizer(ctx, params_gpu)
-    return _finish(terms, values, pred, notes=notes)
+    return _finish(terms, values, pred, legend=legend, meaning=meaning, notes=notes)
 
 
 def _optimizer(ctx: Context, params_gpu: float) -> Any:
