@@ -89,10 +89,10 @@ def explain_cmd(
     The value is the formula evaluated at the profile's numbers; it equals `predict`'s.
     Communication is a closed form in the link symbols: the collectives of data, filter and
     channel plans (a split's exchanges grouped per collective, their summed elements per
-    sample a symbol) and the point-to-point messages of pipeline and mp plans. An mp=K
-    plan's schedule is simulated, so its idle time is evaluated numerically (and
-    re-simulated by --set); spatial halo exchange and parameter-server exchanges are still
-    named constants.
+    sample a symbol), the halo exchanges and redistributions of spatial plans, and the
+    point-to-point messages of pipeline and mp plans. An mp=K plan's schedule is simulated,
+    so its idle time is evaluated numerically (and re-simulated by --set); parameter-server
+    exchanges are still named constants.
     """
     what_if = _parse_set(changes)
     if batch_per_gpu is None and global_batch is None:
