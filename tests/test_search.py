@@ -10,6 +10,7 @@ from perfmodel.errors import NoFeasiblePlanError, UsageError
 from perfmodel.network import get_model
 from perfmodel.search import factorisations, plan
 from perfmodel.search.enumerate import spatial_grids
+from perfmodel.search.plan import default_batches
 from perfmodel.strategies import predict
 
 BASE = ("dp", "ps", "sp", "pp", "hybrid")
@@ -60,6 +61,23 @@ def test_no_plan_fits_says_how_much_is_needed() -> None:
     with pytest.raises(NoFeasiblePlanError, match="smallest needs") as e:
         plan("vgg16", 1, "v100-16gb-dgx1", global_batch=4096, kinds=BASE)
     assert e.value.min_memory_bytes > 16 * 2**30
+
+
+def test_default_batch_is_halved_until_a_plan_fits() -> None:
+    # CosmoFlow's 512^3 samples: 32 per GPU fits no plan on 8 x 80 GB, so the default halves
+    r = plan("cosmoflow", 8, kinds=BASE)
+    assert r.global_batch in default_batches(8)[1:]
+    assert "fits no plan" in r.assumptions["global_batch"]
+    larger = 2 * r.global_batch
+    with pytest.raises(NoFeasiblePlanError):
+        plan("cosmoflow", 8, global_batch=larger, kinds=BASE)
+    # a model that fits keeps 32 per GPU, said as the default
+    assert plan("resnet18", 8, kinds=BASE).assumptions["global_batch"] == "256 samples per step (default: 32 per GPU)"
+    # nothing fits even at 1 sample: the error says the defaults were tried
+    with pytest.raises(NoFeasiblePlanError, match="no default batch fits either") as e:
+        plan("cosmoflow", 1, "abci-v100-16gb", kinds=BASE)
+    assert e.value.min_memory_bytes > 16 * 2**30
+    assert default_batches(4) == [128, 64, 32, 16, 8, 4, 2, 1]
 
 
 def test_large_images_choose_spatial_or_pipeline_over_replication() -> None:

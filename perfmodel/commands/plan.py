@@ -90,7 +90,8 @@ def render_plan(r: PlanResult) -> str:
     "-B",
     type=int,
     default=None,
-    help=f"Samples per step over all GPUs (default: {DEFAULT_BATCH_PER_GPU} x GPUs, as Goyal et al. 2017).",
+    help=f"Samples per step over all GPUs (default: {DEFAULT_BATCH_PER_GPU} x GPUs, as Goyal et al. 2017, "
+    "halved until some plan fits).",
 )
 @optimizer_option
 @image_size_option

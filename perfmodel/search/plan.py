@@ -10,12 +10,12 @@ from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
 from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
-from ..strategies.predict import Prediction, _predict, assumptions, context, price
+from ..strategies.predict import Context, Prediction, _predict, assumptions, context, price
 from ..strategies.spec import Strategy
 from ..units import GIB
 from .enumerate import KINDS, candidates, variants
 
-__all__ = ["PlanResult", "plan", "default_global_batch", "DEFAULT_BATCH_PER_GPU"]
+__all__ = ["PlanResult", "plan", "default_global_batch", "default_batches", "DEFAULT_BATCH_PER_GPU"]
 
 #: Default samples per GPU when no global batch is given: 32, the per-GPU batch of Goyal et
 #: al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour" (2017), section 5.
@@ -114,12 +114,45 @@ def plan(
         raise UsageError(
             f"{gpus} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"
         )
-    B = default_global_batch(gpus) if global_batch is None else global_batch
+    ctx = context(net, hw, precision, optimizer)
+    if global_batch is not None:
+        return _search(ctx, gpus, global_batch, top, kinds, t0, "")
+    # the default batch: 32 per GPU, halved until some plan fits (said in the assumptions)
+    batches = default_batches(gpus)
+    last: NoFeasiblePlanError | None = None
+    for B in batches:
+        note = f" (default: {DEFAULT_BATCH_PER_GPU} per GPU)"
+        if batches[0] != B:
+            note = (f" (the default {DEFAULT_BATCH_PER_GPU} per GPU, {batches[0]}, fits no plan: the largest of "
+                    f"{batches[0]}, {batches[1]}, ... samples that fits)")
+        try:
+            return _search(ctx, gpus, B, top, kinds, t0, note)
+        except NoFeasiblePlanError as e:
+            last = e
+    assert last is not None
+    raise NoFeasiblePlanError(
+        f"{last} (no default batch fits either: {DEFAULT_BATCH_PER_GPU} per GPU halved down to 1 sample per step)",
+        last.min_memory_bytes,
+    )
+
+
+def default_batches(gpus: int) -> list[int]:
+    """Global batches tried when none is given: 32 per GPU, then halved down to 1 sample per step."""
+    out = [default_global_batch(gpus)]
+    while out[-1] > 1:
+        out.append(out[-1] // 2)
+    return out
+
+
+def _search(
+    ctx: Context, gpus: int, B: int, top: int, kinds: tuple[str, ...], t0: float, default_note: str
+) -> PlanResult:
+    """The search at global batch ``B`` (see :func:`plan`)."""
+    net, hw = ctx.net, ctx.hw
     if B < 1:
         raise UsageError(f"global batch must be >= 1, got {shown(B)}")
     if B > MAX_BATCH:
         raise UsageError(f"global batch {shown(B)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)")
-    ctx = context(net, hw, precision, optimizer)
     n_cand = rejected = 0
     priced: list[tuple[float, float, Strategy, float]] = []
 
@@ -184,9 +217,7 @@ def plan(
     over = sorted((x for x in priced if x[1] > cap), key=lambda x: -x[0])[:1]
     infeasible = tuple(_predict(ctx, x[2], B, baseline=False) for x in over)
     a = assumptions(ctx)
-    a["global_batch"] = f"{B} samples per step" + (
-        f" (default: {DEFAULT_BATCH_PER_GPU} per GPU)" if global_batch is None else ""
-    )
+    a["global_batch"] = f"{B} samples per step{default_note}"
     a["search"] = (
         "dp x sp x pp factorisations, spatial grids, micro-batches, schedules, allreduce algorithms,"
         " parameter servers, filter/channel/mp splits"
