@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run_main as _run
 from matplotlib.figure import Figure
 
 from perfmodel import api
-from perfmodel.cli import main
 from perfmodel.errors import UsageError
 from perfmodel.report.charts import (
     pipeline_gantt,
@@ -176,12 +176,6 @@ def test_save_chart_by_extension(tmp_path: Path) -> None:
 # -- the CLI -------------------------------------------------------------------------------
 
 
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out, err = capsys.readouterr()
-    code = e.value.code
-    return int(code) if isinstance(code, int) else 1, out, err
 
 
 def test_cli_plan_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_main
 
 from perfmodel.cli import cli, main
 
@@ -297,13 +298,6 @@ def _listed(command: str) -> bool:
     return not command or command in cli.list_commands(None)  # type: ignore[arg-type]
 
 
-def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``perfmodel.cli.main(argv)``."""
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 def _check(command: str, args: str, code: int, phrase: str, bad: dict[str, str],

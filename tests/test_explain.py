@@ -6,8 +6,8 @@ import json
 
 import pytest
 import sympy as sp
+from cli_helpers import run_main as _run
 
-from perfmodel.cli import main
 from perfmodel.errors import UsageError
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
@@ -22,12 +22,6 @@ def _sym(f: StepFormula, name: str) -> sp.Symbol:
     return next(s for s in f.all_values if str(s) == name)
 
 
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out, err = capsys.readouterr()
-    code = e.value.code
-    return int(code) if isinstance(code, int) else 1, out, err
 
 
 @pytest.mark.parametrize("model, gpus, spec, batch", [

@@ -9,10 +9,10 @@ import sys
 
 import numpy as np
 import pytest
+from cli_helpers import run_main as _run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.cli import main
 from perfmodel.errors import PartitionError, StrategyError, UsageError
 from perfmodel.hardware import load_hardware
 from perfmodel.network import NetBuilder, Network, get_model
@@ -458,11 +458,6 @@ def test_mp_plan_errors() -> None:
 
 
 # -- CLI -------------------------------------------------------------------------------------
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out = capsys.readouterr()
-    return int(e.value.code or 0), out.out, out.err
 
 
 def test_cli_partition_json(capsys: pytest.CaptureFixture[str]) -> None:
