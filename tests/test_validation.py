@@ -256,6 +256,30 @@ def test_extra_columns_are_kept_and_ignored():
     assert v.summary.speedup_pairs == 0 and v.summary.speedup_mape_pct is None
 
 
+def test_paradl_style_plans_validate():
+    """Filter, channel and 3-D spatial plans on ABCI are priced like any row (measured values here
+    are placeholders: the test checks that the rows are predicted and scored, not accuracy)."""
+    rows = [
+        "resnet50,abci-v100-16gb,32,amp,,512,filter=4,dp=8,10000",
+        "vgg16,abci-v100-16gb,16,amp,,256,channel=2,dp=8,4000",
+        "resnet50,abci-v100-16gb,32,amp,,2048,sp=4,dp=8,30000",
+        "cosmoflow,abci-v100-16gb,16,amp,,4,sp=2x1x2,dp=4,100",
+    ]
+    text = HEADER + "\n" + "\n".join(
+        ",".join([*r.split(",")[:6], '"' + ",".join(r.split(",")[6:-1]) + '"', r.split(",")[-1]]) for r in rows
+    ) + "\n"
+    v = validate(parse_measurements(text, "paradl.csv"))
+    got = v.to_dict()["rows"]
+    assert [r["strategy"] for r in got] == ["filter=4,dp=8", "channel=2,dp=8", "sp=4,dp=8", "sp=2x1x2,dp=4"]
+    for r, row in zip(got, v.rows, strict=True):
+        assert row.predicted_throughput is not None and row.predicted_throughput > 0, r
+    # the predictions are predict's
+    from perfmodel.strategies import predict
+
+    p = predict("resnet50", 32, "filter=4,dp=8", "abci-v100-16gb", "amp", global_batch=512)
+    assert v.rows[0].predicted_throughput == pytest.approx(p.throughput_samples_per_s, rel=1e-12)
+
+
 # -- the CLI ---------------------------------------------------------------------------------------
 def test_cli_validate_table_and_chart(tmp_path, capsys):
     chart = tmp_path / "v.png"
