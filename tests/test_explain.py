@@ -8,6 +8,7 @@ import pytest
 import sympy as sp
 from cli_helpers import run_main as _run
 
+from perfmodel.cost.collectives import link_params
 from perfmodel.errors import UsageError
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
@@ -165,6 +166,9 @@ def test_filter_allgather_worked_by_hand(n: int) -> None:
     ("vgg16", "a100-80gb-dgx", "mp=2,dp=2", "beta_intra", 0.05),
     ("cosmoflow", "abci-v100-16gb", "mp=4,dp=4,mb=4", "beta_intra", 0.2),
     ("resnet50", "abci-v100-16gb", "mp=4,dp=4,mb=4", "beta_net", 4.0),
+    ("vgg16", "a100-80gb-dgx", "dp=16,comm=ps-central", "beta_net", 2.0),
+    ("vgg16", "abci-v100-16gb", "dp=16,comm=ps-sharded", "beta_net", 0.5),
+    ("alexnet", "v100-16gb-dgx1", "dp=8,comm=ps-central", "beta_intra", 0.5),
 ])
 def test_what_if_equals_predict_on_changed_hardware(model: str, hw: str, spec: str, symbol: str,
                                                     scale: float) -> None:
@@ -183,6 +187,18 @@ def test_what_if_equals_predict_on_changed_hardware(model: str, hw: str, spec: s
     assert (new > f.iteration_time_s) == (scale < 1)
     # and the profile's own values give the prediction back
     assert f.time_s({}) == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+
+
+def test_parameter_server_exchange_by_hand() -> None:
+    # central, one node: 8 workers push and pull G bytes through the server's NVLink at once
+    ctx = _ctx("alexnet", "v100-16gb-dgx1")
+    f = explain_plan(ctx, parse_strategy("dp=8,comm=ps-central", 8), 8 * 32)
+    g_bytes = float(ctx.cc.params.sum()) * 4
+    lp = link_params(ctx.hw)
+    seconds = 2 * 8 * g_bytes / lp.bw_intra + 2 * 8 * lp.alpha_intra
+    assert f.term_values["gradient_exchange_exposed"] == pytest.approx(seconds, rel=1e-12)
+    assert not [str(x) for x in f.values if str(x).startswith("T_")]  # no valued constants left
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
 
 
 def test_what_if_changes_only_hardware_symbols() -> None:

@@ -90,9 +90,9 @@ def explain_cmd(
     Communication is a closed form in the link symbols: the collectives of data, filter and
     channel plans (a split's exchanges grouped per collective, their summed elements per
     sample a symbol), the halo exchanges and redistributions of spatial plans, and the
-    point-to-point messages of pipeline and mp plans. An mp=K plan's schedule is simulated,
-    so its idle time is evaluated numerically (and re-simulated by --set); parameter-server
-    exchanges are still named constants.
+    point-to-point messages of pipeline and mp plans, and the parameter-server exchange (its
+    worst case). An mp=K plan's schedule is simulated, so its idle time is evaluated
+    numerically (and re-simulated by --set).
     """
     what_if = _parse_set(changes)
     if batch_per_gpu is None and global_batch is None:

@@ -16,8 +16,9 @@ forms, its idle time and when each GPU's last backward ends come from the simula
 (re-run by :meth:`StepFormula.evaluate`). Spatial plans' halo exchanges and
 redistributions (switching between spatial and sample decomposition at a cut) are
 point-to-point closed forms on the spatial group's tier, grouped like the split exchanges
-(``N_halo``, ``N_redist``: the summed elements per sample). Parameter-server exchanges still
-enter as a named constant with its value.
+(``N_halo``, ``N_redist``: the summed elements per sample). Parameter-server exchanges are
+the worst case ``predict`` reports, in the same link symbols (central: ``2*N*G/link +
+2*N*alpha``; sharded: ``2*(N - 1)/N*G/beta + 2*(N - 1)*alpha``).
 """
 
 from __future__ import annotations
@@ -142,8 +143,7 @@ class StepFormula:
     def evaluate(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> dict[str, float]:
         """Each term's seconds with hardware symbols set to ``changes`` (names or symbols).
 
-        A symbol the formula does not contain changes nothing. The named constant of the term
-        without a closed form (``T_ps_exchange``) keeps its value.
+        A symbol the formula does not contain changes nothing.
         """
         vals = self.what_if_values(changes or {})
         return {k: _value(self.functions.get(k), v, vals) for k, v in self.terms.items()}
@@ -490,13 +490,26 @@ def _explain_chain(
     # gradient exchange
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
     if s.is_ps:
-        pspriced = details["parameter_server"]
-        t_exp = sp.Symbol("T_ps_exchange")
-        terms["gradient_exchange_exposed"] = t_exp
-        values[t_exp] = float(pspriced["worst_case_s"]) - float(
-            pred.iteration_time_s - breakdown["gradient_exchange_exposed"] - breakdown["optimizer_step"]
+        # the worst case predict reports: every worker pushes G gradient bytes and pulls G weight
+        # bytes at once, after compute (strategies.data.parameter_server)
+        n = s.dp
+        g_bytes = float(ctx.cc.params.sum()) * GRAD_BYTES_PER_PARAM
+        if math.ceil(s.gpus / g) > 1:  # the server's and the workers' NICs: a node's network link
+            worker, alpha, where = LINK.bw_net_per_gpu, LINK.alpha_net, "over the network"
+            server_link = min(g, n) * LINK.bw_net_per_gpu
+        else:
+            worker, alpha, where = LINK.bw_intra, LINK.alpha_intra, "inside the node"
+            server_link = LINK.bw_intra
+        if s.comm == "ps-sharded":
+            t_ps = 2 * sp.Rational(n - 1, n) * g_bytes / worker + 2 * (n - 1) * alpha
+            how = f"sharded over {n} workers: each pushes and pulls (N - 1)/N of G over its own link"
+        else:
+            t_ps = 2 * n * g_bytes / server_link + 2 * n * alpha
+            how = f"central: {n} workers push and pull G at once through the server's link"
+        terms["gradient_exchange_exposed"] = t_ps
+        legend["gradient_exchange_exposed"] = (
+            f"parameter server, worst case (all workers at once) {where}; {how}; G = {g_bytes:,.0f} bytes"
         )
-        notes.append("T_ps_exchange (parameter-server exchange) is a named constant; a what-if keeps its value")
     elif share > 1:
         end_max: Any = 0
         for (a, z), end_s in zip(ranges, ends, strict=True):
