@@ -22,6 +22,7 @@ __all__ = [
     "link_symbols",
     "allreduce",
     "allreduce_expr",
+    "ring_tier",
     "allgather",
     "reduce_scatter",
     "point_to_point",
@@ -74,21 +75,26 @@ def link_symbols() -> LinkParams:
     return LinkParams(*sp.symbols("beta_intra alpha_intra beta_net alpha_net", positive=True))
 
 
+def ring_tier(group: Group, lp: LinkParams) -> tuple[Any, Any]:
+    """(bandwidth, latency) a ring or tree over ``group`` runs at (numbers or sympy, by ``lp``).
+
+    In one node, the intra-node link; across nodes, one channel per GPU of the node, each over
+    that GPU's share of the network, and never faster than the intra-node link.
+    """
+    if group.nodes <= 1:
+        return lp.bw_intra, lp.alpha_intra
+    return f.smin(lp.bw_intra, group.per_node * lp.bw_net_per_gpu), lp.alpha_net
+
+
 def allreduce_expr(n_bytes: Any, group: Group, lp: LinkParams, algorithm: str = "ring") -> Any:
     """Seconds to allreduce ``n_bytes`` over ``group`` (numbers or sympy, by ``lp``)."""
     p = group.size
     if p <= 1:
         return 0
-    if group.nodes <= 1:
-        if algorithm == "tree":
-            return f.tree_allreduce(n_bytes, p, lp.bw_intra, lp.alpha_intra)
-        return f.ring_allreduce(n_bytes, p, lp.bw_intra, lp.alpha_intra)
-    # across nodes: one channel per GPU of the node, each over that GPU's share of the network
-    bw = f.smin(lp.bw_intra, group.per_node * lp.bw_net_per_gpu)
-    if algorithm == "ring":
-        return f.ring_allreduce(n_bytes, p, bw, lp.alpha_net)
-    if algorithm == "tree":
-        return f.tree_allreduce(n_bytes, p, bw, lp.alpha_net)
+    if group.nodes <= 1 or algorithm in ("ring", "tree"):
+        bw, alpha = ring_tier(group, lp)
+        fn = f.tree_allreduce if algorithm == "tree" else f.ring_allreduce
+        return fn(n_bytes, p, bw, alpha)
     if algorithm == "hierarchical":
         # reduce-scatter inside the node, allreduce of a 1/per_node shard across nodes, allgather
         k, q = group.nodes, group.per_node
@@ -108,7 +114,7 @@ def allgather(n_bytes_total: float, group: Group, hw: Hardware) -> float:
     """Seconds to allgather ``n_bytes_total`` (the gathered size) over ``group``."""
     if group.size <= 1:
         return 0.0
-    bw, alpha = _bw_alpha(group, hw)
+    bw, alpha = ring_tier(group, link_params(hw, group))
     return float(f.ring_allgather(n_bytes_total, group.size, bw, alpha))
 
 
@@ -116,7 +122,7 @@ def reduce_scatter(n_bytes_total: float, group: Group, hw: Hardware) -> float:
     """Seconds to reduce-scatter ``n_bytes_total`` over ``group``."""
     if group.size <= 1:
         return 0.0
-    bw, alpha = _bw_alpha(group, hw)
+    bw, alpha = ring_tier(group, link_params(hw, group))
     return float(f.ring_reduce_scatter(n_bytes_total, group.size, bw, alpha))
 
 
@@ -129,9 +135,3 @@ def point_to_point(n_bytes: float, hw: Hardware, across_nodes: bool) -> float:
         return float(f.p2p(n_bytes, lp.bw_net_per_gpu, lp.alpha_net))
     return float(f.p2p(n_bytes, lp.bw_intra, lp.alpha_intra))
 
-
-def _bw_alpha(group: Group, hw: Hardware) -> tuple[float, float]:
-    lp = link_params(hw, group)
-    if group.nodes <= 1:
-        return lp.bw_intra, lp.alpha_intra
-    return min(lp.bw_intra, group.per_node * lp.bw_net_per_gpu), lp.alpha_net

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from ..cost.collectives import Group, allreduce_expr, link_params, link_symbols
+from ..cost.collectives import Group, allreduce_expr, link_params, link_symbols, ring_tier
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import kernel_time, p2p, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, smin
+from ..cost.formulas import kernel_time, p2p, ring_allgather, ring_allreduce, ring_reduce_scatter, smax
 from ..errors import UsageError
 from ..network.layers import MATMUL_KINDS
 from .channels import BREAKDOWN_KEYS, SplitPlan, split_plan
@@ -268,14 +268,10 @@ def _overlap_end(start: Any, bwd_rev: list[Any], grad_rev: np.ndarray, group: Gr
 
 
 def _tier(group: Group) -> tuple[Any, Any, str]:
-    """The bandwidth and latency a ring over ``group`` runs at (as collectives' numeric path), in words too."""
-    if group.nodes <= 1:
-        return LINK.bw_intra, LINK.alpha_intra, "in one node"
-    return (
-        smin(LINK.bw_intra, group.per_node * LINK.bw_net_per_gpu),
-        LINK.alpha_net,
-        f"over {group.nodes} nodes, {group.per_node} GPUs each",
-    )
+    """The bandwidth and latency a ring over ``group`` runs at (:func:`ring_tier`), in words too."""
+    bw, alpha = ring_tier(group, LINK)
+    where = "in one node" if group.nodes <= 1 else f"over {group.nodes} nodes, {group.per_node} GPUs each"
+    return bw, alpha, where
 
 
 def _ring(op: str, n_bytes: Any, group: Group, count: int = 1) -> Any:
