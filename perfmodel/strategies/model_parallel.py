@@ -159,8 +159,19 @@ def segments(p: Partition) -> Segments:
     fwd: dict[tuple[int, int], int] = {}
     bwd: dict[tuple[int, int], int] = {}
     msgs: list[tuple[int, int, int, float, bool]] = []
-    fwd_msg: dict[tuple[int, int], int] = {}
-    bwd_msg: dict[tuple[int, int], int] = {}
+    msg_of: dict[tuple[bool, int, int], int] = {}  # (backward, segment, receiving part) -> message
+
+    def add_message(seg: int, frm: int, to: int, backward: bool, n_elems: float) -> int:
+        """The message segment ``seg`` sends from part ``frm`` to part ``to``, grown by ``n_elems``."""
+        key = (backward, seg, to)
+        m = msg_of.get(key)
+        if m is None:
+            m = msg_of[key] = len(msgs)
+            msgs.append((seg, frm, to, 0.0, backward))
+        s0, s1, s2, e0, b0 = msgs[m]
+        msgs[m] = (s0, s1, s2, e0 + n_elems, b0)
+        return m
+
     for i in range(hg.num_nets):
         pins = hg.net_pins(i)
         ps = int(seg_of[pins[0]])
@@ -179,13 +190,7 @@ def segments(p: Partition) -> Segments:
                     bwd.setdefault((rs, ps), -1)
                 continue
             # forward: the producer segment sends the activation once to part ``dst``
-            key = (ps, dst)
-            if key not in fwd_msg:
-                fwd_msg[key] = len(msgs)
-                msgs.append((ps, src, dst, 0.0, False))
-            m = fwd_msg[key]
-            s0, s1, s2, e0, b0 = msgs[m]
-            msgs[m] = (s0, s1, s2, e0 + elems, b0)
+            m = add_message(ps, src, dst, False, elems)
             for rs in segs:
                 fwd[(ps, rs)] = m
             # backward: the earliest reading segment sends the summed gradient back; the
@@ -193,17 +198,10 @@ def segments(p: Partition) -> Segments:
             first = segs[0]
             for rs in segs[1:]:
                 bwd.setdefault((rs, first), -1)
-            key = (first, src)
-            if key not in bwd_msg:
-                bwd_msg[key] = len(msgs)
-                msgs.append((first, dst, src, 0.0, True))
-            m = bwd_msg[key]
-            s0, s1, s2, e0, b0 = msgs[m]
-            msgs[m] = (s0, s1, s2, e0 + elems, b0)
-            bwd[(first, ps)] = m
+            bwd[(first, ps)] = add_message(first, dst, src, True, elems)
     arr = np.array([m[:4] for m in msgs], dtype=float).reshape(-1, 4)
     # reference durations (profile-independent when the hypergraph is weighted on the reference
-    # machine); hand-made hypergraphs without a forward share take a third of each unit's time
+    # profile); hand-made hypergraphs without a forward share take a third of each unit's time
     u_fwd = hg.unit_fwd_seconds if hg.unit_fwd_seconds is not None else hg.unit_seconds / 3
     u_bwd = hg.unit_seconds - u_fwd
     ref_bytes = arr[:, 3] * hg.elem_bytes * WEIGHT_BATCH
