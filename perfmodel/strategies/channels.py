@@ -12,7 +12,7 @@ from ..cost.collectives import allgather, allreduce, reduce_scatter
 from ..cost.compute import GRAD_BYTES_PER_PARAM, layer_times
 from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
-from ..network.counts import _saved_storages
+from ..network.counts import CompiledCounts, _saved_storages
 from ..network.graph import Network
 from ..network.layers import MATMUL_KINDS, numel
 from .data import BUCKET_BYTES, overlapped_exchange
@@ -27,7 +27,7 @@ from .spec import Strategy
 if TYPE_CHECKING:
     from .predict import Context, _Priced
 
-__all__ = ["Exchange", "SplitPlan", "split_plan", "price_channel_split", "BREAKDOWN_KEYS"]
+__all__ = ["Exchange", "SplitPlan", "split_plan", "split_counts", "price_channel_split", "BREAKDOWN_KEYS"]
 
 #: Breakdown keys of the layer-parallel exchanges, per split kind: (forward, backward).
 BREAKDOWN_KEYS = {
@@ -197,6 +197,25 @@ def _check(s: Strategy) -> tuple[str, int]:
     return ("channel", s.channel) if s.channel > 1 else ("filter", s.filter)
 
 
+def split_counts(cc: CompiledCounts, plan: SplitPlan, batch: float) -> dict[str, np.ndarray]:
+    """Counts of the busiest GPU of a split for ``batch`` samples: each layer scaled by the
+    fractions of it that GPU does (FLOPs), reads and writes (activation traffic) and keeps
+    (outputs); saved activations, which depend on what every tensor's readers hold, are left
+    to :func:`price_channel_split`."""
+    ev = cc.evaluate(batch)
+    mm = np.array([k in MATMUL_KINDS for k in cc.kinds])
+    scaled = {k: ev[k] * plan.f_work for k in ("fwd_flops", "fwd_matmul_flops", "bwd_input_flops", "bwd_weight_flops")}
+    out = ev["out_elems"]
+    fwd_mem = ev["fwd_mem_elems"]
+    mm_fwd = (fwd_mem - out) * plan.f_in + out * plan.f_out  # input read + output written
+    ratio = np.divide(ev["bwd_mem_elems"], fwd_mem, out=np.zeros_like(fwd_mem), where=fwd_mem > 0)
+    scaled["fwd_mem_elems"] = np.where(mm, mm_fwd, fwd_mem * plan.f_work)
+    scaled["bwd_mem_elems"] = np.where(mm, mm_fwd * ratio, ev["bwd_mem_elems"] * plan.f_work)
+    scaled["out_elems"] = out * plan.f_out
+    scaled["saved_extra_bytes"] = ev["saved_extra_bytes"] * plan.f_out
+    return scaled
+
+
 def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     """Step time, breakdown and memory of a filter- or channel-split plan (``filter=N,dp=D``).
 
@@ -236,20 +255,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     e = ctx.elem_bytes
     plan = split_plan(net, mode, n)
 
-    # per-GPU counts: scale each layer by the fractions it holds
-    ev = cc.evaluate(m)
-    mm = np.array([layer.kind in MATMUL_KINDS for layer in net.layers])
-    scaled: dict[str, np.ndarray] = {}
-    for k in ("fwd_flops", "fwd_matmul_flops", "bwd_input_flops", "bwd_weight_flops"):
-        scaled[k] = ev[k] * plan.f_work
-    out = ev["out_elems"]
-    fwd_mem = ev["fwd_mem_elems"]
-    mm_fwd = (fwd_mem - out) * plan.f_in + out * plan.f_out  # input read + output written
-    ratio = np.divide(ev["bwd_mem_elems"], fwd_mem, out=np.zeros_like(fwd_mem), where=fwd_mem > 0)
-    scaled["fwd_mem_elems"] = np.where(mm, mm_fwd, fwd_mem * plan.f_work)
-    scaled["bwd_mem_elems"] = np.where(mm, mm_fwd * ratio, ev["bwd_mem_elems"] * plan.f_work)
-    scaled["out_elems"] = out * plan.f_out
-    scaled["saved_extra_bytes"] = ev["saved_extra_bytes"] * plan.f_out
+    scaled = split_counts(cc, plan, m)
     saved = np.zeros(len(net.layers))
     for i, mine in enumerate(_saved_storages(net)):
         saved[i] = sum(elems * plan.held[t] for t, elems in mine.items())

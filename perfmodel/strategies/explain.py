@@ -36,7 +36,7 @@ from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import kernel_time, p2p, ring_allgather, ring_allreduce, ring_reduce_scatter, smax
 from ..errors import UsageError
 from ..network.layers import MATMUL_KINDS
-from .channels import BREAKDOWN_KEYS, SplitPlan, split_plan
+from .channels import BREAKDOWN_KEYS, split_counts, split_plan
 from .data import BUCKET_BYTES
 from .memory import optimizer_traffic_bytes_per_param
 from .model_parallel import mp_partition, segments, simulate
@@ -523,28 +523,13 @@ def _optimizer(ctx: Context, params_gpu: float) -> Any:
     return params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / (BETA_MEM * ETA_M) + OPTIMIZER_LAUNCHES * TAU
 
 
-def _split_counts(ctx: Context, plan: SplitPlan) -> dict[str, np.ndarray]:
-    """Per-sample counts of the busiest GPU of a split (as channels.price_channel_split scales them)."""
-    ev = ctx.cc.evaluate(1.0)
-    mm = np.array([layer.kind in MATMUL_KINDS for layer in ctx.net.layers])
-    out: dict[str, np.ndarray] = {
-        k: ev[k] * plan.f_work for k in ("fwd_flops", "fwd_matmul_flops", "bwd_input_flops", "bwd_weight_flops")
-    }
-    o, fwd_mem = ev["out_elems"], ev["fwd_mem_elems"]
-    mm_fwd = (fwd_mem - o) * plan.f_in + o * plan.f_out
-    ratio = np.divide(ev["bwd_mem_elems"], fwd_mem, out=np.zeros_like(fwd_mem), where=fwd_mem > 0)
-    out["fwd_mem_elems"] = np.where(mm, mm_fwd, fwd_mem * plan.f_work)
-    out["bwd_mem_elems"] = np.where(mm, mm_fwd * ratio, ev["bwd_mem_elems"] * plan.f_work)
-    return out
-
-
 def _explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pred: Prediction) -> StepFormula:
     """Filter / channel splits (``filter=N,dp=D``): compute, grouped exchanges, gradient allreduce."""
     mode, n = ("channel", s.channel) if s.channel > 1 else ("filter", s.filter)
     net, g = ctx.net, ctx.hw.gpus_per_node
     plan = split_plan(net, mode, n)
     params = ctx.cc.params * plan.f_par
-    fwd, bwd = _layer_exprs(ctx, B_SYM, (1, 1, 1), _split_counts(ctx, plan), params)
+    fwd, bwd = _layer_exprs(ctx, B_SYM, (1, 1, 1), split_counts(ctx.cc, plan, 1.0), params)
     # n consecutive ranks; the dp replicas of a shard are n ranks apart (as channels places them)
     split_group = weight_group(Strategy(dp=n), g)
     _, _, where = _tier(split_group)
