@@ -8,6 +8,7 @@ evaluates. Notation follows the BSP model (SOURCES.md work 4): a superstep costs
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -23,13 +24,20 @@ __all__ = [
     "ring_reduce_scatter",
     "p2p",
     "log2",
+    "ceil",
+    "where",
+    "is_symbolic",
 ]
 
 Num = Any  # float | np.ndarray | sympy.Expr
 
 
-def _is_sym(*xs: Num) -> bool:
+def is_symbolic(*xs: Num) -> bool:
+    """Whether any of ``xs`` is a sympy expression (the formula is being explained)."""
     return any(isinstance(x, sp.Basic) for x in xs)
+
+
+_is_sym = is_symbolic
 
 
 def smax(*xs: Num) -> Num:
@@ -54,6 +62,25 @@ def smin(*xs: Num) -> Num:
 
 def log2(x: Num) -> Num:
     return sp.log(x, 2) if _is_sym(x) else np.log2(x)
+
+
+def ceil(x: Num) -> Num:
+    """Smallest integer >= ``x``: ``sympy.ceiling`` on expressions, ``math.ceil`` semantics on numbers."""
+    if _is_sym(x):
+        return sp.ceiling(x)
+    return np.ceil(x) if isinstance(x, np.ndarray) else float(math.ceil(x))
+
+
+def where(condition: Any, if_true: Num, if_false: Num) -> Num:
+    """``if_true`` where the numeric ``condition`` holds, else ``if_false``.
+
+    The condition is always a number or a boolean array (a property of the network or the
+    plan, never of the hardware), so on sympy operands, which are priced one layer at a
+    time, it is a plain boolean and picks one branch; on arrays it is ``numpy.where``.
+    """
+    if isinstance(condition, np.ndarray) and condition.ndim > 0:
+        return np.where(condition, if_true, if_false)
+    return if_true if bool(condition) else if_false
 
 
 def kernel_time(work_flops: Num, peak_flops_per_s: Num, efficiency: Num, half_work_flops: Num) -> Num:

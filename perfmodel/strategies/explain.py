@@ -32,10 +32,9 @@ import numpy as np
 import sympy as sp
 
 from ..cost.collectives import Group, allreduce_expr, link_params, link_symbols, ring_tier
-from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import kernel_time, p2p, ring_allgather, ring_allreduce, ring_reduce_scatter, smax
+from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues, layer_seconds
+from ..cost.formulas import p2p, ring_allgather, ring_allreduce, ring_reduce_scatter, smax
 from ..errors import UsageError
-from ..network.layers import MATMUL_KINDS
 from .channels import BREAKDOWN_KEYS, split_counts, split_plan
 from .data import BUCKET_BYTES
 from .memory import optimizer_traffic_bytes_per_param
@@ -46,9 +45,9 @@ from .spec import Strategy
 
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
 
-R, R32, ETA_C, ETA_L, ETA_M, W_HALF, BETA_MEM, TAU, E, M = sp.symbols(
-    "R R_fp32 eta_conv eta_linear eta_mem w_half beta_mem tau e M", positive=True
-)
+SYMBOLS = ComputeValues.symbols()
+R, R32, ETA_C, ETA_L, ETA_M, W_HALF, BETA_MEM, TAU, E = SYMBOLS.as_tuple()
+M = sp.Symbol("M", positive=True)
 B_SYM = sp.Symbol("b", positive=True)
 LINK = link_symbols()
 
@@ -187,18 +186,10 @@ def _value(fn: Callable[..., float] | None, expr: Any, values: dict[sp.Symbol, f
 
 
 def _values(ctx: Context, group: Group | None) -> dict[sp.Symbol, float]:
-    hw, eff = ctx.hw, ctx.hw.compute[ctx.precision]
-    lp = link_params(hw, group)
+    lp = link_params(ctx.hw, group)
+    numbers = ComputeValues.of(ctx.hw, ctx.precision).as_tuple()
     return {
-        R: hw.device.peak(ctx.precision),
-        R32: hw.device.peak_flops_per_s["fp32"],
-        ETA_C: eff.conv,
-        ETA_L: eff.linear,
-        ETA_M: eff.memory,
-        W_HALF: eff.half_work_flops,
-        BETA_MEM: hw.device.memory_bandwidth_bytes_per_s,
-        TAU: hw.kernel_launch_s,
-        E: ctx.elem_bytes,
+        **{sym: x for sym, x in zip(SYMBOLS.as_tuple(), numbers, strict=True)},
         LINK.bw_intra: lp.bw_intra,
         LINK.alpha_intra: lp.alpha_intra,
         LINK.bw_net_per_gpu: lp.bw_net_per_gpu,
@@ -213,34 +204,16 @@ def _layer_exprs(
     counts: dict[str, np.ndarray] | None = None,
     params: np.ndarray | None = None,
 ) -> tuple[list[Any], list[Any]]:
-    """Forward and backward time of every layer as expressions (the roofline of compute.layer_times).
+    """Forward and backward time of every layer as expressions: :func:`layer_seconds` on symbols.
 
     Every count is linear in the batch, so the count of ``batch`` samples is ``batch`` times
-    the per-sample count on the tile (the same sympy counts, evaluated at ``b = 1``), or of
+    the per-sample count on the tile (the same counts, evaluated at ``b = 1``), or of
     ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split).
     """
     ev = counts if counts is not None else ctx.cc.evaluate(1.0, *grid)
-    fwd, bwd = [], []
-    for i, c in enumerate(ctx.cc.network.layers):
-        n_par = float(params[i]) if params is not None else c.params
-        mm = c.kind in MATMUL_KINDS
-        eta = ETA_C if c.kind in ("conv", "conv_transpose") else ETA_L
-        f_mm1, f1 = float(ev["fwd_matmul_flops"][i]), float(ev["fwd_flops"][i])
-        t_mm = kernel_time(batch * f_mm1, R, eta, W_HALF) if mm and f_mm1 else 0
-        t_mem = (batch * float(ev["fwd_mem_elems"][i]) * E + n_par * E) / (BETA_MEM * ETA_M)
-        fwd.append(smax(t_mm, batch * (f1 - f_mm1) / R32, t_mem) + TAU)
-        b_in1, b_w1 = float(ev["bwd_input_flops"][i]), float(ev["bwd_weight_flops"][i])
-        b_in_mm1 = min(b_in1, f_mm1) if mm else 0.0
-        t_b: Any = 0
-        if mm and b_in_mm1:
-            t_b += kernel_time(batch * b_in_mm1, R, eta, W_HALF)
-        if mm and b_w1:
-            t_b += kernel_time(batch * b_w1, R, eta, W_HALF)
-        t_bmem = (batch * float(ev["bwd_mem_elems"][i]) * E + n_par * (E + GRAD_BYTES_PER_PARAM)) / (
-            BETA_MEM * ETA_M
-        )
-        bwd.append(smax(t_b, batch * (b_in1 - b_in_mm1) / R32, t_bmem) + (2 if mm else 1) * TAU)
-    return fwd, bwd
+    weights = params if params is not None else ctx.cc.params
+    fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch)
+    return list(fwd), list(bwd)
 
 
 def _buckets(grad_bytes: np.ndarray) -> list[tuple[int, float]]:
