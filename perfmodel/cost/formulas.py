@@ -2,7 +2,7 @@
 
 Every function here takes plain floats, numpy arrays or sympy expressions and uses only
 arithmetic and :func:`smax`, so the formula ``explain`` prints is the formula ``predict``
-evaluates. Notation follows the BSP model (SOURCES.md work 4): a superstep costs
+evaluates. Notation follows the BSP model (docs/SOURCES.md work 4): a superstep costs
 ``w + g*h + L`` (work, time per byte times bytes, synchronisation latency).
 """
 

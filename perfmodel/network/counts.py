@@ -91,15 +91,6 @@ def _scale_column(ndim: int) -> int:
 _COLUMN_SCALES: tuple[sp.Expr, sp.Expr, sp.Expr] = (sp.Integer(1), 1 / (S_H * S_W), 1 / (S_D * S_H * S_W))
 
 
-def spatial_scale(ndim: int) -> sp.Expr:
-    """The fraction of a tensor with ``ndim`` spatial dimensions that one tile holds."""
-    if ndim == 2:
-        return 1 / (S_H * S_W)
-    if ndim == 3:
-        return 1 / (S_D * S_H * S_W)
-    return sp.Integer(1)
-
-
 @dataclass(frozen=True)
 class LayerCounts:
     """Counts of one layer for a batch ``b`` on one tile (sympy expressions; params an int)."""

@@ -115,10 +115,6 @@ class Hypergraph:
         """The net of every pin (same length as ``pins``)."""
         return np.repeat(np.arange(self.num_nets), np.diff(self.offsets))
 
-    @property
-    def total_seconds(self) -> float:
-        return float(self.unit_seconds.sum())
-
 
 def build_hypergraph(
     net: Network,

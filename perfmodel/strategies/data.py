@@ -51,7 +51,7 @@ def overlapped_exchange(
 
 @dataclass(frozen=True)
 class ParameterServerBounds:
-    """Best- and worst-case seconds of one step with a parameter server (SOURCES.md work 2)."""
+    """Best- and worst-case seconds of one step with a parameter server (docs/SOURCES.md work 2)."""
 
     best_s: float
     worst_s: float

@@ -168,8 +168,6 @@ class PipelineTiming:
     p2p_s: float
     recompute_s: float
     bubble_s: float
-    stage_fwd_s: tuple[float, ...]
-    stage_bwd_s: tuple[float, ...]
     last_bwd_end_s: tuple[float, ...]
 
 
@@ -205,5 +203,4 @@ def pipeline_timing(
     bubble = max(0.0, total - compute - p2p - rec)
     # when each stage finishes its last backward micro-batch (stage 0 finishes last, at ``total``)
     ends = tuple(float(total - b[:s].sum()) for s in range(len(b)))
-    return PipelineTiming(total, float(compute), float(p2p), float(rec), float(bubble),
-                          tuple(map(float, fwd)), tuple(map(float, bwd)), ends)
+    return PipelineTiming(total, float(compute), float(p2p), float(rec), float(bubble), ends)

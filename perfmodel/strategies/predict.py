@@ -51,7 +51,6 @@ class Context:
     precision: str
     optimizer: str
     link_starts: np.ndarray
-    link_of_layer: np.ndarray
     cut_elems: np.ndarray
     _memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
         default_factory=dict, repr=False
@@ -84,11 +83,8 @@ def context(net: Network, hw: Hardware, precision: str, optimizer: str) -> Conte
 def _context(net: Network, hw: Hardware, precision: str, optimizer: str) -> Context:
     cc = compile_counts(net)
     starts = np.array([lk.start for lk in net.links])
-    of = np.zeros(len(net.layers), dtype=int)
-    for lk in net.links:
-        of[lk.start : lk.stop] = lk.index
     cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
-    return Context(net, cc, hw, precision, optimizer, starts, of, cut)
+    return Context(net, cc, hw, precision, optimizer, starts, cut)
 
 
 @dataclass(frozen=True)
