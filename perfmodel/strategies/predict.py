@@ -16,6 +16,7 @@ from ..hardware import PRECISIONS, Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, compile_counts, get_model
 from ..network.counts import CompiledCounts
+from ..partition.stages import partition_min_max, partition_with_cut_costs
 from ..units import BYTES_PER_ELEMENT, GIB
 from .data import BUCKET_BYTES, overlapped_exchange, parameter_server
 from .memory import (
@@ -24,7 +25,7 @@ from .memory import (
     optimizer_traffic_bytes_per_param,
     weight_bytes_per_param,
 )
-from .pipeline import PipelineTiming, partition_min_max, partition_with_cut_costs, pipeline_timing
+from .pipeline import PipelineTiming, pipeline_timing
 from .spatial import choose_decomposition, network_halos
 from .spec import Strategy, parse_strategy
 
