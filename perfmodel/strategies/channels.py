@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -12,20 +12,14 @@ from ..cost.collectives import allgather, allreduce, reduce_scatter
 from ..cost.compute import GRAD_BYTES_PER_PARAM, layer_times
 from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
-from ..network.counts import CompiledCounts, _saved_storages
+from ..network.counts import CompiledCounts, saved_storages
 from ..network.graph import Network
 from ..network.layers import MATMUL_KINDS, numel
+from .context import Context, split_batch, weight_group
 from .data import BUCKET_BYTES, overlapped_exchange
-from .memory import (
-    input_batch_bytes,
-    optimizer_bytes_per_param,
-    optimizer_traffic_bytes_per_param,
-    weight_bytes_per_param,
-)
+from .dimension import Priced, memory_parts, optimizer_step_s
+from .memory import input_batch_bytes
 from .spec import Strategy
-
-if TYPE_CHECKING:
-    from .predict import Context, _Priced
 
 __all__ = ["Exchange", "SplitPlan", "split_plan", "split_counts", "price_channel_split", "BREAKDOWN_KEYS"]
 
@@ -216,7 +210,7 @@ def split_counts(cc: CompiledCounts, plan: SplitPlan, batch: float) -> dict[str,
     return scaled
 
 
-def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
+def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     """Step time, breakdown and memory of a filter- or channel-split plan (``filter=N,dp=D``).
 
     The ``N`` GPUs of a split group are consecutive ranks (inside a node when ``N`` fits one)
@@ -247,17 +241,15 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     The exchanges sit on the critical path (no overlap with compute); the gradient
     allreduce across replicas overlaps the last micro-batch's backward as in DDP.
     """
-    from .predict import OPTIMIZER_LAUNCHES, _Priced, _split_batch, weight_group
-
     mode, n = _check(s)
     net, hw, cc = ctx.net, ctx.hw, ctx.cc
-    per_replica, m = _split_batch(global_batch, s)
+    per_replica, m = split_batch(global_batch, s)
     e = ctx.elem_bytes
     plan = split_plan(net, mode, n)
 
     scaled = split_counts(cc, plan, m)
     saved = np.zeros(len(net.layers))
-    for i, mine in enumerate(_saved_storages(net)):
+    for i, mine in enumerate(saved_storages(net)):
         saved[i] = sum(elems * plan.held[t] for t, elems in mine.items())
     for t, i in plan.gathered.items():
         saved[i] += numel(net.shape_of(t))  # the gathered copy its readers keep
@@ -320,29 +312,17 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     breakdown["gradient_exchange_exposed"] = float(exposed)
 
     params_gpu = float((cc.params * plan.f_par).sum())
-    mem_bw = hw.device.memory_bandwidth_bytes_per_s * hw.compute[ctx.precision].memory
-    t_opt = (params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw
-             + OPTIMIZER_LAUNCHES * hw.kernel_launch_s)
-    breakdown["optimizer_step"] = t_opt
-    total = t_body + exposed + t_opt
-    parts = sum(breakdown.values())
-    if abs(parts - total) > 1e-9 * max(total, 1e-12):
-        breakdown["compute"] += total - parts
+    breakdown["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, ctx.values)
 
     # memory of the busiest GPU; the largest layer's output and input (and their gradients)
-    # live during its backward, as in price()
+    # live during its backward, as in the chain pricing
     acts = float((scaled["saved_elems"] * e + scaled["saved_extra_bytes"]).sum())
     transient = float(2 * scaled["out_elems"].max() * e * 2)
-    memory = {
-        "weights": params_gpu * weight_bytes_per_param(ctx.precision),
-        "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
-        "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
-        "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if s.dp > 1 else 0.0,
-        # every GPU of a split group reads the replica's whole micro-batch
-        "input_batch": input_batch_bytes(net.input_shape, m),
-        "activations": acts,
-        "workspace": transient + hw.framework_reserve_bytes,
-    }
+    # every GPU of a split group reads the replica's whole micro-batch
+    memory = memory_parts(
+        params_gpu, ctx.precision, ctx.optimizer, s.dp > 1, input_batch_bytes(net.input_shape, m), acts,
+        transient + hw.framework_reserve_bytes,
+    )
     details["bucket_bytes"] = BUCKET_BYTES
     details["params_per_gpu"] = params_gpu
-    return _Priced(total, breakdown, memory, details)
+    return Priced.of(breakdown, memory, details)

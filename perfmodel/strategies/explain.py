@@ -36,10 +36,11 @@ from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues, layer_seconds
 from ..cost.formulas import p2p, ring_allgather, ring_allreduce, ring_reduce_scatter, smax
 from ..errors import UsageError
 from .channels import BREAKDOWN_KEYS, split_counts, split_plan
+from .context import Context, weight_group
 from .data import BUCKET_BYTES
-from .memory import optimizer_traffic_bytes_per_param
+from .dimension import optimizer_step_s
 from .model_parallel import mp_partition, segments, simulate
-from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, price, weight_group
+from .predict import Prediction, predict_in, price
 from .spatial import network_halos
 from .spec import Strategy
 
@@ -347,7 +348,7 @@ def _spatial_comm(ctx: Context, s: Strategy, spatial_links: set[str]) -> _Spatia
 
 def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     """The symbolic step formula of plan ``s`` (see the module docstring)."""
-    pred = _predict(ctx, s, global_batch)
+    pred = predict_in(ctx, s, global_batch)
     priced = price(ctx, s, global_batch)
     m = int(priced.details.get("micro_batch", 1))
     values = _values(ctx, weight_group(s, ctx.hw.gpus_per_node))
@@ -493,7 +494,7 @@ def _explain_chain(
 
 
 def _optimizer(ctx: Context, params_gpu: float) -> Any:
-    return params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / (BETA_MEM * ETA_M) + OPTIMIZER_LAUNCHES * TAU
+    return optimizer_step_s(params_gpu, ctx.optimizer, SYMBOLS)
 
 
 def _explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pred: Prediction) -> StepFormula:

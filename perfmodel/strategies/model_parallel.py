@@ -52,7 +52,7 @@ from __future__ import annotations
 import heapq
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -63,17 +63,11 @@ from ..network import Network
 from ..partition.hypergraph import REFERENCE_PROFILE, WEIGHT_BATCH, Hypergraph, reference_hardware
 from ..partition.metrics import imbalance, is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
+from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, overlapped_exchange
-from .memory import (
-    input_batch_bytes,
-    optimizer_bytes_per_param,
-    optimizer_traffic_bytes_per_param,
-    weight_bytes_per_param,
-)
+from .dimension import Priced, memory_parts, optimizer_step_s
+from .memory import input_batch_bytes
 from .spec import Strategy
-
-if TYPE_CHECKING:
-    from .predict import Context, _Priced
 
 __all__ = [
     "GRANULARITY",
@@ -519,10 +513,8 @@ def mp_partition(ctx: Context, parts: int) -> Partition:
     return hit
 
 
-def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
+def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     """Step time, breakdown and memory of ``mp=K[,dp=D][,mb=M]`` (see the module docstring)."""
-    from .predict import OPTIMIZER_LAUNCHES, _Priced, _split_batch, _transient_bytes, weight_group
-
     net, hw = ctx.net, ctx.hw
     K = s.mp
     if s.is_ps:
@@ -540,7 +532,7 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
         raise StrategyError(
             f"mp={K} parts but {net.name} has only {n_layers} layers (valid: mp <= {n_layers})"
         )
-    per_replica, m = _split_batch(global_batch, s)
+    per_replica, m = split_batch(global_batch, s)
     M = s.mb
     e = ctx.elem_bytes
     p = mp_partition(ctx, K)
@@ -603,17 +595,7 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
         details["gradient_allreduce_s"] = total_comm
         details["gradient_group"] = {"gpus": s.dp, "per_node": group.per_node, "algorithm": comm}
     breakdown["gradient_exchange_exposed"] = float(exposed)
-    params_gpu = float(part_params.max())
-    mem_bw = hw.device.memory_bandwidth_bytes_per_s * hw.compute[ctx.precision].memory
-    t_opt = (
-        params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw
-        + OPTIMIZER_LAUNCHES * hw.kernel_launch_s
-    )
-    breakdown["optimizer_step"] = t_opt
-    total = t_body + exposed + t_opt
-    parts_sum = sum(breakdown.values())
-    if abs(parts_sum - total) > 1e-9 * max(total, 1e-12):
-        breakdown["compute"] += total - parts_sum
+    breakdown["optimizer_step"] = optimizer_step_s(float(part_params.max()), ctx.optimizer, ctx.values)
 
     # memory of the GPU that needs most: all micro-batches' activations (GPipe) and the
     # tensors it received from other parts, kept for the backward pass
@@ -624,27 +606,20 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
     # with recomputation only the received tensors of every micro-batch stay, plus one
     # micro-batch's activations while it is recomputed
     acts = M * received + saved if s.recompute else M * (saved + received)
-    transient = _transient_bytes(ctx, m, (1, 1, 1))
+    workspace = transient_bytes(ctx, m) + hw.framework_reserve_bytes
     # a part with a layer reading the network input holds its replica's whole batch (GPipe cuts
     # the micro-batches there), as a pipeline's first stage does
     reads_input = np.zeros(K, dtype=bool)
     for u in range(hg.num_units):
         if "input" in net.layers[int(hg.unit_layer[u])].inputs:
             reads_input[a[u]] = True
-    per_gpu = []
-    for d in range(K):
-        pd = float(part_params[d])
-        per_gpu.append(
-            {
-                "weights": pd * weight_bytes_per_param(ctx.precision),
-                "gradients": pd * GRAD_BYTES_PER_PARAM,
-                "optimizer_state": pd * optimizer_bytes_per_param(ctx.optimizer),
-                "gradient_buckets": pd * GRAD_BYTES_PER_PARAM if s.dp > 1 else 0.0,
-                "input_batch": input_batch_bytes(net.input_shape, per_replica) if reads_input[d] else 0.0,
-                "activations": float(acts[d]),
-                "workspace": transient + hw.framework_reserve_bytes,
-            }
+    per_gpu = [
+        memory_parts(
+            float(part_params[d]), ctx.precision, ctx.optimizer, s.dp > 1,
+            input_batch_bytes(net.input_shape, per_replica) if reads_input[d] else 0.0, float(acts[d]), workspace,
         )
+        for d in range(K)
+    ]
     busiest = max(range(K), key=lambda d: sum(per_gpu[d].values()))
     memory = per_gpu[busiest]
     details["busiest_part"] = busiest
@@ -674,4 +649,4 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
         critical_gpu=crit,
         bucket_bytes=BUCKET_BYTES,
     )
-    return _Priced(total, breakdown, memory, details)
+    return Priced.of(breakdown, memory, details)
