@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..errors import UsageError
+from ..strategies.pipeline import pipeline_tasks
 from ..units import GIB
 
 if TYPE_CHECKING:
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHART_SUFFIXES",
-    "PipelineOp",
-    "pipeline_ops",
     "scale_chart",
     "plan_chart",
     "pipeline_gantt",
@@ -513,77 +511,6 @@ def _stacked(
 
 
 # -- pipeline schedule ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class PipelineOp:
-    """One forward or backward pass of one micro-batch on one stage, in seconds from step start."""
-
-    stage: int
-    micro_batch: int
-    backward: bool
-    start_s: float
-    end_s: float
-
-
-def _orders(stages: int, micro: int, schedule: str) -> list[list[tuple[bool, int]]]:
-    """Each stage's sequence of (backward?, micro-batch): GPipe or 1F1B (PipeDream-Flush)."""
-    out = []
-    for s in range(stages):
-        if schedule == "1f1b":
-            warm = min(stages - s - 1, micro)
-            seq = [(False, m) for m in range(warm)]
-            for i in range(micro - warm):
-                seq += [(False, warm + i), (True, i)]
-            seq += [(True, m) for m in range(micro - warm, micro)]
-        else:
-            seq = [(False, m) for m in range(micro)] + [(True, m) for m in reversed(range(micro))]
-        out.append(seq)
-    return out
-
-
-def pipeline_ops(
-    fwd_s: Sequence[float],
-    bwd_s: Sequence[float],
-    micro_batches: int,
-    schedule: str = "gpipe",
-    transfer_s: float = 0.0,
-    recompute: bool = False,
-) -> list[PipelineOp]:
-    """Simulate one synchronous pipeline step: each stage runs its schedule in order, a pass
-    starting when its stage is free and its input (the previous stage's forward, the next
-    stage's backward) has arrived ``transfer_s`` later. With ``recompute`` a backward pass
-    re-runs its forward first, except for the micro-batch whose activations are still held."""
-    n, m = len(fwd_s), micro_batches
-    orders = _orders(n, m, schedule)
-    done: dict[tuple[int, bool, int], float] = {}
-    ops: list[PipelineOp] = []
-    pos, free = [0] * n, [0.0] * n
-    last_fwd = m - 1
-    while len(ops) < 2 * n * m:
-        progressed = False
-        for s in range(n):
-            while pos[s] < len(orders[s]):
-                back, mb = orders[s][pos[s]]
-                dep: tuple[int, bool, int] | None
-                if back:
-                    dep = (s + 1, True, mb) if s + 1 < n else (s, False, mb)
-                else:
-                    dep = (s - 1, False, mb) if s > 0 else None
-                if dep is not None and dep not in done:
-                    break
-                ready = 0.0 if dep is None else done[dep] + (transfer_s if dep[0] != s else 0.0)
-                dur = (bwd_s[s] + (fwd_s[s] if recompute and mb != last_fwd else 0.0)) if back else fwd_s[s]
-                start = max(free[s], ready)
-                end = start + dur
-                done[(s, back, mb)] = end
-                ops.append(PipelineOp(s, mb, back, start, end))
-                free[s] = end
-                pos[s] += 1
-                progressed = True
-        if not progressed:  # pragma: no cover - the orders above cannot deadlock
-            raise RuntimeError("pipeline schedule deadlocked")
-    return ops
-
-
 def pipeline_gantt(p: Prediction) -> Figure:
     """A pipeline plan's step as a Gantt chart (stages against time, forward and backward
     micro-batches, the idle bubble, then the exposed gradient exchange and the optimizer step);
@@ -605,10 +532,12 @@ def pipeline_gantt(p: Prediction) -> Figure:
     assert isinstance(stages, list)
     fwd = [float(s["forward_s"]) for s in stages]
     bwd = [float(s["backward_s"]) for s in stages]
+    send_f = [float(s.get("send_forward_s", 0.0)) for s in stages]
+    send_b = [float(s.get("send_backward_s", 0.0)) for s in stages]
     m = p.strategy.mb
     schedule = str(p.details.get("schedule", p.strategy.schedule))
-    transfer = p.breakdown.get("pipeline_p2p", 0.0) / (2 * m)
-    ops = pipeline_ops(fwd, bwd, m, schedule, transfer, p.strategy.recompute)
+    # the schedule of the pricing's per-stage seconds and sends
+    ops = pipeline_tasks(fwd, bwd, send_f, send_b, m, schedule, p.strategy.recompute)
     t_pipe = max(o.end_s for o in ops)
     n = len(stages)
     fig = _figure(12, 2.2 + 0.5 * n + 0.8)
@@ -680,7 +609,10 @@ def pipeline_gantt(p: Prediction) -> Figure:
     ax.grid(True, axis="x", alpha=0.3)
     fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
     sched = "1F1B (one forward, one backward)" if schedule == "1f1b" else "GPipe (all forwards, then all backwards)"
-    xfer = f"; each transfer between stages {transfer * 1e6:.0f} \u00b5s" if transfer > 0 else ""
+    sends = [x for x in send_f if x > 0]
+    xfer = ""
+    if sends:
+        xfer = f"; sends between stages {min(sends) * 1e6:.0f}-{max(sends) * 1e6:.0f} \u00b5s (in the passes)"
     _title(
         fig,
         head,
