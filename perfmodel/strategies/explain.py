@@ -39,7 +39,9 @@ from .channels import BREAKDOWN_KEYS, split_counts, split_plan
 from .context import Context, weight_group
 from .data import BUCKET_BYTES
 from .dimension import optimizer_step_s
-from .model_parallel import mp_partition, segments, simulate
+from .model_parallel import mp_partition
+from .mp_schedule import simulate
+from .mp_segments import segments
 from .predict import Prediction, predict_in, price
 from .spatial import network_halos
 from .spec import Strategy
