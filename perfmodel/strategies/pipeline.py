@@ -12,6 +12,7 @@ import numpy as np
 
 from ..cost.collectives import Group, allreduce, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..cost.formulas import Num, smax
 from ..partition.stages import partition_min_max, partition_with_cut_costs
 from .context import Context
 from .spatial import ChainLayers
@@ -22,7 +23,9 @@ FloatSeq = Sequence[float] | np.ndarray
 
 __all__ = [
     "PipelineTiming",
+    "pipeline_step",
     "pipeline_timing",
+    "cut_across_nodes",
     "StageSplit",
     "stage_split",
     "stage_candidates",
@@ -44,6 +47,19 @@ class PipelineTiming:
     critical_stage: int = 0
 
 
+def pipeline_step(
+    fwd: Sequence[Num], bwd: Sequence[Num], send_fwd: Sequence[Num], send_bwd: Sequence[Num], m: Num, recompute: bool
+) -> tuple[Num, list[Num]]:
+    """(step seconds, when each stage ends its last backward micro-batch) of a synchronous
+    pipeline, on numbers or symbols (``explain``); see :func:`pipeline_timing`."""
+    f = [x + y for x, y in zip(fwd, send_fwd, strict=True)]
+    b = [x + y for x, y in zip(bwd, send_bwd, strict=True)]
+    rb = [x + y for x, y in zip(b, fwd, strict=True)] if recompute else b
+    total = sum(f) + (m - 1) * smax(*f) + sum(b) + (m - 1) * smax(*rb)
+    # stage 0 finishes last, at ``total``; stage s the backward passes of stages < s earlier
+    return total, [total - sum(b[:s]) for s in range(len(b))]
+
+
 def pipeline_timing(
     fwd: FloatSeq,
     bwd: FloatSeq,
@@ -60,23 +76,27 @@ def pipeline_timing(
     (fill, then the bottleneck stage sets the pace; Huang et al., GPipe, NeurIPS 2019,
     section 2.3), likewise the backward phase. With recomputation (torchgpipe's
     ``checkpoint='except_last'``) every micro-batch but the last re-runs its forward pass
-    in backward.
+    in backward. The parts are those of the critical stage (the largest compute).
     """
     m = micro_batches
-    f = np.asarray(fwd, float) + np.asarray(send_fwd, float)
-    b = np.asarray(bwd, float) + np.asarray(send_bwd, float)
-    rb = b + (np.asarray(fwd, float) if recompute else 0.0)
-    t_f = f.sum() + (m - 1) * f.max()
-    t_b = b.sum() + (m - 1) * rb.max() if m > 1 else b.sum()
-    total = float(t_f + t_b)
+    f, b, sf, sb = ([float(x) for x in seq] for seq in (fwd, bwd, send_fwd, send_bwd))
+    total_n, ends_n = pipeline_step(f, b, sf, sb, m, recompute)
+    total = float(total_n)
     crit = int(np.argmax(np.asarray(fwd) + np.asarray(bwd) + (np.asarray(fwd) if recompute else 0)))
     compute = m * (fwd[crit] + bwd[crit])
     p2p = m * (send_fwd[crit] + send_bwd[crit])
     rec = (m - 1) * fwd[crit] if recompute else 0.0
     bubble = max(0.0, total - compute - p2p - rec)
-    # when each stage finishes its last backward micro-batch (stage 0 finishes last, at ``total``)
-    ends = tuple(float(total - b[:s].sum()) for s in range(len(b)))
+    ends = tuple(float(x) for x in ends_n)
     return PipelineTiming(total, float(compute), float(p2p), float(rec), float(bubble), ends, crit)
+
+
+def cut_across_nodes(cut: int, s: Strategy, gpus_per_node: int) -> bool:
+    """Whether the cut after stage ``cut`` crosses nodes: stages of ``sp`` GPUs each are
+    placed in rank order, so it does where stage ``cut + 1`` starts a node and the pipeline
+    spans more than one."""
+    p_sp = s.sp_degree
+    return ((cut + 1) * p_sp) % gpus_per_node == 0 and s.pp * p_sp > gpus_per_node
 
 
 @dataclass(frozen=True)
@@ -104,7 +124,7 @@ class StageSplit:
 def stage_split(ctx: Context, s: Strategy, layers: ChainLayers, balance: tuple[int, ...]) -> StageSplit:
     """Price split ``balance``: stage sums of the links' seconds, a point-to-point send of the
     tensor crossing each cut (over the network where the next stage sits in another node)."""
-    g, e, p_sp = ctx.hw.gpus_per_node, ctx.elem_bytes, layers.p
+    g, e = ctx.hw.gpus_per_node, ctx.elem_bytes
     bounds = np.concatenate([[0], np.cumsum(balance)]).astype(int)
     link_f, link_b = ctx.link_sum(layers.fwd), ctx.link_sum(layers.bwd)
     st_f = np.array([link_f[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
@@ -112,8 +132,7 @@ def stage_split(ctx: Context, s: Strategy, layers: ChainLayers, balance: tuple[i
     send_f, send_b = np.zeros(s.pp), np.zeros(s.pp)
     for i in range(s.pp - 1):
         last = bounds[i + 1] - 1
-        across = ((i + 1) * p_sp) % g == 0 and s.pp * p_sp > g
-        t = point_to_point(layers.held(last) * ctx.cut_elems[last] * e, ctx.hw, across)
+        t = point_to_point(layers.held(last) * ctx.cut_elems[last] * e, ctx.hw, cut_across_nodes(i, s, g))
         send_f[i] = t
         send_b[i + 1] = t
     timing = pipeline_timing(st_f, st_b, send_f, send_b, s.mb, s.recompute)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..cost.collectives import LinkParams, link_params
-from ..cost.formulas import Num
+from ..cost.formulas import Num, ceil
 from ..errors import StrategyError
 from ..network.graph import Network
 from ..network.layers import Layer
@@ -32,6 +32,7 @@ __all__ = [
     "redistribution_s",
     "spatial_tier",
     "ChainLayers",
+    "held_samples",
     "sample_layers",
     "spatial_layers",
 ]
@@ -191,9 +192,17 @@ class ChainLayers:
     in_node: bool
 
     def held(self, link: int) -> float:
-        """Samples' worth of link ``link``'s tensors one GPU holds: a tile of each of the ``m``
-        samples (spatial), or ``ceil(m / p)`` whole samples (sample decomposition)."""
-        return self.m / self.p if self.spatial_links[link] else float(math.ceil(self.m / self.p))
+        """Samples' worth of link ``link``'s tensors one GPU holds (:func:`held_samples`)."""
+        return float(held_samples(self.m, self.p, self.spatial_links[link]))
+
+
+def held_samples(batch: Num, p: int, tiled: bool) -> Num:
+    """Samples' worth of a tensor one GPU of a spatial group of ``p`` holds: a tile of each of
+    the ``batch`` samples (``tiled``), or ``ceil(batch / p)`` whole samples (sample
+    decomposition); numbers or symbols."""
+    if p == 1:
+        return batch
+    return batch / p if tiled else ceil(batch / p)
 
 
 def sample_layers(ctx: Context, m: int) -> ChainLayers:
