@@ -242,87 +242,96 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     allreduce across replicas overlaps the last micro-batch's backward as in DDP.
     """
     mode, n = _check(s)
-    net, hw, cc = ctx.net, ctx.hw, ctx.cc
     per_replica, m = split_batch(global_batch, s)
-    e = ctx.elem_bytes
-    plan = split_plan(net, mode, n)
-
-    scaled = split_counts(cc, plan, m)
-    saved = np.zeros(len(net.layers))
-    for i, mine in enumerate(saved_storages(net)):
-        saved[i] = sum(elems * plan.held[t] for t, elems in mine.items())
-    for t, i in plan.gathered.items():
-        saved[i] += numel(net.shape_of(t))  # the gathered copy its readers keep
-    scaled["saved_elems"] = m * saved
-    cc_gpu = replace(cc, params=cc.params * plan.f_par)
-    lt = layer_times(cc_gpu, hw, ctx.precision, m, counts=scaled)
-
-    # exchanges inside the split group: n consecutive ranks, placed as weight_group places n
-    # replicas of a one-GPU plan
-    split_group = weight_group(Strategy(dp=n), hw.gpus_per_node)
-    fwd_comm = np.zeros(len(net.layers))
-    bwd_comm = np.zeros(len(net.layers))
-    for x in plan.exchanges:
-        nbytes = m * x.elems_per_sample * e
-        if x.op == "allgather":
-            secs = allgather(nbytes, split_group, hw)
-        elif x.op == "reduce_scatter":
-            secs = reduce_scatter(nbytes, split_group, hw)
-        else:
-            secs = allreduce(nbytes, split_group, hw, "ring")
-        (fwd_comm if x.phase == "fwd" else bwd_comm)[x.layer] += secs
-    fwd = lt.fwd + fwd_comm
-    bwd = lt.bwd + bwd_comm
-    per_mb = float(fwd.sum() + bwd.sum())
-    t_body = s.mb * per_mb
+    plan = split_plan(ctx.net, mode, n)
+    scaled = _gpu_counts(ctx, plan, m)
+    params = ctx.cc.params * plan.f_par
+    lt = layer_times(replace(ctx.cc, params=params), ctx.hw, ctx.precision, m, counts=scaled)
+    fwd_comm, bwd_comm = _exchange_seconds(ctx, plan, n, m)
     key_f, key_b = BREAKDOWN_KEYS[mode]
-    breakdown: dict[str, float] = {
+    terms: dict[str, float] = {
         "compute": s.mb * float(lt.fwd.sum() + lt.bwd.sum()),
         key_f: s.mb * float(fwd_comm.sum()),
         key_b: s.mb * float(bwd_comm.sum()),
     }
-
-    # gradient allreduce of each shard across the dp replicas, bucketed and overlapped with the
-    # last micro-batch's backward; the replicas are n ranks apart, as those of an n-stage pipeline
-    grad_bytes = cc.params * plan.f_par * GRAD_BYTES_PER_PARAM
-    dp_group = weight_group(Strategy(dp=s.dp, pp=n), hw.gpus_per_node)
+    split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
+    e = ctx.elem_bytes
     details: dict[str, Any] = {
         "micro_batch": m,
         "samples_per_replica": per_replica,
-        "layer_split": {"kind": mode, "gpus": n, "per_node": split_group.per_node,
-                        "nodes": split_group.nodes},
+        "layer_split": {"kind": mode, "gpus": n, "per_node": split_group.per_node, "nodes": split_group.nodes},
         "exchanged_tensors": len({x.tensor for x in plan.exchanges}),
-        "exchange_bytes_per_step": float(
-            s.mb * m * e * sum(x.elems_per_sample for x in plan.exchanges)),
+        "exchange_bytes_per_step": float(s.mb * m * e * sum(x.elems_per_sample for x in plan.exchanges)),
         "replicated_layers": list(plan.replicated),
     }
-    exposed = 0.0
-    if s.dp > 1:
-        comm = s.comm
-
-        def reduce(nbytes: float) -> float:
-            return allreduce(nbytes, dp_group, hw, comm)
-
-        start = t_body - float(bwd.sum())
-        end, total_comm = overlapped_exchange(
-            bwd[::-1].tolist(), grad_bytes[::-1].tolist(), reduce, start)
-        exposed = max(0.0, end - t_body)
-        details["gradient_allreduce_s"] = total_comm
-        details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": comm}
-    breakdown["gradient_exchange_exposed"] = float(exposed)
-
-    params_gpu = float((cc.params * plan.f_par).sum())
-    breakdown["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, ctx.values)
-
+    bwd = lt.bwd + bwd_comm
+    body = s.mb * float((lt.fwd + fwd_comm).sum() + bwd.sum())
+    terms["gradient_exchange_exposed"] = _replica_exchange(ctx, s, n, params, bwd, body, details)
+    params_gpu = float(params.sum())
+    terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, ctx.values)
     # memory of the busiest GPU; the largest layer's output and input (and their gradients)
     # live during its backward, as in the chain pricing
     acts = float((scaled["saved_elems"] * e + scaled["saved_extra_bytes"]).sum())
     transient = float(2 * scaled["out_elems"].max() * e * 2)
     # every GPU of a split group reads the replica's whole micro-batch
     memory = memory_parts(
-        params_gpu, ctx.precision, ctx.optimizer, s.dp > 1, input_batch_bytes(net.input_shape, m), acts,
-        transient + hw.framework_reserve_bytes,
+        params_gpu, ctx.precision, ctx.optimizer, s.dp > 1, input_batch_bytes(ctx.net.input_shape, m), acts,
+        transient + ctx.hw.framework_reserve_bytes,
     )
     details["bucket_bytes"] = BUCKET_BYTES
     details["params_per_gpu"] = params_gpu
-    return Priced.of(breakdown, memory, details)
+    return Priced.of(terms, memory, details)
+
+
+def _gpu_counts(ctx: Context, plan: SplitPlan, m: int) -> dict[str, np.ndarray]:
+    """The busiest GPU's counts for ``m`` samples, with the activations it saves: its share of
+    every saved tensor, plus in filter mode the gathered copies their readers keep."""
+    net = ctx.net
+    scaled = split_counts(ctx.cc, plan, m)
+    saved = np.zeros(len(net.layers))
+    for i, mine in enumerate(saved_storages(net)):
+        saved[i] = sum(elems * plan.held[t] for t, elems in mine.items())
+    for t, i in plan.gathered.items():
+        saved[i] += numel(net.shape_of(t))  # the gathered copy its readers keep
+    scaled["saved_elems"] = m * saved
+    return scaled
+
+
+def _exchange_seconds(ctx: Context, plan: SplitPlan, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, the seconds of the split group's collectives in forward and in backward."""
+    # n consecutive ranks, placed as weight_group places n replicas of a one-GPU plan
+    split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
+    fwd_comm = np.zeros(len(ctx.net.layers))
+    bwd_comm = np.zeros(len(ctx.net.layers))
+    for x in plan.exchanges:
+        nbytes = m * x.elems_per_sample * ctx.elem_bytes
+        if x.op == "allgather":
+            secs = allgather(nbytes, split_group, ctx.hw)
+        elif x.op == "reduce_scatter":
+            secs = reduce_scatter(nbytes, split_group, ctx.hw)
+        else:
+            secs = allreduce(nbytes, split_group, ctx.hw, "ring")
+        (fwd_comm if x.phase == "fwd" else bwd_comm)[x.layer] += secs
+    return fwd_comm, bwd_comm
+
+
+def _replica_exchange(
+    ctx: Context, s: Strategy, n: int, params: np.ndarray, bwd: np.ndarray, body: float, details: dict[str, Any]
+) -> float:
+    """Exposed seconds of each shard's gradient allreduce across the dp replicas, bucketed and
+    overlapped with the last micro-batch's backward (exchanges included); the replicas are
+    ``n`` ranks apart, as those of an ``n``-stage pipeline."""
+    if s.dp <= 1:
+        return 0.0
+    dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
+
+    def reduce(nbytes: float) -> float:
+        return allreduce(nbytes, dp_group, ctx.hw, s.comm)
+
+    grad_bytes = params * GRAD_BYTES_PER_PARAM
+    end, total_comm = overlapped_exchange(
+        bwd[::-1].tolist(), grad_bytes[::-1].tolist(), reduce, body - float(bwd.sum())
+    )
+    details["gradient_allreduce_s"] = total_comm
+    details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": s.comm}
+    return max(0.0, float(end) - body)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ import sympy as sp
 from ..cost.collectives import allreduce_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import p2p, smax
+from ..partition.hypergraph import Hypergraph
 from .channels import BREAKDOWN_KEYS, split_counts, split_plan
 from .context import Context, weight_group
 from .data import buckets, overlapped_exchange
@@ -32,7 +35,7 @@ from .formula import (
 )
 from .model_parallel import mp_partition
 from .mp_schedule import simulate
-from .mp_segments import segments
+from .mp_segments import Segments, segments
 from .prediction import Prediction
 from .spec import Strategy
 
@@ -105,108 +108,101 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
     return finish(terms, values, pred, legend=legend, meaning=meaning, notes=notes)
 
 
-def explain_mp(
-    ctx: Context, s: Strategy, details: dict[str, Any], values: dict[sp.Symbol, float], pred: Prediction
-) -> StepFormula:
-    """Hypergraph model parallelism: closed forms of the busiest GPU's work, the schedule simulated."""
-    K, g = s.mp, ctx.hw.gpus_per_node
-    part = mp_partition(ctx, K)
-    hg = part.hypergraph
-    seg = segments(part)
-    a = np.asarray(part.assignment)
-    crit = int(details["critical_gpu"])
-    fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1))
-    layer_of, share = hg.unit_layer, hg.unit_share
+#: The two tiers a message of an mp plan crosses: (across nodes?, (bandwidth, latency, name)).
+_TIERS = ((False, (LINK.bw_intra, LINK.alpha_intra, "intra")), (True, (LINK.bw_net_per_gpu, LINK.alpha_net, "net")))
 
-    def unit_exprs(per_layer: list[Any], units: np.ndarray) -> list[Any]:
+
+@dataclass(frozen=True)
+class _Mp:
+    """What an ``mp`` formula is built from: the partition's units, segments and messages, each
+    layer's seconds as expressions, the busiest GPU and the simulated symbols."""
+
+    ctx: Context
+    s: Strategy
+    hg: Hypergraph
+    seg: Segments
+    assignment: np.ndarray
+    across: np.ndarray
+    fwd: list[Any]
+    bwd: list[Any]
+    crit: int
+    idle: sp.Symbol
+    starts: list[sp.Symbol]
+
+    def units(self, per_layer: list[Any], units: np.ndarray) -> list[Any]:
+        """Expressions of ``units``: each its layer's, times its share of the layer."""
         out = []
         for u in units:
-            x, w = per_layer[int(layer_of[u])], float(share[u])
+            x, w = per_layer[int(self.hg.unit_layer[u])], float(self.hg.unit_share[u])
             out.append(x if w == 1.0 else w * x)
         return out
 
-    mine = np.flatnonzero(a == crit)
-    f_d, b_d = sp.Add(*unit_exprs(fwd, mine)), sp.Add(*unit_exprs(bwd, mine))
-    terms: dict[str, sp.Expr] = {"compute": M * (f_d + b_d)}
-    legend = {"compute": f"forward and backward of the {len(mine)} layers on GPU {crit} (the busiest), per micro-batch"}
-    meaning: dict[str, str] = {}
-    if s.recompute:
-        terms["recompute"] = (M - 1) * f_d
-        legend["recompute"] = "the forward pass again before every backward but the last micro-batch's"
-    # point-to-point messages the busiest GPU sends per micro-batch, by tier
-    across = (seg.msg_src // g) != (seg.msg_dst // g)
+
+def _mp_sends(q: _Mp, terms: dict[str, Any], values: dict[sp.Symbol, float], legend: dict[str, str],
+              meaning: dict[str, str]) -> None:
+    """Point-to-point messages the busiest GPU sends per micro-batch, grouped by tier."""
     sends, words = [], []
-    tiers = ((False, (LINK.bw_intra, LINK.alpha_intra, "intra")), (True, (LINK.bw_net_per_gpu, LINK.alpha_net, "net")))
-    for net_tier, (bw, alpha, tier_name) in tiers:
-        sel = (seg.msg_src == crit) & (across == net_tier)
+    for net_tier, (bw, alpha, tier_name) in _TIERS:
+        sel = (q.seg.msg_src == q.crit) & (q.across == net_tier)
         k = int(sel.sum())
         if not k:
             continue
         n_sym = sp.Symbol(f"N_p2p_{tier_name}", positive=True)
-        values[n_sym] = float(seg.msg_elems[sel].sum())
+        values[n_sym] = float(q.seg.msg_elems[sel].sum())
         msgs = count_words(k, "message")
-        meaning[str(n_sym)] = f"elements per sample of the {msgs} GPU {crit} sends ({tier_name} links)"
+        meaning[str(n_sym)] = f"elements per sample of the {msgs} GPU {q.crit} sends ({tier_name} links)"
         sends.append(p2p(B_SYM * n_sym * E, bw, alpha) + (k - 1) * alpha)
         words.append(f"{msgs} over {tier_name} links, alpha + n/beta each: {k}*{alpha} + b*{n_sym}*e/{bw}")
     if sends:
         terms["pipeline_p2p"] = M * sp.Add(*sends)
-        legend["pipeline_p2p"] = f"sent by GPU {crit} after its compute, per micro-batch; " + "; ".join(words)
-    idle = sp.Symbol("T_idle_sim", positive=True)
-    terms["pipeline_bubble"] = idle
-    meaning["T_idle_sim"] = f"GPU {crit}'s idle time in the simulated schedule (critical path minus its busy time), s"
-    legend["pipeline_bubble"] = (
-        "simulated: the GPipe schedule of the segments over the parts (model_parallel.simulate), evaluated numerically"
-    )
-    body = sp.Add(*terms.values())
-    starts = [sp.Symbol(f"T_bwd_start_{i}", positive=True) for i in range(seg.count)]
-    if s.dp > 1:
-        # a part's replicas are K ranks apart, as model_parallel places them
-        group = weight_group(Strategy(dp=s.dp, pp=K), g)
-        # a unit's gradient is complete when the last micro-batch's backward of its segment has run
-        # it: the segment's start (simulated) plus its units' backward, last layer first
-        ready: dict[int, tuple[int, Any]] = {}
-        for i, units in enumerate(seg.units):
-            t: Any = starts[i]
-            for u in units[::-1]:
-                t = t + unit_exprs(bwd, np.array([u]))[0]
-                ready[int(u)] = (i, t)
-            meaning[str(starts[i])] = (
-                f"when segment {i}'s (GPU {int(seg.part[i])}) last backward begins in the simulated schedule, s"
-            )
-        grad_units = hg.layer_values(ctx.cc.params) * GRAD_BYTES_PER_PARAM
-        end_max: Any = 0
-        for d in range(K):
-            units = np.flatnonzero(a == d)[::-1]  # DDP fills buckets last layer first
-            marks = dict(buckets(grad_units[units]))
-            latest: dict[int, Any] = {}  # per segment, its latest ready unit so far (ready times grow)
-            end: Any = 0
-            for j, u in enumerate(units):
-                i, t = ready[int(u)]
-                latest[i] = t
-                if j in marks:  # a bucket is full: reduced once all its gradients are ready and the last is done
-                    got = smax(*latest.values()) if len(latest) > 1 else t
-                    end = (got if end == 0 else smax(end, got)) + allreduce_expr(marks[j], group, LINK, s.comm)
-            end_max = end if end_max == 0 else smax(end_max, end)
-        terms["gradient_exchange_exposed"] = smax(0, end_max - body)
-        legend["gradient_exchange_exposed"] = (
-            f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, each "
-            "once its gradients are ready in the last backward pass of their segments (from T_bwd_start_i, "
-            "simulated) and the previous bucket is done"
-        )
-    u_params = hg.layer_values(ctx.cc.params)
-    largest = float(max(u_params[a == d].sum() for d in range(K)))
-    terms["optimizer_step"] = optimizer_step_s(largest, ctx.optimizer, SYMBOLS)
+        legend["pipeline_p2p"] = f"sent by GPU {q.crit} after its compute, per micro-batch; " + "; ".join(words)
 
-    # the simulation, run on the closed forms at any values
-    layer_args = sorted(set().union(*(x.free_symbols for x in fwd + bwd)), key=str)
-    layer_fn = sp.lambdify(layer_args, fwd + bwd, modules=MODULES)
-    n_layers = len(fwd)
-    across_l = across.tolist()
+
+def _mp_exchange(q: _Mp, body: Any, meaning: dict[str, str]) -> Any:
+    """Exposed seconds of the parts' gradient allreduce over the replicas: each bucket once its
+    gradients are ready in the simulated last backward of their segments, and the last is done."""
+    s, K = q.s, q.s.mp
+    # a part's replicas are K ranks apart, as model_parallel places them
+    group = weight_group(Strategy(dp=s.dp, pp=K), q.ctx.hw.gpus_per_node)
+    # a unit's gradient is complete when the last micro-batch's backward of its segment has run
+    # it: the segment's start (simulated) plus its units' backward, last layer first
+    ready: dict[int, tuple[int, Any]] = {}
+    for i, units in enumerate(q.seg.units):
+        t: Any = q.starts[i]
+        for u in units[::-1]:
+            t = t + q.units(q.bwd, np.array([u]))[0]
+            ready[int(u)] = (i, t)
+        meaning[str(q.starts[i])] = (
+            f"when segment {i}'s (GPU {int(q.seg.part[i])}) last backward begins in the simulated schedule, s"
+        )
+    grad_units = q.hg.layer_values(q.ctx.cc.params) * GRAD_BYTES_PER_PARAM
+    end_max: Any = 0
+    for d in range(K):
+        units = np.flatnonzero(q.assignment == d)[::-1]  # DDP fills buckets last layer first
+        marks = dict(buckets(grad_units[units]))
+        latest: dict[int, Any] = {}  # per segment, its latest ready unit so far (ready times grow)
+        end: Any = 0
+        for j, u in enumerate(units):
+            i, t = ready[int(u)]
+            latest[i] = t
+            if j in marks:  # a bucket is full: reduced once all its gradients are ready and the last is done
+                got = smax(*latest.values()) if len(latest) > 1 else t
+                end = (got if end == 0 else smax(end, got)) + allreduce_expr(marks[j], group, LINK, s.comm)
+        end_max = end if end_max == 0 else smax(end_max, end)
+    return smax(0, end_max - body)
+
+
+def _mp_resimulate(q: _Mp) -> tuple[Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]], set[sp.Symbol]]:
+    """The simulation run on the closed forms at any values, and the symbols it reads."""
+    layer_args = sorted(set().union(*(x.free_symbols for x in q.fwd + q.bwd)), key=str)
+    layer_fn = sp.lambdify(layer_args, q.fwd + q.bwd, modules=MODULES)
+    n_layers, seg, crit = len(q.fwd), q.seg, q.crit
+    across_l = q.across.tolist()
     elems = seg.msg_elems.tolist()
 
     def resimulate(vals: dict[sp.Symbol, float]) -> dict[sp.Symbol, float]:
         per_layer = np.array(layer_fn(*(vals[x] for x in layer_args)), dtype=float)
-        u_f, u_b = hg.layer_values(per_layer[:n_layers]), hg.layer_values(per_layer[n_layers:])
+        u_f, u_b = q.hg.layer_values(per_layer[:n_layers]), q.hg.layer_values(per_layer[n_layers:])
         seg_f = np.array([u_f[u].sum() for u in seg.units])
         seg_b = np.array([u_b[u].sum() for u in seg.units])
         mb, e = vals[B_SYM], vals[E]
@@ -215,18 +211,60 @@ def explain_mp(
             else p2p(mb * x * e, vals[LINK.bw_intra], vals[LINK.alpha_intra])
             for x, net_tier in zip(elems, across_l, strict=True)
         ])
-        sched = simulate(seg, seg_f, seg_b, msg_s, int(vals[M]), s.recompute)
+        sched = simulate(seg, seg_f, seg_b, msg_s, int(vals[M]), q.s.recompute)
         busy = sched.compute_s[crit] + sched.recompute_s[crit] + sched.send_s[crit]
-        out = {idle: float(sched.total_s - busy)}
-        out.update((starts[i], float(sched.bwd_start_s[i])) for i in range(seg.count))
+        out = {q.idle: float(sched.total_s - busy)}
+        out.update((q.starts[i], float(sched.bwd_start_s[i])) for i in range(seg.count))
         return out
 
-    values.update(resimulate(values))
     # the symbols the simulation reads are part of the formula too (other GPUs' links, layers)
     sim_symbols = set(layer_args) | {E, B_SYM, M}
-    for net_tier, (bw, alpha, _) in tiers:
-        if bool((across == net_tier).any()):
+    for net_tier, (bw, alpha, _) in _TIERS:
+        if bool((q.across == net_tier).any()):
             sim_symbols |= {bw, alpha}
+    return resimulate, sim_symbols
+
+
+def explain_mp(
+    ctx: Context, s: Strategy, details: dict[str, Any], values: dict[sp.Symbol, float], pred: Prediction
+) -> StepFormula:
+    """Hypergraph model parallelism: closed forms of the busiest GPU's work, the schedule simulated."""
+    K, g = s.mp, ctx.hw.gpus_per_node
+    part = mp_partition(ctx, K)
+    seg = segments(part)
+    fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1))
+    q = _Mp(
+        ctx, s, part.hypergraph, seg, np.asarray(part.assignment), (seg.msg_src // g) != (seg.msg_dst // g), fwd, bwd,
+        int(details["critical_gpu"]), sp.Symbol("T_idle_sim", positive=True),
+        [sp.Symbol(f"T_bwd_start_{i}", positive=True) for i in range(seg.count)],
+    )
+    mine = np.flatnonzero(q.assignment == q.crit)
+    f_d, b_d = sp.Add(*q.units(fwd, mine)), sp.Add(*q.units(bwd, mine))
+    terms: dict[str, Any] = {"compute": M * (f_d + b_d)}
+    on_crit = f"{len(mine)} layers on GPU {q.crit} (the busiest)"
+    legend = {"compute": f"forward and backward of the {on_crit}, per micro-batch"}
+    meaning: dict[str, str] = {}
+    if s.recompute:
+        terms["recompute"] = (M - 1) * f_d
+        legend["recompute"] = "the forward pass again before every backward but the last micro-batch's"
+    _mp_sends(q, terms, values, legend, meaning)
+    terms["pipeline_bubble"] = q.idle
+    meaning["T_idle_sim"] = f"GPU {q.crit}'s idle time in the simulated schedule (critical path minus its busy time), s"
+    legend["pipeline_bubble"] = (
+        "simulated: the GPipe schedule of the segments over the parts (mp_schedule.simulate), evaluated numerically"
+    )
+    if s.dp > 1:
+        terms["gradient_exchange_exposed"] = _mp_exchange(q, sp.Add(*terms.values()), meaning)
+        legend["gradient_exchange_exposed"] = (
+            f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, each "
+            "once its gradients are ready in the last backward pass of their segments (from T_bwd_start_i, "
+            "simulated) and the previous bucket is done"
+        )
+    u_params = q.hg.layer_values(ctx.cc.params)
+    largest = float(max(u_params[q.assignment == d].sum() for d in range(K)))
+    terms["optimizer_step"] = optimizer_step_s(largest, ctx.optimizer, SYMBOLS)
+    resimulate, sim_symbols = _mp_resimulate(q)
+    values.update(resimulate(values))
     notes = [
         f"mp={K}: the step's critical path is simulated (the GPipe schedule of {seg.count} segments "
         f"on {K} GPUs, {len(seg.msg_elems)} messages per micro-batch), so it has no closed form: "
@@ -237,5 +275,3 @@ def explain_mp(
     return finish(
         terms, values, pred, legend=legend, meaning=meaning, notes=notes, resimulate=resimulate, also=sim_symbols
     )
-
-
