@@ -83,6 +83,90 @@ def _task_graph(seg: Segments, msg_s: np.ndarray) -> _TaskGraph:
     return _TaskGraph(fwd_send.tolist(), bwd_send.tolist(), f_out, b_out, f_deps, b_deps)
 
 
+class _Greedy:
+    """The state of :func:`greedy_schedule`'s event simulation (see there)."""
+
+    def __init__(self, seg: Segments, g: _TaskGraph, f_c: list[float], b_c: list[float], m: int, recompute: bool):
+        S, K = seg.count, seg.parts
+        self.S, self.M, self.K, self.g, self.f_c, self.b_c, self.recompute = S, m, K, g, f_c, b_c, recompute
+        self.part = seg.part.tolist()
+        self.remaining = [g.f_deps * m, g.b_deps * m]
+        self.ready_at = [[0.0] * (S * m), [0.0] * (S * m)]
+        self.heaps: list[list[list[tuple[int, int, int]]]] = [[[] for _ in range(K)], [[] for _ in range(K)]]
+        self.fwd_left = [0] * K
+        for s in range(S):
+            self.fwd_left[self.part[s]] += m
+        self.busy_until = [0.0] * K
+        self.compute, self.recomp, self.send = np.zeros(K), np.zeros(K), np.zeros(K)
+        self.last_bwd, self.bwd_start = np.zeros(K), np.zeros(S)
+        self.end = 0.0
+        self.order: list[int] = []
+        self.events: list[tuple[float, int, int, int]] = []  # (time, kind 0 arrive / 1 free, phase, task or part)
+        for k in range(m):
+            for s in range(S):
+                if g.f_deps[s] == 0:
+                    heapq.heappush(self.heaps[0][self.part[s]], (k, s, k * S + s))
+
+    def dispatch(self, d: int, now: float) -> None:
+        """Start GPU ``d``'s ready task of highest priority if it is free."""
+        if self.busy_until[d] > now:
+            return
+        S, M, g = self.S, self.M, self.g
+        if self.heaps[0][d]:
+            k, s, t = heapq.heappop(self.heaps[0][d])
+            phase = 0
+        elif self.fwd_left[d] == 0 and self.heaps[1][d]:
+            k, _, t = heapq.heappop(self.heaps[1][d])
+            s, phase = t % S, 1
+        else:
+            return
+        start = max(now, self.ready_at[phase][t])
+        if phase == 0:
+            self.fwd_left[d] -= 1
+            c = self.f_c[s]
+            self.compute[d] += c
+            self.send[d] += g.fwd_send[s]
+            dur, outs = c + g.fwd_send[s], g.f_out[s]
+        else:
+            r = self.f_c[s] if (self.recompute and k < M - 1) else 0.0
+            c = self.b_c[s] + r
+            self.compute[d] += self.b_c[s]
+            self.recomp[d] += r
+            self.send[d] += g.bwd_send[s]
+            dur, outs = c + g.bwd_send[s], g.b_out[s]
+            self.last_bwd[d] = max(self.last_bwd[d], start + dur)
+            self.bwd_start[s] = max(self.bwd_start[s], start + r)
+        self.order.append(phase * S * M + t)
+        self.busy_until[d] = start + dur
+        self.end = max(self.end, start + dur)
+        heapq.heappush(self.events, (start + dur, 1, 0, d))
+        for y, lag, ph in outs:
+            heapq.heappush(self.events, (start + c + lag, 0, ph, k * S + y))
+
+    def run(self) -> None:
+        """Process arrivals and free GPUs in time order until no event is left."""
+        for d in range(self.K):
+            self.dispatch(d, 0.0)
+        events = self.events
+        while events:
+            now = events[0][0]
+            touched: set[int] = set()
+            while events and events[0][0] <= now:
+                _, kind, ph, x = heapq.heappop(events)
+                if kind == 1:
+                    touched.add(x)
+                    continue
+                self.remaining[ph][x] -= 1
+                if self.remaining[ph][x] == 0:
+                    self.ready_at[ph][x] = now
+                    k, s = divmod(x, self.S)
+                    d = self.part[s]
+                    heapq.heappush(self.heaps[ph][d], (k, s if ph == 0 else -s, x))
+                    touched.add(d)
+            for d in sorted(touched):
+                self.dispatch(d, now)
+
+
 def greedy_schedule(
     seg: Segments,
     seg_fwd_s: np.ndarray,
@@ -102,94 +186,13 @@ def greedy_schedule(
     delay a critical one (Graham's anomalies), so prices come from :func:`simulate`, which
     keeps an order fixed.
     """
-    S, M, K = seg.count, micro_batches, seg.parts
-    part = seg.part.tolist()
-    g = _task_graph(seg, msg_s)
-    f_c = seg_fwd_s.tolist()
-    b_c = seg_bwd_s.tolist()
-    remaining = [g.f_deps * M, g.b_deps * M]
-    ready_at = [[0.0] * (S * M), [0.0] * (S * M)]
-    heaps: list[list[list[tuple[int, int, int]]]] = [[[] for _ in range(K)], [[] for _ in range(K)]]
-    fwd_left = [0] * K
-    for s in range(S):
-        fwd_left[part[s]] += M
-    busy_until = [0.0] * K
-    compute = np.zeros(K)
-    recomp = np.zeros(K)
-    send = np.zeros(K)
-    last_bwd = np.zeros(K)
-    bwd_start = np.zeros(S)
-    end = 0.0
-    order: list[int] = []
-    events: list[tuple[float, int, int, int]] = []  # (time, kind 0 arrive / 1 free, phase, task or part)
-    for k in range(M):
-        for s in range(S):
-            if g.f_deps[s] == 0:
-                heapq.heappush(heaps[0][part[s]], (k, s, k * S + s))
-
-    def dispatch(d: int, now: float) -> None:
-        nonlocal end
-        if busy_until[d] > now:
-            return
-        if heaps[0][d]:
-            k, s, t = heapq.heappop(heaps[0][d])
-            phase = 0
-        elif fwd_left[d] == 0 and heaps[1][d]:
-            k, _, t = heapq.heappop(heaps[1][d])
-            s = t % S
-            phase = 1
-        else:
-            return
-        start = max(now, ready_at[phase][t])
-        if phase == 0:
-            fwd_left[d] -= 1
-            c = f_c[s]
-            compute[d] += c
-            send[d] += g.fwd_send[s]
-            dur = c + g.fwd_send[s]
-            outs = g.f_out[s]
-        else:
-            r = f_c[s] if (recompute and k < M - 1) else 0.0
-            c = b_c[s] + r
-            compute[d] += b_c[s]
-            recomp[d] += r
-            send[d] += g.bwd_send[s]
-            dur = c + g.bwd_send[s]
-            outs = g.b_out[s]
-            last_bwd[d] = max(last_bwd[d], start + dur)
-            bwd_start[s] = max(bwd_start[s], start + r)
-        order.append(phase * S * M + t)
-        busy_until[d] = start + dur
-        end = max(end, start + dur)
-        heapq.heappush(events, (start + dur, 1, 0, d))
-        base = k * S
-        for y, lag, ph in outs:
-            heapq.heappush(events, (start + c + lag, 0, ph, base + y))
-
-    for d in range(K):
-        dispatch(d, 0.0)
-    while events:
-        now = events[0][0]
-        touched: set[int] = set()
-        while events and events[0][0] <= now:
-            _, kind, ph, x = heapq.heappop(events)
-            if kind == 1:
-                touched.add(x)
-                continue
-            remaining[ph][x] -= 1
-            if remaining[ph][x] == 0:
-                ready_at[ph][x] = now
-                k, s = divmod(x, S)
-                d = part[s]
-                heapq.heappush(heaps[ph][d], (k, s if ph == 0 else -s, x))
-                touched.add(d)
-        for d in sorted(touched):
-            dispatch(d, now)
-    if any(fwd_left) or any(h for h in heaps[1]):
-        raise StrategyError(
-            "model-parallel schedule did not finish (a dependency cycle in the partition)"
-        )
-    return Schedule(float(end), compute, recomp, send, last_bwd, 2 * S * M, bwd_start), tuple(order)
+    run = _Greedy(seg, _task_graph(seg, msg_s), seg_fwd_s.tolist(), seg_bwd_s.tolist(), micro_batches, recompute)
+    run.run()
+    if any(run.fwd_left) or any(h for h in run.heaps[1]):
+        raise StrategyError("model-parallel schedule did not finish (a dependency cycle in the partition)")
+    S, M = seg.count, micro_batches
+    sched = Schedule(float(run.end), run.compute, run.recomp, run.send, run.last_bwd, 2 * S * M, run.bwd_start)
+    return sched, tuple(run.order)
 
 
 def replay(
