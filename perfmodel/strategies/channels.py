@@ -14,7 +14,7 @@ from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
 from ..network.counts import CompiledCounts, saved_storages
 from ..network.graph import Network
-from ..network.layers import MATMUL_KINDS, numel
+from ..network.layers import MATMUL_KINDS, Layer, numel
 from .context import Context, split_batch, weight_group
 from .data import BUCKET_BYTES, overlapped_exchange
 from .dimension import Priced, memory_parts, optimizer_step_s
@@ -97,80 +97,94 @@ def split_plan(net: Network, mode: str, n: int) -> SplitPlan:
     if mode not in BREAKDOWN_KEYS:
         raise StrategyError(f"unknown layer split '{mode}' (valid: {', '.join(BREAKDOWN_KEYS)})")
     layers = net.layers
-    n_layers = len(layers)
-    ones = np.ones(n_layers)
+    ones = np.ones(len(layers))
     shares = channel_split(net, n, split_matmul=mode == "filter")
     plan = SplitPlan(mode, n, ones.copy(), ones.copy(), ones.copy(), ones.copy(), {"input": 1.0}, shares=shares)
     if n == 1:  # no split: plain data parallelism
         plan.held.update((layer.name, 1.0) for layer in layers)
         return plan
-    split: dict[str, bool] = {"input": False}
-    sliced_full: set[str] = set()  # replicated tensors whose gradient comes back split
-
-    def slice_back(t: str, i: int) -> None:
-        # a layer read only its block of replicated tensor t: its input gradient is split,
-        # and the replicated producers upstream need it whole (the network input needs none)
-        if t != "input" and not split[t] and t not in sliced_full:
-            sliced_full.add(t)
-            plan.exchanges.append(Exchange(i, "bwd", "allgather", t, numel(net.shape_of(t))))
-
+    walk = _Walk(net, plan)
     for i, (layer, share) in enumerate(zip(layers, shares, strict=True)):
-        c_out = layer.out_shape[0]
         if share.role == "own":  # filter: ceil(F/n) output channels from the whole input
-            if c_out < n:
-                raise StrategyError(
-                    f"filter={n} exceeds the {c_out} output channels of {layer.name} "
-                    f"(valid: filter <= {c_out})"
-                )
+            walk.own(i, layer, share)
+        elif layer.kind in MATMUL_KINDS and not share.split:  # channel: split by input channels
+            walk.by_input(i, layer)
+        else:
+            walk.per_channel(i, layer, share)
+    return plan
+
+
+class _Walk:
+    """:func:`split_plan`'s walk: which tensors are split so far, and the plan it fills."""
+
+    def __init__(self, net: Network, plan: SplitPlan) -> None:
+        self.net, self.plan, self.n = net, plan, plan.n
+        self.split: dict[str, bool] = {"input": False}
+        self.sliced_full: set[str] = set()  # replicated tensors whose gradient comes back split
+
+    def _set(self, i: int, name: str, f_in: float, f_out: float, f: float, split: bool, held: float) -> None:
+        p = self.plan
+        p.f_in[i], p.f_out[i], p.f_work[i], p.f_par[i] = f_in, f_out, f, f
+        self.split[name] = split
+        p.held[name] = held
+
+    def slice_back(self, t: str, i: int) -> None:
+        """A layer read only its block of replicated tensor ``t``: its input gradient is split,
+        and the replicated producers upstream need it whole (the network input needs none)."""
+        if t != "input" and not self.split[t] and t not in self.sliced_full:
+            self.sliced_full.add(t)
+            self.plan.exchanges.append(Exchange(i, "bwd", "allgather", t, numel(self.net.shape_of(t))))
+
+    def own(self, i: int, layer: Layer, share: LayerSplit) -> None:
+        """Filter: the layer computes ``ceil(F/n)`` output channels from its whole input."""
+        c_out, n, plan = layer.out_shape[0], self.n, self.plan
+        if c_out < n:
+            raise StrategyError(
+                f"filter={n} exceeds the {c_out} output channels of {layer.name} (valid: filter <= {c_out})"
+            )
+        f = share.largest_fraction
+        for t in layer.inputs:
+            if self.split[t] and t not in plan.gathered:
+                plan.gathered[t] = i
+                elems = numel(self.net.shape_of(t))
+                plan.exchanges.append(Exchange(i, "fwd", "allgather", t, elems))
+                plan.exchanges.append(Exchange(i, "bwd", "reduce_scatter", t, elems))
+            elif not self.split[t] and t != "input" and t not in self.sliced_full:
+                # a replicated input: every GPU adds a partial input gradient
+                self.sliced_full.add(t)
+                plan.exchanges.append(Exchange(i, "bwd", "allreduce", t, numel(self.net.shape_of(t))))
+        self._set(i, layer.name, 1.0, f, f, True, f)
+
+    def by_input(self, i: int, layer: Layer) -> None:
+        """Channel: the layer reads its block of input channels and all-reduces its partial output."""
+        c_in, n = layer.in_shape[0], self.n
+        if c_in < n:
+            if all(t == "input" for t in layer.inputs):
+                # too few input channels to split (an RGB image over 4 GPUs): run it whole
+                self.plan.replicated.append(layer.name)
+                self.split[layer.name] = False
+                self.plan.held[layer.name] = 1.0
+                return
+            raise StrategyError(
+                f"channel={n} exceeds the {c_in} input channels of {layer.name} (valid: channel <= {c_in})"
+            )
+        f = _part(c_in, n)
+        self.plan.exchanges.append(Exchange(i, "fwd", "allreduce", layer.name, numel(layer.out_shape)))
+        for t in layer.inputs:
+            self.slice_back(t, i)
+        self._set(i, layer.name, f, 1.0, f, False, 1.0)
+
+    def per_channel(self, i: int, layer: Layer, share: LayerSplit) -> None:
+        """A layer acting per channel: on the split tensor if any input is split (or an evenly
+        grouped convolution), else replicated."""
+        if share.split:
             f = share.largest_fraction
-            plan.f_in[i], plan.f_out[i], plan.f_work[i], plan.f_par[i] = 1.0, f, f, f
             for t in layer.inputs:
-                if split[t] and t not in plan.gathered:
-                    plan.gathered[t] = i
-                    elems = numel(net.shape_of(t))
-                    plan.exchanges.append(Exchange(i, "fwd", "allgather", t, elems))
-                    plan.exchanges.append(Exchange(i, "bwd", "reduce_scatter", t, elems))
-                elif not split[t] and t != "input" and t not in sliced_full:
-                    # a replicated input: every GPU adds a partial input gradient
-                    sliced_full.add(t)
-                    elems = numel(net.shape_of(t))
-                    plan.exchanges.append(Exchange(i, "bwd", "allreduce", t, elems))
-            split[layer.name] = True
-            plan.held[layer.name] = f
-            continue
-        if layer.kind in MATMUL_KINDS and not share.split:  # channel: split by input channels
-            c_in = layer.in_shape[0]
-            if c_in < n:
-                if all(t == "input" for t in layer.inputs):
-                    # too few input channels to split (an RGB image over 4 GPUs): run it whole
-                    plan.replicated.append(layer.name)
-                    split[layer.name] = False
-                    plan.held[layer.name] = 1.0
-                    continue
-                raise StrategyError(
-                    f"channel={n} exceeds the {c_in} input channels of {layer.name} "
-                    f"(valid: channel <= {c_in})"
-                )
-            f = _part(c_in, n)
-            plan.f_in[i], plan.f_out[i], plan.f_work[i], plan.f_par[i] = f, 1.0, f, f
-            elems = numel(layer.out_shape)
-            plan.exchanges.append(Exchange(i, "fwd", "allreduce", layer.name, elems))
-            for t in layer.inputs:
-                slice_back(t, i)
-            split[layer.name] = False
-            plan.held[layer.name] = 1.0
-            continue
-        if share.split:  # per channel on the split tensor (or an evenly grouped convolution)
-            f = share.largest_fraction
-            for t in layer.inputs:
-                slice_back(t, i)
+                self.slice_back(t, i)
         else:
             f = 1.0
-            plan.replicated.append(layer.name)
-        plan.f_in[i] = plan.f_out[i] = plan.f_work[i] = plan.f_par[i] = f
-        split[layer.name] = share.split
-        plan.held[layer.name] = f
-    return plan
+            self.plan.replicated.append(layer.name)
+        self._set(i, layer.name, f, f, f, share.split, f)
 
 
 def _check(s: Strategy) -> tuple[str, int]:
