@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..errors import UsageError
-from ..strategies.pipeline import pipeline_tasks
+from ..strategies.pipeline import PipelineTask, pipeline_tasks
 from ..units import GIB
 
 if TYPE_CHECKING:
@@ -530,77 +530,26 @@ def pipeline_gantt(p: Prediction) -> Figure:
     if not ok:
         return _breakdown_bar(p, head)
     assert isinstance(stages, list)
-    fwd = [float(s["forward_s"]) for s in stages]
-    bwd = [float(s["backward_s"]) for s in stages]
     send_f = [float(s.get("send_forward_s", 0.0)) for s in stages]
-    send_b = [float(s.get("send_backward_s", 0.0)) for s in stages]
     m = p.strategy.mb
     schedule = str(p.details.get("schedule", p.strategy.schedule))
     # the schedule of the pricing's per-stage seconds and sends
-    ops = pipeline_tasks(fwd, bwd, send_f, send_b, m, schedule, p.strategy.recompute)
-    t_pipe = max(o.end_s for o in ops)
+    ops = pipeline_tasks(
+        [float(s["forward_s"]) for s in stages],
+        [float(s["backward_s"]) for s in stages],
+        send_f,
+        [float(s.get("send_backward_s", 0.0)) for s in stages],
+        m,
+        schedule,
+        p.strategy.recompute,
+    )
     n = len(stages)
     fig = _figure(12, 2.2 + 0.5 * n + 0.8)
     ax = fig.add_subplot()
+    t = _draw_tasks(ax, ops, n, m)
+    handles = _gantt_handles(p, ax, n, t)
+    t += sum(d for d in (p.breakdown.get(k, 0.0) for k in _GANTT_TAIL) if d > 0)
     ms = 1e3
-    ax.barh(
-        range(n),
-        [t_pipe * ms] * n,
-        color="#EEEEEE",
-        hatch="..",
-        edgecolor="#BBBBBB",
-        height=0.8,
-        lw=0,
-    )
-    f_col, b_col = "#4C72B0", "#DD8452"
-    label_ok = m <= 16
-    for o in ops:
-        w = (o.end_s - o.start_s) * ms
-        ax.barh(
-            o.stage,
-            w,
-            left=o.start_s * ms,
-            color=b_col if o.backward else f_col,
-            height=0.8,
-            edgecolor="white",
-            lw=0.6,
-        )
-        if label_ok and w > 0.018 * t_pipe * ms:
-            ax.text(
-                (o.start_s + o.end_s) / 2 * ms,
-                o.stage,
-                str(o.micro_batch),
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="white",
-            )
-    t = t_pipe
-    tail = [
-        ("gradient_exchange_exposed", "exposed gradient exchange"),
-        ("optimizer_step", "optimizer step"),
-    ]
-    handles: list[Any] = [
-        Patch(color=f_col, label="forward pass of a micro-batch (number inside)"),
-        Patch(
-            color=b_col,
-            label="backward pass" + (" (with recomputation)" if p.strategy.recompute else ""),
-        ),
-        Patch(
-            facecolor="#EEEEEE",
-            hatch="..",
-            edgecolor="#BBBBBB",
-            label=f"idle: pipeline bubble ({p.breakdown.get('pipeline_bubble', 0) * ms:.1f} ms on the critical stage)",
-        ),
-    ]
-    colours: dict[str, str] = {}
-    for key, text in tail:
-        d = p.breakdown.get(key, 0.0)
-        if d > 0:
-            c = _colour(key, colours)
-            ax.barh(range(n), [d * ms] * n, left=t * ms, color=c, height=0.8, edgecolor="white", lw=0.6)
-            handles.append(Patch(color=c, label=f"{text} ({d * ms:.2f} ms, all stages)"))
-            t += d
     ax.set_yticks(range(n), [_stage_label(i, s) for i, s in enumerate(stages)], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("time since the start of the step (ms)")
@@ -620,6 +569,54 @@ def pipeline_gantt(p: Prediction) -> Figure:
         f"{xfer}; model step time {p.iteration_time_s * ms:.2f} ms, drawn schedule {t * ms:.2f} ms",
     )
     return fig
+
+
+#: The step's parts after the pipeline, drawn on every stage: (breakdown key, words).
+_GANTT_TAIL = {"gradient_exchange_exposed": "exposed gradient exchange", "optimizer_step": "optimizer step"}
+_FWD_COLOUR, _BWD_COLOUR = "#4C72B0", "#DD8452"
+
+
+def _draw_tasks(ax: Axes, ops: Sequence[PipelineTask], n: int, m: int) -> float:
+    """The idle background and every task of the schedule; returns when the last task ends."""
+    t_pipe = max(o.end_s for o in ops)
+    ms = 1e3
+    ax.barh(range(n), [t_pipe * ms] * n, color="#EEEEEE", hatch="..", edgecolor="#BBBBBB", height=0.8, lw=0)
+    for o in ops:
+        w = (o.end_s - o.start_s) * ms
+        colour = _BWD_COLOUR if o.backward else _FWD_COLOUR
+        ax.barh(o.stage, w, left=o.start_s * ms, color=colour, height=0.8, edgecolor="white", lw=0.6)
+        if m <= 16 and w > 0.018 * t_pipe * ms:
+            mid = (o.start_s + o.end_s) / 2 * ms
+            ax.text(mid, o.stage, str(o.micro_batch), ha="center", va="center", fontsize=7, color="white")
+    return t_pipe
+
+
+def _gantt_handles(p: Prediction, ax: Axes, n: int, t_pipe: float) -> list[Any]:
+    """The legend of the tasks and the bubble; draws the parts after the pipeline (with theirs)."""
+    ms = 1e3
+    handles: list[Any] = [
+        Patch(color=_FWD_COLOUR, label="forward pass of a micro-batch (number inside)"),
+        Patch(
+            color=_BWD_COLOUR,
+            label="backward pass" + (" (with recomputation)" if p.strategy.recompute else ""),
+        ),
+        Patch(
+            facecolor="#EEEEEE",
+            hatch="..",
+            edgecolor="#BBBBBB",
+            label=f"idle: pipeline bubble ({p.breakdown.get('pipeline_bubble', 0) * ms:.1f} ms on the critical stage)",
+        ),
+    ]
+    colours: dict[str, str] = {}
+    t = t_pipe
+    for key, text in _GANTT_TAIL.items():
+        d = p.breakdown.get(key, 0.0)
+        if d > 0:
+            c = _colour(key, colours)
+            ax.barh(range(n), [d * ms] * n, left=t * ms, color=c, height=0.8, edgecolor="white", lw=0.6)
+            handles.append(Patch(color=c, label=f"{text} ({d * ms:.2f} ms, all stages)"))
+            t += d
+    return handles
 
 
 def _stage_label(i: int, stage: dict[str, Any]) -> str:
