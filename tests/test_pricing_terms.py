@@ -68,3 +68,14 @@ def test_strategies_and_partition_import_cleanly(path: Path) -> None:
         assert not in_function, f"{path.name} imports {node.module} inside a function"
         if path.parent.name == "partition":
             assert not (node.module or "").startswith("strategies"), f"{path.name} imports {node.module}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_modules_and_functions_fit_a_screen(path: Path) -> None:
+    """Modules under ~400 lines, functions under ~80 (the team's limits for these packages)."""
+    src = path.read_text()
+    assert len(src.splitlines()) <= 400, f"{path.name}: {len(src.splitlines())} lines"
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            assert length <= 80, f"{path.name}: {node.name} is {length} lines"
