@@ -39,13 +39,16 @@ def is_symbolic(*xs: Num) -> bool:
 
 _is_sym = is_symbolic
 
+#: Plain numbers, which take Python's max/min (the search's hot path: no numpy call).
+_SCALARS = (float, int, np.float64)
+
 
 def smax(*xs: Num) -> Num:
     """max() for numbers, numpy arrays (elementwise) and sympy expressions."""
+    if all(type(x) in _SCALARS for x in xs):
+        return max(xs)
     if _is_sym(*xs):
         return sp.Max(*xs, evaluate=False)
-    if all(isinstance(x, (int, float)) for x in xs):
-        return max(xs)
     out = xs[0]
     for x in xs[1:]:
         out = np.maximum(out, x)
@@ -54,10 +57,10 @@ def smax(*xs: Num) -> Num:
 
 def smin(*xs: Num) -> Num:
     """min() for numbers, numpy arrays (elementwise) and sympy expressions."""
+    if all(type(x) in _SCALARS for x in xs):
+        return min(xs)
     if _is_sym(*xs):
         return sp.Min(*xs, evaluate=False)
-    if all(isinstance(x, (int, float)) for x in xs):
-        return min(xs)
     out = xs[0]
     for x in xs[1:]:
         out = np.minimum(out, x)

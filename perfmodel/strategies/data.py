@@ -38,7 +38,7 @@ def buckets(grad_bytes: FloatSeq, bucket_bytes: float = BUCKET_BYTES) -> list[tu
     """DDP's buckets over gradients in backward order: (index of the gradient that fills a
     bucket, the bucket's bytes); the last bucket holds what is left."""
     out, acc = [], 0.0
-    for i, g in enumerate(grad_bytes):
+    for i, g in enumerate(grad_bytes.tolist() if isinstance(grad_bytes, np.ndarray) else grad_bytes):
         acc += g
         if acc >= bucket_bytes:
             out.append((i, acc))
@@ -67,8 +67,9 @@ def overlapped_exchange(
     end = start_s
     total_comm: Num = 0.0
     done = 0
+    times = bwd_s.tolist() if isinstance(bwd_s, np.ndarray) else bwd_s
     for i, nbytes in buckets(grad_bytes, bucket_bytes):
-        for dt in bwd_s[done : i + 1]:
+        for dt in times[done : i + 1]:
             t = t + dt
         done = i + 1
         c = comm(nbytes)
