@@ -31,9 +31,9 @@ import sympy as sp
 
 from ..cost.collectives import allreduce_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import ceil, p2p, smax
+from ..cost.formulas import ceil, smax
 from .context import Context, weight_group
-from .data import overlapped_exchange, parameter_server_comm_s, parameter_server_links
+from .data import overlapped_exchange
 from .dimension import optimizer_step_s
 from .explain_split import explain_mp, explain_split
 from .formula import (
@@ -50,7 +50,8 @@ from .formula import (
     layer_exprs,
     symbol_values,
 )
-from .pipeline import cut_across_nodes, pipeline_step
+from .parameter_server import parameter_server_comm_s, parameter_server_links
+from .pipeline import cut_sends, pipeline_step
 from .predict import predict_in, price
 from .prediction import Prediction
 from .spatial import halo_exchange_s, held_samples, network_halos, redistribution_s, spatial_tier, tiled_dims
@@ -192,10 +193,10 @@ def _group_words(s: Strategy, c: _Chain) -> str:
 
 def _pipeline(ctx: Context, s: Strategy, c: _Chain, balance: list[int]) -> tuple[Any, list[Any], list[tuple[int, int]]]:
     """(pipeline seconds, each stage's last backward end, its layers) of the priced split."""
-    net, g = ctx.net, ctx.hw.gpus_per_node
+    net = ctx.net
     bounds = np.concatenate([[0], np.cumsum(balance)]).astype(int)
     ranges = [(net.links[bounds[i]].start, net.links[bounds[i + 1] - 1].stop) for i in range(s.pp)]
-    st_f, st_b, send_f, send_b = [], [], [0] * s.pp, [0] * s.pp
+    st_f, st_b = [], []
     stage_words: list[str] = []
     for i, (a, z) in enumerate(ranges):
         extra: Any = 0
@@ -206,13 +207,11 @@ def _pipeline(ctx: Context, s: Strategy, c: _Chain, balance: list[int]) -> tuple
                 stage_words.append(f"stage {i}: " + "; ".join(words.values()))
         st_f.append(sp.Add(*c.fwd[a:z]) + extra)
         st_b.append(sp.Add(*c.bwd[a:z]) + extra)
-        if i < s.pp - 1:
-            last = bounds[i + 1] - 1
-            nbytes = held_samples(B_SYM, s.sp_degree, c.tiled[last]) * ctx.cut_elems[last] * E
-            net_tier = cut_across_nodes(i, s, g)
-            send_f[i] = send_b[i + 1] = p2p(
-                nbytes, *((LINK.bw_net_per_gpu, LINK.alpha_net) if net_tier else (LINK.bw_intra, LINK.alpha_intra))
-            )
+
+    def held(link: int) -> Any:
+        return held_samples(B_SYM, s.sp_degree, c.tiled[link])
+
+    send_f, send_b = cut_sends(ctx, s, bounds, held, LINK, E)
     body, ends = pipeline_step(st_f, st_b, send_f, send_b, M, s.recompute)
     c.terms["pipeline"] = body
     if stage_words:
