@@ -155,3 +155,40 @@ def _plan_dict() -> dict[str, object]:
     return {"model": "tiny_cnn", "image_size": 16, "gpus": 1, "dp": 1, "pp": 1, "mb": 1, "schedule": "gpipe",
             "recompute": False, "balance": [], "comm": "ring", "precision": "fp32", "optimizer": "sgd",
             "global_batch": 4, "hardware": "a100-80gb-dgx", "strategy": "dp=1", "kind": "data"}
+
+
+USER_MODULE = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+"""
+
+
+def test_a_file_model_trains_the_users_own_module(tmp_path):
+    """Hook for ``file.py:Name`` models: the program builds the user's class, not the IR
+    (data-parallel plans; pipelines need the module cut at the priced links)."""
+    from perfmodel.export import NotExportableError, export_plan
+    from perfmodel.export.plan import user_module
+    from perfmodel.export.runtime import build_pieces, flat_state
+    from perfmodel.strategies import predict
+
+    (tmp_path / "mynet.py").write_text(USER_MODULE)
+    spec = user_module(str(tmp_path / "mynet.py") + ":Net")
+    assert spec == f"{(tmp_path / 'mynet.py').resolve()}:Net" and user_module("resnet50") == ""
+    p = predict("tiny_cnn", 2, "dp=2", "a100-80gb-dgx", "fp32", None, 8, "sgd", 16)
+    plan = export_plan(p, "a100-80gb-dgx", spec)
+    assert plan.model == spec and plan.module == spec
+    module = build_pieces(plan, get_model("tiny_cnn", 16), 0, "cpu")
+    assert tuple(module(torch.randn(2, 3, 16, 16)).shape) == (2, 10)
+    assert set(flat_state(module)) == {"conv.weight", "conv.bias", "fc.weight", "fc.bias"}
+    pp = predict("tiny_cnn", 2, "pp=2,mb=2", "a100-80gb-dgx", "fp32", None, 8, "sgd", 16)
+    with pytest.raises(NotExportableError, match="cut at the priced links"):
+        export_plan(pp, "a100-80gb-dgx", spec)

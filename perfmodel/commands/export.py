@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..export import ExportPlan, check_exportable, export_plan, write_program
-from ..export.plan import refusal
+from ..export.plan import refusal, user_module
 from ..report import to_json
 from ..strategies import Prediction, predict
 from ..strategies.spec import parse_strategy
@@ -29,15 +29,16 @@ __all__ = ["export_cmd", "export_prediction", "export_best", "export_lines", "PR
 PROGRAM_SUFFIXES = (".py",)
 
 
-def export_prediction(p: Prediction, hardware: str, output: Path) -> ExportPlan:
-    """Write prediction ``p`` (priced on ``hardware``, a profile name or path) as a program."""
+def export_prediction(p: Prediction, hardware: str, output: Path, model: str = "") -> ExportPlan:
+    """Write prediction ``p`` (priced on ``hardware``, a profile name or path) as a program;
+    ``model`` as the user typed it (a ``file.py:Name`` model trains the user's own module)."""
     check_writable(output, PROGRAM_SUFFIXES)
-    e = export_plan(p, hardware)
+    e = export_plan(p, hardware, user_module(model))
     write_program(e, output)
     return e
 
 
-def export_best(plans: Sequence[Prediction], hardware: str, output: Path) -> str:
+def export_best(plans: Sequence[Prediction], hardware: str, output: Path, model: str = "") -> str:
     """Write the fastest exportable plan of ``plans`` (ranked); the text says which, and why faster
     ones were passed over. Raises the first plan's :class:`NotExportableError` if none can be."""
     ok = [i for i, p in enumerate(plans) if not refusal(p.strategy)]
@@ -47,7 +48,7 @@ def export_best(plans: Sequence[Prediction], hardware: str, output: Path) -> str
         f"note: rank {i + 1} ({p.strategy.spec()}) not exported: {refusal(p.strategy)}"
         for i, p in enumerate(plans[: ok[0]])
     ]
-    e = export_prediction(plans[ok[0]], hardware, output)
+    e = export_prediction(plans[ok[0]], hardware, output, model)
     return "\n\n" + "\n".join([*export_lines(e, output), *skipped])
 
 
@@ -95,7 +96,7 @@ def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: s
         batch_per_gpu = 32
     check_exportable(parse_strategy(strategy, gpus))  # before pricing: say what is missing first
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size)
-    e = export_prediction(p, hardware, output)
+    e = export_prediction(p, hardware, output, model)
     if fmt == "json":
         emit(to_json({"output": str(output), "plan": e.to_dict()}))
     else:

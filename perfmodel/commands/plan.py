@@ -136,7 +136,7 @@ def plan_cmd(
         from ..report.charts import plan_chart, save_chart
 
         save_chart(plan_chart(r), chart)
-    exported = export_best(r.plans, hardware, export_to) if export_to is not None else ""
+    exported = export_best(r.plans, hardware, export_to, model) if export_to is not None else ""
     if fmt == "json":
         emit(to_json(r.to_dict()))
     elif fmt == "csv":

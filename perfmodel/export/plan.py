@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import BatchSplitError, StrategyError
@@ -10,7 +11,15 @@ from ..strategies import Prediction
 from ..strategies.data import BUCKET_BYTES
 from ..strategies.spec import Strategy
 
-__all__ = ["ExportPlan", "NotExportableError", "export_plan", "check_exportable", "refusal", "EXPORTABLE"]
+__all__ = [
+    "ExportPlan",
+    "NotExportableError",
+    "export_plan",
+    "check_exportable",
+    "refusal",
+    "user_module",
+    "EXPORTABLE",
+]
 
 #: What the exporter turns into torch.distributed code.
 EXPORTABLE = "dp, pp, mb, schedule=gpipe|1f1b, recompute, balance, comm=ring|tree"
@@ -51,7 +60,9 @@ class ExportPlan:
 
     ``balance`` is the number of chain links per pipeline stage exactly as priced
     (``Prediction.details['balance']``); ``hardware`` is the profile the plan was priced on
-    (name or TOML path), written as the measured row's hardware label.
+    (name or TOML path), written as the measured row's hardware label. ``module`` is empty for
+    networks built from perfmodel's IR, or ``/abs/path/file.py:Name`` for a user's own
+    ``torch.nn.Module`` class (built with no arguments), which the program trains instead.
     """
 
     model: str
@@ -75,6 +86,7 @@ class ExportPlan:
     predicted_throughput: float = 0.0
     predicted_memory_per_gpu_bytes: float = 0.0
     memory_capacity_bytes: float = 0.0
+    module: str = ""
     lr: float = 0.01
     seed: int = 0
     notes: tuple[str, ...] = field(default=())
@@ -101,10 +113,25 @@ class ExportPlan:
         return cls(**known)
 
 
-def export_plan(p: Prediction, hardware: str) -> ExportPlan:
-    """The exportable form of prediction ``p`` priced on profile ``hardware`` (its name or path)."""
+def user_module(model: str) -> str:
+    """``/abs/path/file.py:Name`` for a model given as ``file.py:Name``, else ""."""
+    path, sep, name = model.rpartition(":")
+    if not sep or not path.endswith(".py") or not name.isidentifier():
+        return ""
+    return f"{Path(path).resolve()}:{name}"
+
+
+def export_plan(p: Prediction, hardware: str, module: str = "") -> ExportPlan:
+    """The exportable form of prediction ``p`` priced on profile ``hardware`` (its name or path);
+    ``module`` names the user's own module class for a ``file.py:Name`` model."""
     s = p.strategy
     check_exportable(s)
+    if module and (s.pp > 1 or s.recompute):
+        raise NotExportableError(
+            f"export: plan {s.spec()} of {module} cannot be exported yet: pipeline stages and per-link "
+            "checkpointing need the user's module cut at the priced links (export data-parallel plans "
+            "of file models, or pipelines of zoo models)"
+        )
     balance: tuple[int, ...] = ()
     if s.pp > 1:
         balance = tuple(int(x) for x in p.details["balance"])
@@ -123,7 +150,7 @@ def export_plan(p: Prediction, hardware: str) -> ExportPlan:
             f"{p.memory_capacity_bytes / 2**30:.2f} GiB"
         )
     return ExportPlan(
-        model=p.model,
+        model=module or p.model,  # a file model is named by its (absolute) file.py:Name
         image_size=p.image_size,
         gpus=p.gpus,
         dp=s.dp,
@@ -144,4 +171,5 @@ def export_plan(p: Prediction, hardware: str) -> ExportPlan:
         predicted_memory_per_gpu_bytes=p.memory_per_gpu_bytes,
         memory_capacity_bytes=p.memory_capacity_bytes,
         notes=tuple(notes),
+        module=module,
     )

@@ -10,9 +10,11 @@ model starts.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..network import Network, get_model
@@ -33,6 +35,7 @@ __all__ = [
     "autocast_context",
     "init_distributed",
     "flat_state",
+    "load_user_module",
 ]
 
 
@@ -148,7 +151,7 @@ class Pieces(torch.nn.Module):  # type: ignore[misc]
     """Segments run one after another, each under activation checkpointing when ``recompute``,
     inside the precision's autocast region."""
 
-    def __init__(self, pieces: Sequence[Segment], recompute: bool, autocast: Callable[[], Any]) -> None:
+    def __init__(self, pieces: Sequence[Any], recompute: bool, autocast: Callable[[], Any]) -> None:
         super().__init__()
         self.pieces = torch.nn.ModuleList(pieces)
         self.recompute = recompute
@@ -166,6 +169,17 @@ class Pieces(torch.nn.Module):  # type: ignore[misc]
         return out
 
 
+def load_user_module(spec: str) -> Any:
+    """An instance of ``/path/file.py:Name``, a ``torch.nn.Module`` class built with no arguments."""
+    path, _, name = spec.rpartition(":")
+    loader = importlib.util.spec_from_file_location(f"perfmodel_user_{Path(path).stem}", path)
+    if loader is None or loader.loader is None:
+        raise SystemExit(f"cannot load the model's module file {path}")
+    mod = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(mod)
+    return getattr(mod, name)()
+
+
 def build_pieces(plan: ExportPlan, net: Network, stage: int, device_type: str) -> Any:
     """This stage's layers (the whole network without a pipeline) as one module.
 
@@ -174,6 +188,9 @@ def build_pieces(plan: ExportPlan, net: Network, stage: int, device_type: str) -
     stage's input per micro-batch in flight, torchgpipe's checkpointing).
     """
     torch.manual_seed(plan.seed)
+    autocast = lambda: autocast_context(plan.precision, device_type)  # noqa: E731
+    if plan.module:  # the user's own module (data-parallel plans only: see export_plan)
+        return Pieces([load_user_module(plan.module)], False, autocast)
     full = build_module(net, torch)
     if plan.pp > 1:
         a, b = stage_layer_ranges(net, plan.balance)[stage]
@@ -182,7 +199,7 @@ def build_pieces(plan: ExportPlan, net: Network, stage: int, device_type: str) -
         segs = [Segment(full, net, lk.start, lk.stop) for lk in net.links]
     else:
         segs = [Segment(full, net, 0, len(net.layers))]
-    return Pieces(segs, plan.recompute, lambda: autocast_context(plan.precision, device_type))
+    return Pieces(segs, plan.recompute, autocast)
 
 
 def autocast_context(precision: str, device_type: str) -> Any:
@@ -231,10 +248,12 @@ def make_optimizer(plan: ExportPlan, params: Any) -> Any:
 
 def flat_state(module: Any) -> dict[str, Any]:
     """Parameters and buffers of a built stage under the keys ``build_module``'s network uses."""
+    segments = [m for m in module.modules() if isinstance(m, Segment)]
+    if not segments:  # a user's own module: its own keys
+        return {k: t.detach().cpu().clone() for k, t in module.pieces[0].state_dict().items()}
     out: dict[str, Any] = {}
-    for mod in module.modules():
-        if isinstance(mod, Segment):
-            for k, sub in mod.params.items():
-                for name, t in sub.state_dict().items():
-                    out[f"params.{k}.{name}"] = t.detach().cpu().clone()
+    for mod in segments:
+        for k, sub in mod.params.items():
+            for name, t in sub.state_dict().items():
+                out[f"params.{k}.{name}"] = t.detach().cpu().clone()
     return out
