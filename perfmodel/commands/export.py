@@ -9,6 +9,7 @@ import click
 
 from ..export import ExportPlan, check_exportable, export_plan, write_program
 from ..export.plan import refusal, user_module
+from ..hardware import profile_names
 from ..report import to_json
 from ..strategies import Prediction, predict
 from ..strategies.spec import parse_strategy
@@ -33,7 +34,9 @@ def export_prediction(p: Prediction, hardware: str, output: Path, model: str = "
     """Write prediction ``p`` (priced on ``hardware``, a profile name or path) as a program;
     ``model`` as the user typed it (a ``file.py:Name`` model trains the user's own module)."""
     check_writable(output, PROGRAM_SUFFIXES)
-    e = export_plan(p, hardware, user_module(model))
+    # a profile file is named by its absolute path: the row must find it from where it is read
+    label = hardware if hardware in profile_names() else str(Path(hardware).resolve())
+    e = export_plan(p, label, user_module(model))
     write_program(e, output)
     return e
 

@@ -53,10 +53,6 @@ class Topology:
     pp_group: Any
     mesh: Any
 
-    @property
-    def is_first_stage(self) -> bool:
-        return self.pp_rank == 0
-
 
 def init_distributed(plan: ExportPlan, device: str, backend: str) -> Topology:
     """Join the torchrun job; ranks are laid out pipeline-inner (``rank = dp_rank * pp + pp_rank``),
@@ -78,7 +74,7 @@ def init_distributed(plan: ExportPlan, device: str, backend: str) -> Topology:
     if "MASTER_ADDR" not in os.environ:  # started without torchrun: a one-process group
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
-    dist.init_process_group(backend=backend, rank=rank, world_size=world)
+    dist.init_process_group(backend=backend, rank=rank, world_size=world, device_id=dev if device == "cuda" else None)
     dp, pp = plan.dp, plan.pp
     mesh: Any = None
     dp_group: Any
