@@ -192,3 +192,16 @@ def test_a_file_model_trains_the_users_own_module(tmp_path):
     pp = predict("tiny_cnn", 2, "pp=2,mb=2", "a100-80gb-dgx", "fp32", None, 8, "sgd", 16)
     with pytest.raises(NotExportableError, match="cut at the priced links"):
         export_plan(pp, "a100-80gb-dgx", spec)
+
+
+def test_report_shows_memory_of_a_gpu_run():
+    """A GPU row's peak memory is printed beside the predicted memory (no GPU needed to check)."""
+    from perfmodel.export.rows import RunResult, measurement_row
+    from perfmodel.export.template import report
+
+    plan = ExportPlan.from_dict({**_plan_dict(), "predicted_throughput": 400.0,
+                                 "predicted_memory_per_gpu_bytes": 3 * 2**30})
+    r = RunResult("cuda", "Test GPU", "nccl", "2.x", "2026-01-01", 1, (0.01,), (2.0, 1.9), 2.5 * 2**30)
+    text = report(plan, measurement_row(plan, r))
+    assert "measured  400.0 samples/s" in text and "+0.0%" in text and "CPU run" not in text
+    assert "2.50 GiB peak allocated per GPU, predicted 3.00 GiB" in text

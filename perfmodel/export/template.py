@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(plan: ExportPlan, row: dict[str, object]) -> str:
-    """Measured against predicted, on three lines."""
+    """Measured against predicted: throughput, and memory when it ran on GPUs."""
     measured = float(str(row["measured_throughput"]))
     err = 100.0 * (plan.predicted_throughput - measured) / measured
     lines = [
@@ -93,6 +93,11 @@ def report(plan: ExportPlan, row: dict[str, object]) -> str:
         f"(step {plan.predicted_step_time_s * 1e3:.2f} ms): {err:+.1f}%"
         + ("  [CPU run: not scored against the GPU profile]" if row["device"] == "cpu" else ""),
     ]
+    if row["peak_memory_per_gpu_bytes"] != "":
+        lines.append(
+            f"memory    {float(str(row['peak_memory_per_gpu_bytes'])) / 2**30:.2f} GiB peak allocated per GPU, "
+            f"predicted {plan.predicted_memory_per_gpu_bytes / 2**30:.2f} GiB"
+        )
     return "\n".join(lines)
 
 
