@@ -205,3 +205,28 @@ def test_report_shows_memory_of_a_gpu_run():
     text = report(plan, measurement_row(plan, r))
     assert "measured  400.0 samples/s" in text and "+0.0%" in text and "CPU run" not in text
     assert "2.50 GiB peak allocated per GPU, predicted 3.00 GiB" in text
+
+
+@pytest.mark.parametrize(("pp", "balance", "expected"), [(2, [2, 1], 3), (1, [], 4 * 3)])
+def test_recompute_checkpoints_as_priced(pp, balance, expected, monkeypatch):
+    """``recompute=true``: in a pipeline, each stage checkpoints all micro-batches of a step but the
+    last (torchgpipe's except_last, as the cost model prices it); without one, every chain link of
+    every micro-batch (tiny_cnn has 3 links)."""
+    from perfmodel.export.runtime import build_pieces
+
+    calls = []
+    real = torch.utils.checkpoint.checkpoint
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", counting)
+    plan = ExportPlan.from_dict({**_plan_dict(), "gpus": pp, "pp": pp, "mb": 4, "recompute": True,
+                                 "balance": balance, "global_batch": 16})
+    module = build_pieces(plan, get_model("tiny_cnn", 16), 0, "cpu")
+    for _ in range(2):  # two steps of four micro-batches
+        module.forwards = 0
+        for _ in range(4):
+            module(torch.randn(4, 3, 16, 16))
+    assert len(calls) == 2 * expected

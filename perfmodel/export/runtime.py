@@ -144,24 +144,28 @@ class Segment(torch.nn.Module):  # type: ignore[misc]
 
 
 class Pieces(torch.nn.Module):  # type: ignore[misc]
-    """Segments run one after another, each under activation checkpointing when ``recompute``,
-    inside the precision's autocast region."""
+    """Segments run one after another, inside the precision's autocast region, each under
+    activation checkpointing when ``recompute``: in a pipeline every micro-batch of a step but
+    the last (torchgpipe's ``except_last``, as priced), else every one. ``forwards`` counts the
+    step's micro-batches; the pipeline step resets it."""
 
-    def __init__(self, pieces: Sequence[Any], recompute: bool, autocast: Callable[[], Any]) -> None:
+    def __init__(self, pieces: Sequence[Any], recompute: bool, autocast: Callable[[], Any],
+                 micro_batches: int | None = None) -> None:
         super().__init__()
         self.pieces = torch.nn.ModuleList(pieces)
         self.recompute = recompute
         self.autocast = autocast
+        self.except_last = micro_batches
+        self.forwards = 0
 
     def forward(self, *xs: Any) -> Any:
         out: Any = xs
+        self.forwards += 1
+        checkpoint = self.recompute and (self.except_last is None or self.forwards < self.except_last)
         with self.autocast():
             for seg in self.pieces:
                 args = out if isinstance(out, tuple) else (out,)
-                if self.recompute:
-                    out = torch.utils.checkpoint.checkpoint(seg, *args, use_reentrant=False)
-                else:
-                    out = seg(*args)
+                out = torch.utils.checkpoint.checkpoint(seg, *args, use_reentrant=False) if checkpoint else seg(*args)
         return out
 
 
@@ -180,8 +184,9 @@ def build_pieces(plan: ExportPlan, net: Network, stage: int, device_type: str) -
     """This stage's layers (the whole network without a pipeline) as one module.
 
     ``recompute=true`` checkpoints each chain link when there is no pipeline (the cost model
-    keeps one link's activations at a time) and the whole stage in a pipeline (it keeps the
-    stage's input per micro-batch in flight, torchgpipe's checkpointing).
+    keeps one link's activations at a time) and the whole stage in a pipeline, all micro-batches
+    but the last (it keeps the stage's input per micro-batch in flight, torchgpipe's
+    ``except_last``).
     """
     torch.manual_seed(plan.seed)
     autocast = lambda: autocast_context(plan.precision, device_type)  # noqa: E731
@@ -195,7 +200,7 @@ def build_pieces(plan: ExportPlan, net: Network, stage: int, device_type: str) -
         segs = [Segment(full, net, lk.start, lk.stop) for lk in net.links]
     else:
         segs = [Segment(full, net, 0, len(net.layers))]
-    return Pieces(segs, plan.recompute, autocast)
+    return Pieces(segs, plan.recompute, autocast, plan.mb if plan.pp > 1 else None)
 
 
 def autocast_context(precision: str, device_type: str) -> Any:

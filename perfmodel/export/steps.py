@@ -79,7 +79,7 @@ def make_step(plan: ExportPlan, net: Network, topo: Topology, module: Any) -> Ca
     opt = make_optimizer(plan, module.parameters())
     if plan.pp == 1:
         return _accumulating_step(plan, wrapped, opt, scaler, x, y, loss_function(net))
-    return _pipeline_step(plan, topo, wrapped, opt, scaler, x, y, loss_function(net))
+    return _pipeline_step(plan, topo, wrapped, opt, scaler, x, y, loss_function(net), module)
 
 
 def _accumulating_step(
@@ -113,6 +113,7 @@ def _pipeline_step(
     x: Any,
     y: Any,
     loss_fn: Callable[[Any, Any], Any],
+    pieces: Any,
 ) -> Callable[[], Any]:
     """``torch.distributed.pipelining`` with the plan's schedule over the pipeline group; the
     schedule splits the replica's batch into ``mb`` micro-batches and averages their gradients."""
@@ -135,6 +136,7 @@ def _pipeline_step(
     def step() -> Any:
         losses: list[Any] = []
         factor = scaler.get_scale() if scaler is not None else 1.0
+        pieces.forwards = 0  # the last micro-batch of this step is not checkpointed
         if first:
             schedule.step(x, return_outputs=False)
         elif last:
