@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import ast
 import csv
+import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.cli import main
 from perfmodel.export import ExportPlan, export_plan, program_text
 from perfmodel.export.rows import RunResult, append_rows, measurement_row
+from perfmodel.export.stages import cut_tensors, stage_layer_ranges
+from perfmodel.network import get_model
 from perfmodel.search import plan
 from perfmodel.strategies import predict
 from perfmodel.strategies.spec import parse_strategy
@@ -140,3 +145,35 @@ def test_export_and_plan_export_write_runnable_programs(tmp_path, capsys):
     written = _plan_literal(best.read_text())
     assert written["strategy"] == ranked.plans[0].strategy.spec()  # the best plan (a dp plan: no balance added)
     assert written["predicted_throughput"] == pytest.approx(ranked.plans[0].throughput_samples_per_s, rel=1e-9)
+
+
+NETS = {name: get_model(name, size) for name, size in [("tiny_cnn", 16), ("resnet18", 64), ("googlenet", 64),
+                                                        ("unet", 64), ("densenet121", 64)]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(NETS)), st.data())
+def test_stages_cover_the_network_and_cuts_send_what_the_ir_counts(name, data):
+    """For any split of the chain into stages: the stages hold every layer once, in order; each
+    stage reads only its own layers' outputs and what crosses the cut before it; and what
+    crosses a cut has exactly the elements per sample the cost model prices at that cut."""
+    net = NETS[name]
+    links = len(net.links)
+    stages = data.draw(st.integers(1, min(6, links)))
+    cuts = sorted(data.draw(st.lists(st.integers(1, links - 1), min_size=stages - 1, max_size=stages - 1,
+                                     unique=True))) if stages > 1 else []
+    bounds = [0, *cuts, links]
+    balance = [b - a for a, b in zip(bounds, bounds[1:], strict=False)]
+    ranges = stage_layer_ranges(net, balance)
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(net.layers)
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    for start, stop in ranges:
+        available = set(cut_tensors(net, start)) if start else {"input"}
+        for layer in net.layers[start:stop]:
+            assert set(layer.inputs) <= available, (layer.name, layer.inputs)
+            available.add(layer.name)
+        if stop < len(net.layers):
+            link = next(lk for lk in net.links if lk.stop == stop)
+            sent = cut_tensors(net, stop)
+            assert set(sent) <= available
+            assert sum(math.prod(net.shape_of(t)) for t in sent) == link.cut_elems_per_sample

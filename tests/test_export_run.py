@@ -27,7 +27,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch.distributed.pipelining")
 
 from perfmodel.export import ExportPlan  # noqa: E402
-from perfmodel.export.runtime import build_network, cut_tensors, synthetic_batch  # noqa: E402
+from perfmodel.export.runtime import build_network, synthetic_batch  # noqa: E402
+from perfmodel.export.stages import cut_tensors  # noqa: E402
 from perfmodel.network import NetBuilder, Network, get_model  # noqa: E402
 from perfmodel.validation.measure import build_module  # noqa: E402
 

@@ -20,14 +20,13 @@ from typing import Any
 from ..network import Network, get_model
 from ..validation.measure import build_module, require_torch
 from .plan import ExportPlan
+from .stages import cut_tensors, stage_layer_ranges
 
 torch: Any = require_torch()
 
 __all__ = [
     "Topology",
     "Segment",
-    "cut_tensors",
-    "stage_layer_ranges",
     "build_network",
     "build_pieces",
     "synthetic_batch",
@@ -94,32 +93,6 @@ def init_distributed(plan: ExportPlan, device: str, backend: str) -> Topology:
 def build_network(plan: ExportPlan) -> Network:
     """The plan's network from perfmodel's IR (the zoo model at the plan's image size)."""
     return get_model(plan.model, plan.image_size)
-
-
-def cut_tensors(net: Network, stop: int) -> tuple[str, ...]:
-    """Names of the tensors produced before layer ``stop`` and read at or after it, in order
-    (what a pipeline cut before layer ``stop`` sends; ``input`` first when read later)."""
-    if stop >= len(net.layers):
-        return (net.layers[-1].name,)
-    last_use: dict[str, int] = {}
-    for i, layer in enumerate(net.layers):
-        for t in layer.inputs:
-            last_use[t] = i
-    names = ("input", *(layer.name for layer in net.layers[:stop]))
-    return tuple(t for t in names if last_use.get(t, -1) >= stop)
-
-
-def stage_layer_ranges(net: Network, balance: Sequence[int]) -> list[tuple[int, int]]:
-    """Layer index ranges ``[start, stop)`` of consecutive stages of ``balance[i]`` chain links."""
-    links = net.links
-    if sum(balance) != len(links):
-        raise ValueError(f"balance {list(balance)} covers {sum(balance)} links, {net.name} has {len(links)}")
-    out: list[tuple[int, int]] = []
-    first = 0
-    for n in balance:
-        out.append((links[first].start, links[first + n - 1].stop))
-        first += n
-    return out
 
 
 class Segment(torch.nn.Module):  # type: ignore[misc]
