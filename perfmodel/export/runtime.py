@@ -95,6 +95,23 @@ def build_network(plan: ExportPlan) -> Network:
     return get_model(plan.model, plan.image_size)
 
 
+class _ContiguousGrad(torch.autograd.Function):  # type: ignore[misc]
+    """Identity whose gradient is made contiguous: a stage's input gradients are sent back as flat
+    buffers, and autograd gives a tensor read by ``cat`` (a U-Net skip) a strided gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        return grad.contiguous()
+
+
+def _contiguous_grad(x: Any) -> Any:
+    return _ContiguousGrad.apply(x)
+
+
 class Segment(torch.nn.Module):  # type: ignore[misc]
     """Layers ``[start, stop)`` of the IR network: takes the tensors crossing the cut before it,
     returns the tensors crossing the cut after it (one tensor is returned bare)."""
@@ -109,10 +126,13 @@ class Segment(torch.nn.Module):  # type: ignore[misc]
         self.out_names = cut_tensors(net, stop)
 
     def forward(self, *xs: Any) -> Any:
+        if self.in_names != ("input",):
+            xs = tuple(_contiguous_grad(x) for x in xs)
         env = dict(zip(self.in_names, xs, strict=True))
         for name, inputs, fn in self.fns:
             env[name] = fn(*(env[i] for i in inputs))
-        out = tuple(env[n] for n in self.out_names)
+        # contiguous: a pipeline sends these (and receives their gradients) as flat buffers
+        out = tuple(env[n].contiguous() for n in self.out_names)
         return out[0] if len(out) == 1 else out
 
 
