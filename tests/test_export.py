@@ -177,3 +177,13 @@ def test_stages_cover_the_network_and_cuts_send_what_the_ir_counts(name, data):
             sent = cut_tensors(net, stop)
             assert set(sent) <= available
             assert sum(math.prod(net.shape_of(t)) for t in sent) == link.cut_elems_per_sample
+
+
+def test_export_says_when_this_python_cannot_run_the_program(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    code, text, err = _run(["export", "tiny_cnn", "-n", "2", "-s", "dp=2", "-o", str(tmp_path / "p.py")], capsys)
+    assert code == 0, err
+    assert "running it needs torch" in text and "pip install perfmodel[torch]" in text

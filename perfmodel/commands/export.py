@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ..hardware import profile_names
 from ..report import to_json
 from ..strategies import Prediction, predict
 from ..strategies.spec import parse_strategy
+from ..validation.measure import TORCH_MISSING
 from .common import (
     check_writable,
     emit,
@@ -68,6 +70,8 @@ def export_lines(e: ExportPlan, output: Path) -> list[str]:
         f"calibrate: perfmodel calibrate measured.csv --hardware {e.hardware} -o calibrated.toml",
     ]
     lines += [f"note: {n}" for n in e.notes]
+    if importlib.util.find_spec("torch") is None:
+        lines.append(f"note: running it needs torch, which this Python lacks ({TORCH_MISSING.split(': ')[-1]})")
     return lines
 
 
