@@ -187,3 +187,18 @@ def test_export_says_when_this_python_cannot_run_the_program(tmp_path, capsys, m
     code, text, err = _run(["export", "tiny_cnn", "-n", "2", "-s", "dp=2", "-o", str(tmp_path / "p.py")], capsys)
     assert code == 0, err
     assert "running it needs torch" in text and "pip install perfmodel[torch]" in text
+
+
+def test_plan_export_takes_the_fastest_exportable_plan(tmp_path):
+    from perfmodel.commands.export import export_best
+    from perfmodel.export import NotExportableError
+
+    sp = predict("resnet18", 4, "sp=2x2", "a100-80gb-dgx", "amp", 32)
+    dp = predict("resnet18", 4, "dp=4", "a100-80gb-dgx", "amp", 32)
+    out = tmp_path / "best.py"
+    text = export_best([sp, dp], "a100-80gb-dgx", out)
+    assert _plan_literal(out.read_text())["strategy"] == "dp=4"
+    assert "rank 1 (sp=2x2,dp=1) not exported: spatial parallelism" in text
+    with pytest.raises(NotExportableError, match="spatial"):
+        export_best([sp], "a100-80gb-dgx", tmp_path / "none.py")
+    assert not (tmp_path / "none.py").exists()
