@@ -23,6 +23,7 @@ COMMANDS = (
     ("validate", "validate"),
     ("calibrate", "calibrate"),
     ("measure", "measure"),
+    ("export", "export"),
     ("partition", "partition"),
     ("inspect", "models"),
     ("inspect", "show"),

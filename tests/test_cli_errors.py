@@ -285,6 +285,15 @@ CASES: list[tuple[str, str, int, str]] = [
     ("hardware", "{incomplete_toml}", 1, "field 'description'"),
     ("hardware", "{binary_toml}", 1, "not a text toml file"),
     ("hardware", "--format x", 2, "'x' is not one of"),
+    # export (and plan --export)
+    ("export", "resnet50 -n 4 -s sp=2x2 -o {out}.py", 1, "cannot be exported yet: spatial parallelism"),
+    ("export", "resnet50 -n 4 -s dp=4,comm=ps-central -o {out}.py", 1, "parameter servers"),
+    ("export", "tiny_cnn -n 2 -s pp=2,mb=3 -B 16 -o {out}.py", 2, "mb=3 equal micro-batches"),
+    ("export", "tiny_cnn -n 2 -s dp=2 -o {out}.txt", 2, "unknown extension '.txt' (use .py)"),
+    ("export", "tiny_cnn -n 2 -o {out}.py", 2, "missing option '--strategy'"),
+    ("export", "tiny_cnn -n 2 -s dp=2", 2, "missing option '--output'"),
+    ("export", "resnt50 -n 2 -s dp=2 -o {out}.py", 1, "did you mean resnet50"),
+    ("plan", "tiny_cnn -n 2 --export {out}.txt", 2, "unknown extension '.txt' (use .py)"),
 ]
 
 

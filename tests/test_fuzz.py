@@ -46,7 +46,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # -- the CLI -------------------------------------------------------------------------------
 #: Commands the fuzzer may call (tiny models only: each call is fast).
 COMMANDS = ["predict", "plan", "explain", "scale", "partition", "show", "models", "hardware",
-            "validate", "calibrate", "measure", "nonsense"]
+            "validate", "calibrate", "measure", "export", "nonsense"]
 model = st.sampled_from(["tiny_cnn"] * 12 + ["resnt", "", "TINY_CNN", "-"])
 junk = st.sampled_from(["", "-", "--", "x", "0", "-1", "1e9", "nan", "inf", "2.5", "\u00e9", "--help", "\x00",
                         "a" * 200, "dp=2", "--debug", "1,2", "/nonexistent/x.png", "x.txt", str(10**30)])
@@ -113,6 +113,7 @@ def argv(draw: st.DrawFn) -> list[str]:
         "validate": [draw(files)],
         "calibrate": [draw(files), "-H", "a100-80gb-dgx", "-o", "/nonexistent/c.toml"],
         "measure": [m],
+        "export": [m, "--gpus", g, "-s", spec, "-o", "train_plan.py"],
     }.get(command, [])
     if base and draw(st.integers(0, 9)) == 0:  # now and then, one required piece is missing
         del base[draw(st.integers(0, len(base) - 1))]

@@ -12,6 +12,7 @@ from ..hardware import load_hardware, load_profile
 from ..report import to_json
 from ..validation import calibrate_profile, load_measurements, mape, profile_toml
 from ..validation.compare import compare_rows
+from ..validation.devices import ran_on_cpu
 from .common import emit, format_option
 
 __all__ = ["calibrate_cmd"]
@@ -54,6 +55,11 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     rows = [
         m for m in ms.rows if m.hardware in keys or Path(m.hardware).name == Path(hardware).name
     ]
+    cpu = sum(ran_on_cpu(m) for m in rows)
+    rows = [m for m in rows if not ran_on_cpu(m)]
+    if cpu and not rows:
+        raise UsageError(f"{file}: the {cpu} row(s) naming '{hardware}' ran on the CPU (device column); "
+                         "a GPU profile cannot be calibrated to them")
     if not rows:
         named = sorted({m.hardware for m in ms.rows})
         raise UsageError(

@@ -22,6 +22,7 @@ from .common import (
     optimizer_option,
     precision_option,
 )
+from .export import PROGRAM_SUFFIXES, export_best
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,6 +105,8 @@ def render_plan(r: PlanResult) -> str:
     show_default=True,
     help=f"Comma list of strategy kinds to search ({', '.join(KINDS)}).",
 )
+@click.option("--export", "export_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the best plan as a torchrun program (.py; see `perfmodel export`).")
 @format_option
 @chart_option
 def plan_cmd(
@@ -118,6 +121,7 @@ def plan_cmd(
     strategies: str,
     fmt: str,
     chart: Path | None,
+    export_to: Path | None = None,
 ) -> None:
     """Search data, spatial, pipeline, hybrid, filter/channel and model-parallel plans of MODEL on GPUS GPUs.
 
@@ -125,15 +129,17 @@ def plan_cmd(
     loses. If no plan fits in memory the command says how much the smallest needs and exits 1.
     """
     check_writable(chart)
+    check_writable(export_to, PROGRAM_SUFFIXES)
     kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
     r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds)
     if chart is not None:
         from ..report.charts import plan_chart, save_chart
 
         save_chart(plan_chart(r), chart)
+    exported = export_best(r.plans, hardware, export_to, model) if export_to is not None else ""
     if fmt == "json":
         emit(to_json(r.to_dict()))
     elif fmt == "csv":
         emit(render_frame(plan_frame(r), "csv"))
     else:
-        emit(render_plan(r))
+        emit(render_plan(r) + exported)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import PerfmodelError
 from ..hardware import PRECISIONS, ComputeEfficiency, Hardware
+from .devices import ran_on_cpu
 from .measurements import Measurement, resolve_hardware
 from .pricing import price_row
 
@@ -301,7 +302,8 @@ def fit_link(rows: Sequence[Measurement], hw: Hardware, tier: str) -> tuple[Link
 def _by_hardware(rows: Sequence[Measurement]) -> dict[str, list[Measurement]]:
     out: dict[str, list[Measurement]] = {}
     for m in rows:
-        out.setdefault(m.hardware, []).append(m)
+        if not ran_on_cpu(m):  # a CPU run says nothing about the GPU profile it names
+            out.setdefault(m.hardware, []).append(m)
     return out
 
 

@@ -11,6 +11,7 @@ from ..errors import PerfmodelError, UsageError
 from ..hardware import Hardware
 from ..units import GIB
 from .calibrate import Calibration, calibrate_single_gpu
+from .devices import CPU_REASON, CPU_ROLE, ran_on_cpu
 from .measurements import Measurement, MeasurementSet, resolve_hardware
 from .pricing import price_row
 
@@ -213,6 +214,7 @@ def compare_rows(
     results: list[RowResult] = []
     for m in rows:
         role = "calibration" if single_gpu_fit and m.gpus == 1 else "scored"
+        role = CPU_ROLE if ran_on_cpu(m) else role
         calibrated = m.hardware in profiles and _fitted(profiles[m.hardware], m.precision)
         if not m.has_batch:
             results.append(
@@ -232,7 +234,7 @@ def compare_rows(
             results.append(RowResult(m, None, f"cannot be priced: {e}", role, calibrated))
             continue
         reason = (
-            ""
+            (CPU_REASON if role == CPU_ROLE else "")
             if p.fits_in_memory
             else (
                 f"note: the model puts {p.memory_per_gpu_bytes / GIB:.1f} GiB per GPU, over the "
@@ -258,7 +260,7 @@ def speedup_key(m: Measurement) -> tuple[str, ...]:
 def _with_speedups(results: list[RowResult]) -> tuple[RowResult, ...]:
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, r in enumerate(results):
-        if r.predicted_throughput is not None:
+        if r.predicted_throughput is not None and r.role != CPU_ROLE:
             groups.setdefault(speedup_key(r.measurement), []).append(i)
     out = list(results)
     for idx in groups.values():

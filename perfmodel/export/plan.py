@@ -1,0 +1,175 @@
+"""What an exported program needs of a priced plan, and which plans can be exported."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BatchSplitError, StrategyError
+from ..strategies import Prediction
+from ..strategies.data import BUCKET_BYTES
+from ..strategies.spec import Strategy
+
+__all__ = [
+    "ExportPlan",
+    "NotExportableError",
+    "export_plan",
+    "check_exportable",
+    "refusal",
+    "user_module",
+    "EXPORTABLE",
+]
+
+#: What the exporter turns into torch.distributed code.
+EXPORTABLE = "dp, pp, mb, schedule=gpipe|1f1b, recompute, balance, comm=ring|tree"
+
+
+class NotExportableError(StrategyError):
+    """A plan that prices fine but has no torch.distributed program yet (exit code 1)."""
+
+    exit_code = 1
+
+
+def refusal(s: Strategy) -> str:
+    """What is missing to export plan ``s`` ("" when it can be exported)."""
+    missing = [
+        (s.sp_degree > 1, "spatial parallelism (sp=) needs halo exchange between tiles of every "
+                          "convolution, which torch.distributed does not provide"),
+        (s.filter > 1 or s.channel > 1, "filter/channel splits need per-layer allgather/reduce-scatter "
+                                        "of activations (tensor parallelism of convolutions)"),
+        (s.mp > 1, "hypergraph model parallelism (mp=) needs a non-contiguous layer placement "
+                   "that torch.distributed.pipelining cannot schedule"),
+        (s.is_ps, f"parameter servers (comm={s.comm}) need a push/pull server process; "
+                  "DDP only all-reduces"),
+        (s.comm == "hierarchical", "a hierarchical allreduce has no DDP/NCCL switch (use comm=ring or tree)"),
+    ]
+    return next((why for bad, why in missing if bad), "")
+
+
+def check_exportable(s: Strategy) -> None:
+    """Raise :class:`NotExportableError` naming what is missing for plan ``s``."""
+    why = refusal(s)
+    if why:
+        raise NotExportableError(f"export: plan {s.spec()} cannot be exported yet: {why} (exportable: {EXPORTABLE})")
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """A priced plan as the program runs it, with the prediction it is scored against.
+
+    ``balance`` is the number of chain links per pipeline stage exactly as priced
+    (``Prediction.details['balance']``); ``hardware`` is the profile the plan was priced on
+    (name or TOML path), written as the measured row's hardware label. ``module`` is empty for
+    networks built from perfmodel's IR, or ``/abs/path/file.py:Name`` for a user's own
+    ``torch.nn.Module`` class (built with no arguments), which the program trains instead.
+    """
+
+    model: str
+    image_size: int
+    gpus: int
+    dp: int
+    pp: int
+    mb: int
+    schedule: str
+    recompute: bool
+    balance: tuple[int, ...]
+    comm: str
+    precision: str
+    optimizer: str
+    global_batch: int
+    hardware: str
+    strategy: str
+    kind: str
+    bucket_bytes: int = BUCKET_BYTES
+    predicted_step_time_s: float = 0.0
+    predicted_throughput: float = 0.0
+    predicted_memory_per_gpu_bytes: float = 0.0
+    memory_capacity_bytes: float = 0.0
+    module: str = ""
+    lr: float = 0.01
+    seed: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def samples_per_replica(self) -> int:
+        return self.global_batch // self.dp
+
+    @property
+    def micro_batch(self) -> int:
+        return self.samples_per_replica // self.mb
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["balance"] = list(self.balance)
+        d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExportPlan:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known["balance"] = tuple(known.get("balance", ()))
+        known["notes"] = tuple(known.get("notes", ()))
+        return cls(**known)
+
+
+def user_module(model: str) -> str:
+    """``/abs/path/file.py:Name`` for a model given as ``file.py:Name``, else ""."""
+    path, sep, name = model.rpartition(":")
+    if not sep or not path.endswith(".py") or not name.isidentifier():
+        return ""
+    return f"{Path(path).resolve()}:{name}"
+
+
+def export_plan(p: Prediction, hardware: str, module: str = "") -> ExportPlan:
+    """The exportable form of prediction ``p`` priced on profile ``hardware`` (its name or path);
+    ``module`` names the user's own module class for a ``file.py:Name`` model."""
+    s = p.strategy
+    check_exportable(s)
+    if module and (s.pp > 1 or s.recompute):
+        raise NotExportableError(
+            f"export: plan {s.spec()} of {module} cannot be exported yet: pipeline stages and per-link "
+            "checkpointing need the user's module cut at the priced links (export data-parallel plans "
+            "of file models, or pipelines of zoo models)"
+        )
+    balance: tuple[int, ...] = ()
+    if s.pp > 1:
+        balance = tuple(int(x) for x in p.details["balance"])
+        s = s.with_(balance=balance)
+    per_replica = p.global_batch // s.dp
+    if per_replica % s.mb:
+        raise BatchSplitError(
+            f"export: {per_replica} samples per replica do not split into mb={s.mb} equal micro-batches "
+            f"(the program averages equal micro-batches; use a global batch that is a multiple of "
+            f"{s.dp * s.mb})"
+        )
+    notes = []
+    if not p.fits_in_memory:
+        notes.append(
+            f"predicted not to fit: {p.memory_per_gpu_bytes / 2**30:.2f} GiB per GPU > "
+            f"{p.memory_capacity_bytes / 2**30:.2f} GiB"
+        )
+    return ExportPlan(
+        model=module or p.model,  # a file model is named by its (absolute) file.py:Name
+        image_size=p.image_size,
+        gpus=p.gpus,
+        dp=s.dp,
+        pp=s.pp,
+        mb=s.mb,
+        schedule=s.schedule,
+        recompute=s.recompute,
+        balance=balance,
+        comm=s.comm,
+        precision=p.precision,
+        optimizer=p.optimizer,
+        global_batch=p.global_batch,
+        hardware=hardware,
+        strategy=s.spec(),
+        kind=s.kind,
+        predicted_step_time_s=p.iteration_time_s,
+        predicted_throughput=p.throughput_samples_per_s,
+        predicted_memory_per_gpu_bytes=p.memory_per_gpu_bytes,
+        memory_capacity_bytes=p.memory_capacity_bytes,
+        notes=tuple(notes),
+        module=module,
+    )
