@@ -283,10 +283,12 @@ class NetBuilder:
                   block=self._block, attrs=(("norm_elems", float(norm_elems)), ("groups", float(groups))))
         )
 
-    def view(self, x: str, shape: Shape, name: str | None = None) -> str:
-        """A reshape, permute, transpose, slice or expand to ``shape`` per sample (no arithmetic)."""
+    def view(self, x: str, shape: Shape, copy: bool = False, name: str | None = None) -> str:
+        """A reshape, permute, transpose, slice or expand to ``shape`` per sample (no arithmetic);
+        ``copy``: the data is copied into a new tensor (a reshape of a non-contiguous tensor)."""
         ins = self.shape(x)
-        return self._add(Layer(self._name("view", name), "view", (x,), (ins,), tuple(shape), block=self._block))
+        return self._add(Layer(self._name("view", name), "view", (x,), (ins,), tuple(shape), block=self._block,
+                               attrs=(("copy", 1.0),) if copy else ()))
 
     def mean(self, x: str, shape: Shape, name: str | None = None) -> str:
         """A mean (or sum) reduction of ``x`` to ``shape`` per sample."""

@@ -178,6 +178,8 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
         fwd_mem, bwd_mem = n_in + n_out, n_in + n_out
     elif kind == "concat":
         fwd_mem, bwd_mem = 2 * n_out, 0
+    elif kind == "view" and layer.attr("copy"):  # a reshape that has to copy
+        fwd_mem, bwd_mem = 2 * n_out, 2 * n_out
     else:  # flatten and view: no data moves
         fwd_mem, bwd_mem = 0, 0
     bwd_in = 0 if first else mm
@@ -227,7 +229,7 @@ def _storage_of(net: Network) -> dict[str, str]:
     """Tensor -> the storage it lives in (in-place ops and views share their input's)."""
     storage: dict[str, str] = {"input": "input"}
     for layer in net.layers:
-        aliases = layer.inplace or layer.kind in ("flatten", "view")
+        aliases = layer.inplace or layer.kind == "flatten" or layer.kind == "view" and not layer.attr("copy")
         storage[layer.name] = storage[layer.inputs[0]] if aliases else layer.name
     return storage
 
@@ -265,7 +267,8 @@ def _saved_storages(net: Network) -> list[dict[str, int]]:
             if st in seen or t == "input":
                 continue  # the network input is data, not an activation kept by autograd
             seen.add(st)
-            mine[t] = numel(net.shape_of(t))
+            # a view (a slice, a head of a packed q/k/v) keeps its whole storage alive
+            mine[t] = numel(net.shape_of(t if st.endswith("#clone") else st))
         out.append(mine)
     return out
 

@@ -47,13 +47,16 @@ def import_module(make: Callable[[], Any], name: str, input_shape: Shape, source
     x = torch.zeros((TRACE_BATCH, *input_shape), device=device)
     try:
         values = _propagate(torch, model, graph, x)
-    except Exception:
+    except Exception as e:
         if device == "cpu":
-            raise
+            raise _run_error(name, input_shape, e) from None
         model = _call(make, name)  # the forward makes tensors of its own: run it for real
         model.train()
         graph = _trace(torch, model, name)
-        values = _propagate(torch, model, graph, torch.zeros((TRACE_BATCH, *input_shape)))
+        try:
+            values = _propagate(torch, model, graph, torch.zeros((TRACE_BATCH, *input_shape)))
+        except Exception as e2:
+            raise _run_error(name, input_shape, e2) from None
     em = Emitter(NetBuilder(name, input_shape, source), atomic=_atomic(torch, model))
     try:
         _walk(torch, model, graph, values, em)
@@ -78,6 +81,12 @@ def _atomic(torch: Any, model: Any) -> Callable[[str], bool]:
         return m is not None and type(m).forward is not nn.Sequential.forward
 
     return atomic
+
+
+def _run_error(name: str, shape: Shape, e: Exception) -> DataError:
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return DataError(f"{name}: running it on a {'x'.join(map(str, shape))} input failed: {type(e).__name__}: {first}"
+                     " (see --input-shape / --image-size)")
 
 
 def _call(make: Callable[[], Any], name: str) -> Any:
@@ -188,6 +197,7 @@ def _walk(torch: Any, model: Any, graph: Any, values: dict[str, Any], em: Emitte
             lname, k = f"{base}:{k}", k + 1
         taken.add(lname)
         c = Ctx(em, lname, path, _where(node), args, kwargs, val, ps)
+        c.copies = _copies(torch, node, values, fname, val)
         if node.op == "call_module":
             out = module_layer(c, model.get_submodule(node.target), args[0] if args else kwargs.get("input"))
         elif isinstance(val, (tuple, list)) and fname in ("chunk", "split", "unbind", "tensor_split"):
@@ -197,6 +207,17 @@ def _walk(torch: Any, model: Any, graph: Any, values: dict[str, Any], em: Emitte
         if isinstance(out, str) and isinstance(val, torch.Tensor):
             em.check(out, ps(val), c.where)
         refs[node.name] = out
+
+
+def _copies(torch: Any, node: Any, values: dict[str, Any], fname: str, val: Any) -> bool | None:
+    """Whether a reshape-like node copied its input (``reshape``/``flatten`` of a non-contiguous
+    tensor, ``contiguous``, ``clone``); None for other nodes."""
+    if fname not in ("reshape", "flatten", "contiguous", "clone", "reshape_as"):
+        return None
+    src = values.get(node.args[0].name) if node.args and isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(src, torch.Tensor) or not isinstance(val, torch.Tensor):
+        return None
+    return fname == "clone" or not src.is_contiguous()
 
 
 def _split(c: Ctx, val: Any) -> tuple[str, ...]:

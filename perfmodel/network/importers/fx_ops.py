@@ -45,6 +45,8 @@ class Ctx:
                  kwargs: dict[str, Any], result: Any, ps: Callable[[Any], tuple[int, ...]]) -> None:
         self.em, self.name, self.path, self.where = em, name, path, where
         self.args, self.kwargs, self.result, self.ps = args, kwargs, result, ps
+        #: whether a reshape-like op copied its input (set by the tracer from the traced tensors)
+        self.copies: bool | None = None
 
     def emit(self, method: str, *args: Any, **kwargs: Any) -> str:
         return self.em.emit(self.path, method, *args, name=self.name, **kwargs)
@@ -233,7 +235,9 @@ def function_layer(c: Ctx, fname: str) -> Any:
     if x is None:
         raise UnsupportedOp(f"operator {fname} at {c.where}: activations inside containers cannot be priced")
     if base in _VIEWS:
-        return c.emit("flatten", x) if base == "flatten" and len(c.out_shape()) == 1 else c.view(x)
+        if base == "flatten" and len(c.out_shape()) == 1 and c.copies is False:
+            return c.emit("flatten", x)
+        return c.emit("view", x, c.out_shape(), copy=bool(c.copies))
     if base in ("matmul", "bmm", "mm"):
         return _matmul(c, c.args[0], c.args[1])
     if base in ("softmax", "log_softmax"):
