@@ -8,6 +8,7 @@ Opset 20 writes GELU as one node (older opsets spell it out with Erf, which perf
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -17,7 +18,10 @@ from mynet import MyNet  # noqa: E402
 
 
 def export(out: str = "mynet.onnx", size: int = 224, batch: int = 2) -> None:
+    """Export MyNet at ``size`` x ``size`` pixels and ``batch`` samples (fixed in the file)."""
     model = MyNet().train()
+    warnings.filterwarnings("ignore", category=UserWarning)  # the exporter's notes on batch-norm counters
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # dynamo=False: the TorchScript exporter
     torch.onnx.export(
         model,
         (torch.randn(batch, 3, size, size),),

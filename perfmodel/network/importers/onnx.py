@@ -11,6 +11,7 @@ from ..builder import NetBuilder
 from ..graph import Network
 from ..layers import Shape
 from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, per_sample
+from .onnx_fold import Folder
 from .onnx_ops import Node, node_layer
 
 __all__ = ["import_onnx", "ONNX_MISSING"]
@@ -21,6 +22,7 @@ ONNX_MISSING = "needs the onnx package to read an ONNX file: pip install 'perfmo
 def _onnx() -> Any:
     try:
         import onnx
+        import onnx.numpy_helper
         import onnx.shape_inference
     except ImportError:
         raise DataError(ONNX_MISSING) from None
@@ -54,19 +56,25 @@ def import_onnx(
     except Exception as e:
         raise DataError(f"{path}: ONNX shape inference failed: {type(e).__name__}: {e}") from None
     shapes: dict[str, tuple[int, ...] | None] = dict(inits)
+    types = {t.name: t.data_type for t in g.initializer}
     for vi in (*inferred.value_info, *inferred.output, *inferred.input):
         dims = vi.type.tensor_type.shape.dim
         shapes[vi.name] = tuple(d.dim_value for d in dims) if all(d.dim_value > 0 for d in dims) else None
+        types[vi.name] = vi.type.tensor_type.elem_type
     name = path.stem
     em = Emitter(NetBuilder(name, sample, source=f"imported from {path}"))
     refs: dict[str, Any] = {inputs[0].name: "input"}
     for i, t in enumerate(g.initializer):
         refs[t.name] = Const(t, inits[t.name], ((i, math.prod(inits[t.name])),))
     try:
-        _walk(onnx, g, refs, shapes, b, em)
+        _walk(onnx, g, refs, Folder(onnx, model, shapes, types), b, em)
     except UnsupportedOp as e:
         raise UnsupportedOp(f"{path}: {e}") from None
     return em.network()
+
+
+#: Ops whose result depends on their input's shape only, not on its values.
+_SHAPE_OPS = frozenset({"Shape", "Size", "EyeLike"})
 
 
 def _input_shape(path: Path, inp: Any, image_size: int | None, in_channels: int | None,
@@ -86,6 +94,10 @@ def _input_shape(path: Path, inp: Any, image_size: int | None, in_channels: int 
     return tuple(out)
 
 
+def _proto(onnx: Any, v: Any) -> Any:
+    return None if v is None else onnx.numpy_helper.from_array(v)
+
+
 def _consumers(g: Any) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for n in g.node:
@@ -94,7 +106,8 @@ def _consumers(g: Any) -> dict[str, list[Any]]:
     return out
 
 
-def _walk(onnx: Any, g: Any, refs: dict[str, Any], shapes: dict[str, Any], batch: int, em: Emitter) -> None:
+def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em: Emitter) -> None:
+    shapes = fold.shapes
     consumers = _consumers(g)
     fused: dict[str, str] = {}  # Mul output -> fused activation, for x * sigmoid(x)
     skip: set[str] = set()
@@ -109,14 +122,13 @@ def _walk(onnx: Any, g: Any, refs: dict[str, Any], shapes: dict[str, Any], batch
         ins = [refs.get(t) if t else None for t in n.input]
         if n.output[0] in skip:
             continue
-        if n.op_type == "Constant":
-            value = next((a.t for a in n.attribute if a.name == "value"), None)
-            refs[n.output[0]] = Const(value, shapes.get(n.output[0]))
-            continue
-        if not any(isinstance(a, str) for a in ins):
+        if not any(isinstance(a, str) for a in ins) or n.op_type in _SHAPE_OPS:
+            fold.constant_node(n)
             for t in n.output:
-                refs[t] = Const(None, shapes.get(t), tuple(p for a in ins if isinstance(a, Const) for p in a.params))
+                refs[t] = Const(_proto(onnx, fold.values.get(t)), shapes.get(t),
+                                tuple(p for a in ins if isinstance(a, Const) for p in a.params))
             continue
+        fold.infer(n)
         comps = [c for c in n.name.split("/") if c] or [f"{n.op_type}_{i}"]
         lname = "/".join(comps)
         while lname in taken:
@@ -132,8 +144,11 @@ def _walk(onnx: Any, g: Any, refs: dict[str, Any], shapes: dict[str, Any], batch
         outs = out if isinstance(out, tuple) else (out,)
         for t, o in zip(n.output, outs, strict=False):
             refs[t] = o
-            if isinstance(o, str) and o != "input" and shapes.get(t):
-                em.check(o, per_sample(shapes[t], batch, node.where), node.where)
+            known = shapes.get(t)
+            if isinstance(o, str) and o != "input" and known:
+                em.check(o, per_sample(known, batch, node.where), node.where)
+            elif isinstance(o, str) and o != "input":
+                shapes[t] = (batch, *em.builder.shape(o))
         for t in n.output[len(outs):]:
             refs[t] = Const(None, shapes.get(t))
 

@@ -50,14 +50,15 @@ class Node:
         a = self.ins[k] if k < len(self.ins) else None
         return a if isinstance(a, Const) else None
 
-    def scalar(self, k: int, default: float) -> float:
+    def scalar(self, k: int, default: float, last: bool = False) -> float:
+        """The first (or ``last``) element of constant input ``k``, else ``default``."""
         c = self.const(k)
         if c is None or c.value is None:
             return default
-        from onnx import numpy_helper
+        from onnx import numpy_helper  # the onnx package is optional: imported where it is used
 
-        arr = numpy_helper.to_array(c.value)
-        return float(arr.reshape(-1)[0]) if arr.size else default
+        arr = numpy_helper.to_array(c.value).reshape(-1)
+        return float(arr[-1] if last else arr[0]) if arr.size else default
 
 
 def _pads(n: Node, nd: int) -> tuple[int, ...]:
@@ -178,8 +179,11 @@ def node_layer(n: Node) -> Any:
     if op in ("Softmax", "LogSoftmax"):
         return n.emit("softmax", x)
     if op in ("Resize", "Upsample"):
-        ins, out = n.em.builder.shape(x), n.out()
+        ins = n.em.builder.shape(x)
+        scale = n.out()[-1] // ins[-1] if n.out_shapes[0] else int(n.scalar(2 if op == "Resize" else 1, 0.0, last=True))
+        if scale < 1:
+            raise UnsupportedOp(f"operator {op} at {n.where}: its scale is not a constant")
         mode = n.attrs.get("mode", b"nearest")
-        return n.emit("upsample", x, out[-1] // ins[-1], "bilinear" if mode in (b"linear", "linear") else "nearest")
+        return n.emit("upsample", x, scale, "bilinear" if mode in (b"linear", "linear") else "nearest")
     hint = " (export with opset_version >= 20 so that GELU is one Gelu node)" if op == "Erf" else ""
     raise UnsupportedOp(f"operator {op} at {n.where} cannot be priced by perfmodel's IR{hint}")
