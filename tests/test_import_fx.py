@@ -83,8 +83,14 @@ def test_unsupported_operator_is_named_with_its_place() -> None:
 
     with pytest.raises(DataError, match=r"operator fft_fft2 at node fft_fft2 .*test_import_fx\.py:\d+"):
         import_module(Fft, "fft", (3, 8, 8))
-    with pytest.raises(DataError, match="running it on a 3x9 input failed"):
-        import_module(Rnn, "rnn", (3, 9))
+    class BadView(torch.nn.Module):
+        def forward(self, x):
+            return x.view(x.shape[0], 7)
+
+    with pytest.raises(DataError, match="running it on a 3x9 input failed: RuntimeError"):
+        import_module(BadView, "bad", (3, 9))
+    with pytest.raises(DataError, match=r"nn\.Conv1d holds 40 parameters, but on its input of shape \(5, 16\)"):
+        import_module(Rnn, "rnn", (5, 16))
 
 
 def test_file_specs_and_input_options(tmp_path: Path) -> None:

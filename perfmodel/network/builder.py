@@ -58,6 +58,13 @@ class NetBuilder:
         except KeyError:
             raise NetworkError(f"{self.name}: unknown tensor '{x}'") from None
 
+    def layer(self, name: str) -> Layer:
+        """The layer that produced tensor ``name``."""
+        for layer in reversed(self._layers):
+            if layer.name == name:
+                return layer
+        raise NetworkError(f"{self.name}: no layer '{name}'")
+
     def _name(self, kind: str, name: str | None) -> str:
         if name is None:
             n = self._counter.get(kind, 0)

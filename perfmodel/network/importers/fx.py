@@ -11,7 +11,7 @@ from ..builder import NetBuilder
 from ..graph import Network
 from ..layers import Shape
 from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, per_sample
-from .fx_ops import Ctx, creates_constant, function_layer, function_name, module_layer
+from .fx_ops import Ctx, creates_constant, function_layer, function_name, module_layer, runs_for_real
 
 __all__ = ["import_module", "TORCH_MISSING"]
 
@@ -42,33 +42,46 @@ def import_module(make: Callable[[], Any], name: str, input_shape: Shape, source
         model, device = _call(make, name), "cpu"
     if not isinstance(model, torch.nn.Module):
         raise DataError(f"{name}: expected a torch.nn.Module, got {type(model).__name__}")
-    model.train()
-    graph = _trace(torch, model, name)
-    x = torch.zeros((TRACE_BATCH, *input_shape), device=device)
     try:
-        values = _propagate(torch, model, graph, x)
-    except Exception as e:
+        em = _import(torch, model, name, input_shape, source, device)
+    except _TorchFailed as e:
         if device == "cpu":
-            raise _run_error(name, input_shape, e) from None
+            raise _run_error(name, input_shape, e.error) from None
         model = _call(make, name)  # the forward makes tensors of its own: run it for real
-        model.train()
-        graph = _trace(torch, model, name)
         try:
-            values = _propagate(torch, model, graph, torch.zeros((TRACE_BATCH, *input_shape)))
-        except Exception as e2:
-            raise _run_error(name, input_shape, e2) from None
-    em = Emitter(NetBuilder(name, input_shape, source), atomic=_atomic(torch, model))
-    try:
-        _walk(torch, model, graph, values, em)
-    except UnsupportedOp as e:
-        raise UnsupportedOp(f"{name}: {e}{_line_of(torch, model, e)}") from None
-    except DataError as e:
-        raise DataError(f"{name}: {e}") from None
+            em = _import(torch, model, name, input_shape, source, "cpu")
+        except _TorchFailed as e2:
+            raise _run_error(name, input_shape, e2.error) from None
     net = em.network()
     torch_params = sum(p.numel() for p in model.parameters())
     if net.params > torch_params:
         raise DataError(f"{name}: the IR counts {net.params:,} parameters, torch {torch_params:,} (a shared module?)")
     return net
+
+
+class _TorchFailed(Exception):
+    """torch raised while the traced graph ran on the trace's tensors."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _import(torch: Any, model: Any, name: str, input_shape: Shape, source: str, device: str) -> Emitter:
+    model.train()
+    graph = _trace(torch, model, name)
+    em = Emitter(NetBuilder(name, input_shape, source), atomic=_atomic(torch, model))
+    x = torch.zeros((TRACE_BATCH, *input_shape), device=device)
+    try:
+        with torch.no_grad():
+            _walk(torch, model, graph, x, em)
+    except UnsupportedOp as e:
+        raise UnsupportedOp(f"{name}: {e}{_line_of(torch, model, e)}") from None
+    except DataError as e:
+        raise DataError(f"{name}: {e}") from None
+    except Exception as e:
+        raise _TorchFailed(e) from None
+    return em
 
 
 def _atomic(torch: Any, model: Any) -> Callable[[str], bool]:
@@ -104,22 +117,6 @@ def _trace(torch: Any, model: Any, name: str) -> Any:
         raise DataError(f"{name}: torch.fx cannot trace it: {type(e).__name__}: {msg}") from None
 
 
-def _propagate(torch: Any, model: Any, graph: Any, x: Any) -> dict[str, Any]:
-    """Every node's value on the traced batch (meta tensors when the model is on meta)."""
-    values: dict[str, Any] = {}
-
-    class Recorder(torch.fx.Interpreter):  # type: ignore[misc]
-        def run_node(self, n: Any) -> Any:
-            out = super().run_node(n)
-            values[n.name] = out
-            return out
-
-    gm = torch.fx.GraphModule(model, graph)
-    with torch.no_grad():
-        Recorder(gm).run(x)
-    return values
-
-
 def _path(node: Any) -> tuple[str, ...]:
     stack = node.meta.get("nn_module_stack") or {}
     return tuple(v[0] for v in stack.values())
@@ -151,8 +148,19 @@ def _line_of(torch: Any, model: Any, err: Exception) -> str:
     return ""
 
 
-def _walk(torch: Any, model: Any, graph: Any, values: dict[str, Any], em: Emitter) -> None:
+def _walk(torch: Any, model: Any, graph: Any, x: Any, em: Emitter) -> None:
+    """Read the graph node by node into ``em``. Views (and ops the IR does not know) run on the
+    trace's tensors; every other op is given an empty tensor of the shape the IR infers for it,
+    so that no arithmetic runs (on meta tensors it would pull in torch's decompositions)."""
     refs: dict[str, Any] = {}
+    values: dict[str, Any] = {}
+    interp = torch.fx.Interpreter(torch.fx.GraphModule(model, graph))
+
+    def run(node: Any) -> Any:
+        args = torch.fx.node.map_arg(node.args, lambda n: values[n.name])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: values[n.name])
+        return getattr(interp, node.op)(node.target, args, kwargs)
+
     params = {id(p): p for p in model.parameters()}
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != 1:
@@ -170,14 +178,13 @@ def _walk(torch: Any, model: Any, graph: Any, values: dict[str, Any], em: Emitte
         return a
 
     for node in graph.nodes:
-        val = values.get(node.name)
         if node.op == "placeholder":
-            refs[node.name] = "input"
+            refs[node.name], values[node.name] = "input", x
             continue
         if node.op == "output":
             continue
         if node.op == "get_attr":
-            obj = _attr(model, node.target)
+            obj = values[node.name] = _attr(model, node.target)
             pid = ((id(obj), obj.numel()),) if id(obj) in params and obj.requires_grad else ()
             refs[node.name] = Const(obj, tuple(obj.shape) if hasattr(obj, "shape") else None, pid)
             continue
@@ -185,18 +192,24 @@ def _walk(torch: Any, model: Any, graph: Any, values: dict[str, Any], em: Emitte
         flat = _flatten([*args, *kwargs.values()])
         fname = node.target if node.op == "call_module" else function_name(node.target)
         if not any(isinstance(a, str) for a in flat) or (node.op != "call_module" and creates_constant(fname)):
+            val = values[node.name] = run(node)
             refs[node.name] = _const(torch, val, flat)
             continue
         if fname == "getitem" and isinstance(args[0], tuple):
+            values[node.name] = run(node)
             refs[node.name] = args[0][args[1]]
             continue
+        first = next(values[a.name] for a in node.all_input_nodes if isinstance(refs[a.name], str))
+        kind = type(model.get_submodule(node.target)).__name__ if node.op == "call_module" else fname
+        real = runs_for_real(node.op, kind) or first.shape[0] != TRACE_BATCH
+        val = run(node) if real else None
         path = _path(node)
         lname = node.target if node.op == "call_module" else (f"{path[-1]}.{node.name}" if path else node.name)
         base, k = lname, 1
         while lname in taken:  # a module called again
             lname, k = f"{base}:{k}", k + 1
         taken.add(lname)
-        c = Ctx(em, lname, path, _where(node), args, kwargs, val, ps)
+        c = Ctx(em, lname, path, _where(node), args, kwargs, val, ps, first.dim())
         c.copies = _copies(torch, node, values, fname, val)
         if node.op == "call_module":
             out = module_layer(c, model.get_submodule(node.target), args[0] if args else kwargs.get("input"))
@@ -206,6 +219,11 @@ def _walk(torch: Any, model: Any, graph: Any, values: dict[str, Any], em: Emitte
             out = function_layer(c, fname)
         if isinstance(out, str) and isinstance(val, torch.Tensor):
             em.check(out, ps(val), c.where)
+        elif val is None:
+            if not isinstance(out, str):
+                raise UnsupportedOp(f"{c.where}: {fname} gives several tensors")
+            val = torch.empty((TRACE_BATCH, *em.builder.shape(out)), device=x.device)
+        values[node.name] = val
         refs[node.name] = out
 
 

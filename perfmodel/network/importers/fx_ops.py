@@ -7,6 +7,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from ...errors import DataError
 from .emit import Const, Emitter, UnsupportedOp, operand_shape
 
 __all__ = ["Ctx", "module_layer", "function_layer", "ACT_MODULES", "ACT_FUNCTIONS"]
@@ -42,9 +43,11 @@ class Ctx:
     """One node being imported: its arguments as refs, its traced result and where it is."""
 
     def __init__(self, em: Emitter, name: str, path: tuple[str, ...], where: str, args: list[Any],
-                 kwargs: dict[str, Any], result: Any, ps: Callable[[Any], tuple[int, ...]]) -> None:
+                 kwargs: dict[str, Any], result: Any, ps: Callable[[Any], tuple[int, ...]], rank: int) -> None:
         self.em, self.name, self.path, self.where = em, name, path, where
         self.args, self.kwargs, self.result, self.ps = args, kwargs, result, ps
+        #: the full rank (with the batch) of the first activation argument
+        self.rank = rank
         #: whether a reshape-like op copied its input (set by the tracer from the traced tensors)
         self.copies: bool | None = None
 
@@ -71,12 +74,44 @@ def _acts(args: list[Any]) -> list[str]:
     return [a for a in args if isinstance(a, str)]
 
 
-def _spatial_out(c: Ctx) -> tuple[int, ...]:
-    return c.out_shape()[1:]
+def _pool_size(c: Ctx, x: str, size: Any) -> tuple[int, ...]:
+    """An adaptive pool's output extents (``None`` keeps the input's)."""
+    ins = c.em.builder.shape(x)[1:]
+    sizes = (size,) * len(ins) if isinstance(size, int) or size is None else tuple(size)
+    return tuple(i if s is None else int(s) for s, i in zip(sizes, ins, strict=True))
+
+
+def _reduced(c: Ctx, x: str) -> tuple[int, ...]:
+    """The per-sample shape of ``x.mean(dims, keepdim)`` / ``sum`` / ``amax``."""
+    ins = c.em.builder.shape(x)
+    dims = _value(c.arg(1, "dim"))
+    keep = bool(_value(c.arg(2, "keepdim", False)))
+    if dims is None:
+        raise UnsupportedOp(f"operator mean at {c.where}: a reduction over the batch dimension")
+    dims = {(d % c.rank) - 1 for d in ((dims,) if isinstance(dims, int) else dims)}
+    if -1 in dims:
+        raise UnsupportedOp(f"operator mean at {c.where}: a reduction over the batch dimension")
+    out = tuple(1 if i in dims else e for i, e in enumerate(ins)) if keep else \
+        tuple(e for i, e in enumerate(ins) if i not in dims)
+    return out or (1,)
+
+
+_WEIGHTED = ("Conv", "ConvTranspose", "Linear", "BatchNorm", "SyncBatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm")
 
 
 def module_layer(c: Ctx, mod: Any, x: Any) -> Any:
-    """The IR layer(s) for a call of the torch.nn module ``mod`` on activation ``x``."""
+    """The IR layer(s) for a call of the torch.nn module ``mod`` on activation ``x``; a module with
+    weights must hold the parameters the IR infers from its input's shape."""
+    out = _module_layer(c, mod, x)
+    if type(mod).__name__.startswith(_WEIGHTED) and isinstance(out, str):
+        have, want = sum(p.numel() for p in mod.parameters()), c.em.builder.layer(out).params
+        if have != want:
+            raise DataError(f"{c.where}: nn.{type(mod).__name__} holds {have:,} parameters, but on its input "
+                            f"of shape {c.em.builder.shape(x)} it would hold {want:,} (wrong input size?)")
+    return out
+
+
+def _module_layer(c: Ctx, mod: Any, x: Any) -> Any:
     t = type(mod).__name__
     if t in ("Conv1d", "Conv2d", "Conv3d"):
         pad = mod.padding
@@ -109,16 +144,16 @@ def module_layer(c: Ctx, mod: Any, x: Any) -> Any:
     if t in ("AvgPool1d", "AvgPool2d", "AvgPool3d"):
         return c.emit("avgpool", x, mod.kernel_size, mod.stride, mod.padding, mod.ceil_mode)
     if t.startswith("AdaptiveAvgPool"):
-        return c.emit("adaptive_avgpool", x, _spatial_out(c))
+        return c.emit("adaptive_avgpool", x, _pool_size(c, x, mod.output_size))
     if t.startswith("AdaptiveMaxPool") and not mod.return_indices:
-        return c.emit("adaptive_maxpool", x, _spatial_out(c))
+        return c.emit("adaptive_maxpool", x, _pool_size(c, x, mod.output_size))
     if t == "Flatten":
         return c.emit("flatten", x) if mod.start_dim == 1 and mod.end_dim == -1 else c.view(x)
     if t == "Unflatten":
         return c.view(x)
     if t in ("Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"):
         return _upsample(c, x, "nearest" if t == "UpsamplingNearest2d" else
-                         "bilinear" if t == "UpsamplingBilinear2d" else mod.mode)
+                         "bilinear" if t == "UpsamplingBilinear2d" else mod.mode, mod.scale_factor, mod.size)
     if t in ("Softmax", "LogSoftmax", "Softmax2d"):
         return c.emit("softmax", x)
     if t == "MultiheadAttention":
@@ -130,12 +165,16 @@ def _own_params(mod: Any) -> int:
     return sum(p.numel() for p in mod.parameters(recurse=False))
 
 
-def _upsample(c: Ctx, x: str, mode: str) -> str:
+def _upsample(c: Ctx, x: str, mode: str, scale_factor: Any, size: Any) -> str:
     ins = c.em.builder.shape(x)
-    out = c.out_shape()
-    scale = out[-1] // ins[-1]
-    if scale * ins[-1] != out[-1] or any(o != i * scale for o, i in zip(out[1:], ins[1:], strict=True)):
-        raise UnsupportedOp(f"operator interpolate at {c.where}: {ins} -> {out} is not an integer scale")
+    if size is not None:
+        sizes = (size,) * (len(ins) - 1) if isinstance(size, int) else tuple(size)
+        scales = {s / i for s, i in zip(sizes, ins[1:], strict=True)}
+    else:
+        scales = {float(f) for f in ((scale_factor,) if isinstance(scale_factor, (int, float)) else scale_factor)}
+    scale = int(next(iter(scales)))
+    if len(scales) != 1 or scale != next(iter(scales)) or scale < 1:
+        raise UnsupportedOp(f"operator interpolate at {c.where}: scales {sorted(scales)} are not one integer")
     return c.emit("upsample", x, scale, "bilinear" if mode in ("bilinear", "trilinear", "bicubic") else "nearest")
 
 
@@ -182,14 +221,14 @@ def _arith(c: Ctx, fn: str, a: Any, b: Any, inplace: bool) -> Any:
         return c.emit("mul", a, b)
     x, k = (a, b) if isinstance(a, str) else (b, a)
     const = k if isinstance(k, Const) else Const(k, None)
-    rank = len(c.result.shape)
+    rank = max(c.rank, len(const.shape or ()))
     return c.emit("const_op", x, fn, operand_shape(const, rank), c.em.new_params(const))
 
 
 def _cat(c: Ctx) -> str:
     items = list(c.arg(0, "tensors"))
     dim = int(c.arg(1, "dim", 0))
-    rank = len(c.result.shape)
+    rank = c.rank
     d = (dim % rank) - 1
     if d < 0:
         raise UnsupportedOp(f"operator cat at {c.where}: concatenating along the batch dimension")
@@ -248,9 +287,9 @@ def function_layer(c: Ctx, fname: str) -> Any:
         p, train = float(_value(c.arg(1, "p", 0.5))), bool(_value(c.arg(2, "training", True)))
         return c.emit("dropout", x, p) if p and train else x
     if base in ("mean", "sum", "amax"):
-        return c.emit("mean", x, c.out_shape())
+        return c.emit("mean", x, _reduced(c, x))
     if base in ("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"):
-        return c.emit("adaptive_avgpool", x, _spatial_out(c))
+        return c.emit("adaptive_avgpool", x, _pool_size(c, x, _value(c.arg(1, "output_size"))))
     if base in ("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d"):
         k = _value(c.arg(1, "kernel_size"))
         s = _value(c.arg(2, "stride")) or k
@@ -259,10 +298,26 @@ def function_layer(c: Ctx, fname: str) -> Any:
             return c.emit("maxpool", x, k, s, p, _value(c.arg(4, "dilation", 1)), bool(_value(c.arg(5, "ceil_mode"))))
         return c.emit("avgpool", x, k, s, p, bool(_value(c.arg(4, "ceil_mode"))))
     if base in ("interpolate", "upsample"):
-        return _upsample(c, x, str(_value(c.arg(3, "mode", "nearest"))))
+        return _upsample(c, x, str(_value(c.arg(3, "mode", "nearest"))), _value(c.arg(2, "scale_factor")),
+                         _value(c.arg(1, "size")))
     if base in ("layer_norm", "group_norm", "batch_norm"):
         return _norm_fn(c, base, x)
     raise UnsupportedOp(f"operator {fname} at {c.where} cannot be priced by perfmodel's IR")
+
+
+#: Modules run for real on meta tensors while tracing (their meta kernels are native, or their
+#: output layout is not simply batch-first); the others get an empty tensor of the IR's shape.
+RUN_MODULES = frozenset({"Flatten", "Unflatten", "Identity", "MultiheadAttention", "MaxPool1d", "MaxPool2d",
+                         "MaxPool3d"})
+
+
+def runs_for_real(op: str, fname: str) -> bool:
+    """Whether a node is executed on meta tensors rather than given the IR's output shape: views
+    (their shapes come from torch) and ops the IR does not price (to report them, not a torch error)."""
+    if op == "call_module":
+        return fname in RUN_MODULES
+    base = fname.rstrip("_")
+    return base in _VIEWS or base in ("chunk", "split", "unbind", "tensor_split", "getitem")
 
 
 def function_name(target: Any) -> str:
