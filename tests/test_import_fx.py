@@ -130,3 +130,22 @@ def _mynet():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod.MyNet()
+
+
+def test_cli_bad_imports_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cli_helpers import run_main
+
+    f = tmp_path / "net.py"
+    f.write_text("import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+                 "        return torch.fft.fft2(x).real\n")
+    for argv, code, phrase in [
+        (["plan", f"{f}:Net", "--gpus", "8"], 1, "operator fft_fft2 at node fft_fft2"),
+        (["show", f"{f}:Nett"], 1, "did you mean Net"),
+        (["show", f"{f}:Net", "--input-shape", "3,x,4"], 2, "is not C,H,W"),
+        (["predict", "examples/mynet.py:MyNet", "--gpus", "8", "-s", "dp=8", "--input-shape", "3,8"], 1,
+         "nn.Conv2d needs a per-sample input of 3 dimensions, gets shape (3, 8)"),
+    ]:
+        got, out, err = run_main(argv, capsys)
+        assert got == code, err
+        assert phrase in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1 or code == 2

@@ -4,6 +4,7 @@ a ConvNeXt block, a small ViT, a U-Net, and the oracles (FlopCounterMode, saved-
 from __future__ import annotations
 
 import torch
+import torch.fx
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -110,6 +111,17 @@ def mobilenet_v2() -> nn.Module:
                          nn.Linear(1280, 1000))
 
 
+def stochastic_depth(x: torch.Tensor, p: float, mode: str, training: bool = True) -> torch.Tensor:
+    """torchvision.ops.stochastic_depth ("row" mode): drop each sample's branch with probability p."""
+    if not training or p == 0.0:
+        return x
+    noise = torch.empty((x.shape[0],) + (1,) * (x.ndim - 1), dtype=x.dtype, device=x.device)
+    return x * noise.bernoulli_(1.0 - p).div_(1.0 - p)
+
+
+torch.fx.wrap("stochastic_depth")  # a leaf of the trace, as torchvision declares it
+
+
 class CNBlock(nn.Module):
     """torchvision's ConvNeXt block: 7x7 depthwise, channels-last LayerNorm, MLP, layer scale."""
 
@@ -123,7 +135,7 @@ class CNBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.dwconv(x).permute(0, 2, 3, 1)
         y = self.pw2(self.act(self.pw1(self.norm(y)))).permute(0, 3, 1, 2)
-        return x + self.layer_scale * y
+        return x + stochastic_depth(self.layer_scale * y, 0.1, "row", self.training)
 
 
 class ConvNeXtTiny(nn.Module):

@@ -113,6 +113,10 @@ def module_layer(c: Ctx, mod: Any, x: Any) -> Any:
 
 def _module_layer(c: Ctx, mod: Any, x: Any) -> Any:
     t = type(mod).__name__
+    nd = int(t[-2]) if t[-2:] in ("1d", "2d", "3d") and t.startswith(("Conv", "MaxPool", "AvgPool", "Adaptive")) else 0
+    if nd and len(c.em.builder.shape(x)) != nd + 1:
+        raise DataError(f"{c.where}: nn.{t} needs a per-sample input of {nd + 1} dimensions, gets shape "
+                        f"{c.em.builder.shape(x)} (see --input-shape)")
     if t in ("Conv1d", "Conv2d", "Conv3d"):
         pad = mod.padding
         if isinstance(pad, str):  # 'same' / 'valid'
@@ -283,6 +287,11 @@ def function_layer(c: Ctx, fname: str) -> Any:
         return c.emit("softmax", x)
     if base == "scaled_dot_product_attention":
         return c.emit("attention", *c.args[:3])
+    if base == "stochastic_depth":  # torchvision.ops: each sample's branch kept or dropped (drop path)
+        p, train = float(_value(c.arg(1, "p", 0.0))), bool(_value(c.arg(3, "training", True)))
+        if not p or not train:
+            return x
+        return c.emit("const_op", x, "mul", (1,) * len(c.em.builder.shape(x)), 0)
     if base in ("dropout", "dropout1d", "dropout2d", "dropout3d"):
         p, train = float(_value(c.arg(1, "p", 0.5))), bool(_value(c.arg(2, "training", True)))
         return c.emit("dropout", x, p) if p and train else x
