@@ -46,9 +46,14 @@ def test_links_are_contiguous_unique_and_respect_blocks(case, with_hierarchy: bo
             if p != q:
                 break
             common.append(p)
-        if with_hierarchy:
-            assert not any(m in atomic for m in common)
-        else:
-            readers_after = {t for la in layers[i + 1:] for t in la.inputs}
-            crossing = {t for t in ("input", *(la.name for la in layers[: i + 1])) if t in readers_after}
+        readers_after = {t for la in layers[i + 1:] for t in la.inputs}
+        crossing = {t for t in ("input", *(la.name for la in layers[: i + 1])) if t in readers_after}
+        if with_hierarchy and common and common[-1] in atomic:  # cut between two children of a block
+            assert len(paths[i]) > len(common) and len(paths[i + 1]) > len(common)
+        for k, m in enumerate(common):  # a block holding the cut reads nothing else that crosses it
+            if m in atomic or not with_hierarchy and k == len(common) - 1:
+                scope = tuple(common[: k + 1])
+                inside = [la for la, p in zip(layers[i + 1:], paths[i + 1:], strict=True) if p[: k + 1] == scope]
+                assert not {t for la in inside for t in la.inputs} & (crossing - {layers[i].name})
+        if not with_hierarchy:
             assert crossing == {layers[i].name} or common

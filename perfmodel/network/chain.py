@@ -29,12 +29,15 @@ def _cuts(
 ) -> list[bool]:
     """``cut[i]``: whether a link may end after layer ``i``.
 
-    With ``atomic`` (which modules run a forward of their own, unlike a ``Sequential``), a
-    cut is allowed unless both neighbours lie inside one such module: a residual, inception,
-    dense or attention block is one link, while the tensors crossing a cut between blocks
-    (a U-Net's long skips) are carried by it. Without it (a graph with scope names only), a
-    cut is allowed where only layer ``i``'s output crosses it, or where the innermost scope
-    holding both neighbours reads none of the other crossing tensors after it.
+    With ``atomic`` (which modules run a forward of their own, unlike a ``Sequential``): no
+    module with its own forward that holds both neighbours may read, after the cut, a tensor
+    that crosses it other than layer ``i``'s output, and the innermost such module may be cut
+    only between two of its children (not next to an op of its own forward, like a residual
+    add). So a residual, inception, dense or attention block is one link, an encoder's layers
+    are links of their own, and tensors crossing a cut between blocks (a U-Net's skips) are
+    carried by it. Without ``atomic`` (a graph with scope names only), a cut is allowed where
+    only layer ``i``'s output crosses it, or where the innermost scope holding both neighbours
+    reads none of the other crossing tensors after it.
     """
     readers: dict[str, list[int]] = {}
     for j, layer in enumerate(layers):
@@ -43,15 +46,19 @@ def _cuts(
     live: set[str] = set()
     out: list[bool] = []
     for i, layer in enumerate(layers[:-1]):
-        scope = _common(paths[i], paths[i + 1])
-        if atomic is not None:
-            out.append(not any(atomic(m) for m in scope))
-            continue
         live.add(layer.name)
         live = {t for t in live | set(layer.inputs) if readers.get(t) and readers[t][-1] > i}
         others = live - {layer.name}
-        out.append(not others or bool(scope) and not any(
-            _inside(paths[j], scope) for t in others for j in readers[t] if j > i))
+        scope = _common(paths[i], paths[i + 1])
+        later = [j for t in others for j in readers[t] if j > i]
+        if atomic is None:
+            out.append(not others or bool(scope) and not any(_inside(paths[j], scope) for j in later))
+            continue
+        blocks = [k for k in range(len(scope)) if atomic(scope[k])]
+        ok = all(not any(_inside(paths[j], scope[: k + 1]) for j in later) for k in blocks)
+        if ok and blocks and blocks[-1] == len(scope) - 1:  # the innermost module has its own forward
+            ok = len(paths[i]) > len(scope) and len(paths[i + 1]) > len(scope)
+        out.append(ok)
     out.append(True)
     return out
 

@@ -171,11 +171,13 @@ def _walk(torch: Any, model: Any, graph: Any, x: Any, em: Emitter) -> None:
         return per_sample(tuple(v.shape), TRACE_BATCH, "")
 
     def ref(a: Any) -> Any:
+        """A node argument as a ref: an activation's name, a Const, or a plain value (a string
+        literal is wrapped, so that only activations are ``str``)."""
         if isinstance(a, torch.fx.Node):
             return refs[a.name]
         if isinstance(a, (list, tuple)):
             return type(a)(ref(x) for x in a)
-        return a
+        return Const(a) if isinstance(a, str) else a
 
     for node in graph.nodes:
         if node.op == "placeholder":
