@@ -38,7 +38,6 @@ def _export(model: torch.nn.Module, shape: tuple[int, ...], path: Path, opset: i
 CASES = {
     "mynet": (MyNet, (3, 64, 64), 0.10),
     "resnet50": (T.resnet50, (3, 64, 64), 0.10),
-    "mobilenet_v2": (T.mobilenet_v2, (3, 64, 64), 0.10),
     "convnext": (T.ConvNeXtTiny, (3, 64, 64), 0.10),
     "unet": (T.UNet, (3, 32, 32), 0.10),
     "odds": (T.Odds, (2, 4, 4, 4), 0.15),
