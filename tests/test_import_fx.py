@@ -113,13 +113,26 @@ def test_file_specs_and_input_options(tmp_path: Path) -> None:
         get_model(f"{f}:make")
 
 
-def test_torchvision_missing_or_present_is_clean() -> None:
+def test_torchvision_and_timm_missing_or_present_are_clean() -> None:
     try:
         net = get_model("torchvision:resnet18")
     except DataError as e:
         assert "torchvision" in str(e) and "\n" not in str(e)
     else:
         assert net.params == 11_689_512
+    try:
+        net = get_model("timm:resnet18")
+    except DataError as e:
+        assert "timm" in str(e) and "\n" not in str(e)
+    else:
+        assert net.params == 11_689_512
+
+
+def test_a_file_with_a_dataclass_loads(tmp_path: Path) -> None:
+    f = tmp_path / "cfg.py"
+    f.write_text("import dataclasses\nimport torch\n\n\n@dataclasses.dataclass\nclass Cfg:\n    width: int = 8\n\n\n"
+                 "def net():\n    return torch.nn.Sequential(torch.nn.Conv2d(3, Cfg().width, 3), torch.nn.ReLU())\n")
+    assert get_model(f"{f}:net", 32).params == 8 * 27 + 8
 
 
 def _mynet():

@@ -119,10 +119,12 @@ def _from_file(path: Path, name: str) -> Callable[[], Any]:
     if spec is None or spec.loader is None:
         raise DataError(f"cannot load '{path}' as a Python module")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module  # dataclasses and pickling look their module up there
     sys.path.insert(0, str(path.resolve().parent))
     try:
         spec.loader.exec_module(module)
     except Exception as e:
+        del sys.modules[mod_name]
         line = getattr(e, "lineno", None)
         where = f" (line {line})" if line else ""
         raise DataError(f"cannot load '{path}': {type(e).__name__}: {e}{where}") from None
