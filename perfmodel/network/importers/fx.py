@@ -195,7 +195,11 @@ def _walk(torch: Any, model: Any, graph: Any, x: Any, em: Emitter) -> None:
         fname = node.target if node.op == "call_module" else function_name(node.target)
         if not any(isinstance(a, str) for a in flat) or (node.op != "call_module" and creates_constant(fname)):
             val = values[node.name] = run(node)
-            refs[node.name] = _const(torch, val, flat)
+            const = _const(torch, val, flat)
+            if node.op == "call_module":  # a module applied to constants (Swin v2's position-bias MLP)
+                own = tuple((id(p), p.numel()) for p in model.get_submodule(node.target).parameters())
+                const = Const(const.value, const.shape, const.params + own)
+            refs[node.name] = const
             continue
         if fname == "getitem" and isinstance(args[0], tuple):
             values[node.name] = run(node)

@@ -218,6 +218,47 @@ def _mha(c: Ctx, mod: Any) -> tuple[str, Any]:
     return out, Const(None)
 
 
+def _swin(c: Ctx, x: str) -> str:
+    """torchvision's ``shifted_window_attention`` (Swin v1 and v2), written out as IR layers:
+    windows of the padded map, one qkv projection, two products per window and head with the
+    relative position bias (and v2's cosine scaling) added, softmax, output projection."""
+    em, base = c.em, c.name
+    h, w, ch = em.builder.shape(x)
+    ws, heads = [int(v) for v in _value(c.arg(4, "window_size"))], int(_value(c.arg(5, "num_heads")))
+    qkv_w, proj_w, rpb = c.arg(1, "qkv_weight"), c.arg(2, "proj_weight"), c.arg(3, "relative_position_bias")
+    qkv_b, proj_b, logit = c.arg(9, "qkv_bias"), c.arg(10, "proj_bias"), c.arg(11, "logit_scale")
+    training = bool(_value(c.arg(12, "training", True)))
+    att_p, out_p = float(_value(c.arg(7, "attention_dropout", 0.0))), float(_value(c.arg(8, "dropout", 0.0)))
+    ph, pw = -(-h // ws[0]) * ws[0], -(-w // ws[1]) * ws[1]
+    nw, n, hd = (ph // ws[0]) * (pw // ws[1]), ws[0] * ws[1], ch // heads
+
+    def emit(method: str, *args: Any, tag: str, **kw: Any) -> str:
+        return em.emit(c.path, method, *args, name=f"{base}.{tag}", **kw)
+
+    em.new_params(*(k for k in (qkv_w, qkv_b, proj_w, proj_b) if isinstance(k, Const)))
+    tokens = emit("view", x, (nw, n, ch), copy=True, tag="windows")
+    qkv = emit("linear", tokens, 3 * ch, isinstance(qkv_b, Const), tag="qkv")
+    q, k, v = (emit("view", qkv, (nw, heads, n, hd), tag=t) for t in ("q", "k", "v"))
+    if isinstance(logit, Const):  # v2: cosine attention, scaled per head
+        q, k = emit("const_op", q, "div", (nw, heads, n, 1), tag="q_norm"), emit(
+            "const_op", k, "div", (nw, heads, n, 1), tag="k_norm")
+    else:
+        q = emit("const_op", q, "mul", (), tag="q_scaled")
+    attn = emit("matmul", q, emit("view", k, (nw, heads, hd, n), tag="kT"), tag="scores")
+    if isinstance(logit, Const):
+        attn = emit("const_op", attn, "mul", (heads, 1, 1), em.new_params(logit), tag="logit_scale")
+    bias = rpb if isinstance(rpb, Const) else Const(None, (1, heads, n, n))
+    attn = emit("const_op", attn, "add", operand_shape(bias, 4)[-3:], em.new_params(bias), tag="position_bias")
+    attn = emit("softmax", attn, tag="softmax")
+    if att_p and training:
+        attn = emit("dropout", attn, att_p, tag="attn_dropout")
+    out = emit("view", emit("matmul", attn, v, tag="context"), (nw, n, ch), copy=True, tag="merge")
+    out = emit("linear", out, ch, isinstance(proj_b, Const), tag="proj")
+    if out_p and training:
+        out = emit("dropout", out, out_p, tag="dropout")
+    return c.emit("view", out, (h, w, ch), copy=True)
+
+
 def _arith(c: Ctx, fn: str, a: Any, b: Any, inplace: bool) -> Any:
     if isinstance(a, str) and isinstance(b, str):
         if fn in ("add", "sub"):
@@ -287,6 +328,11 @@ def function_layer(c: Ctx, fname: str) -> Any:
         return c.emit("softmax", x)
     if base == "scaled_dot_product_attention":
         return c.emit("attention", *c.args[:3])
+    if base == "shifted_window_attention":
+        return _swin(c, x)
+    if base == "_patch_merging_pad":  # torchvision's Swin: 2x2 neighbours stacked on the channels
+        h, w, ch = c.em.builder.shape(x)
+        return c.emit("view", x, (-(-h // 2), -(-w // 2), 4 * ch), copy=True)
     if base == "stochastic_depth":  # torchvision.ops: each sample's branch kept or dropped (drop path)
         p, train = float(_value(c.arg(1, "p", 0.0))), bool(_value(c.arg(3, "training", True)))
         if not p or not train:
