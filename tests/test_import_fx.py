@@ -35,6 +35,7 @@ def test_torch_definitions_of_zoo_models_give_the_zoos_numbers(make, zoo: str) -
     ("vit_sdpa", lambda: T.ViT(sdpa=True), (3, 64, 64), 0.15),
     ("unet", T.UNet, (3, 32, 32), 0.10),
     ("odds", T.Odds, (2, 4, 4, 4), 0.10),
+    ("swin", T.Swin, (3, 32, 32), 0.10),
 ])
 def test_counts_equal_torchs(name: str, make, shape, saved_rel: float) -> None:
     """Parameters exactly, forward matmul FLOPs within 1% of FlopCounterMode, saved activations

@@ -154,6 +154,59 @@ class ConvNeXtTiny(nn.Module):
         return self.head(self.stages(self.stem(x)).mean((2, 3)))
 
 
+def shifted_window_attention(x: torch.Tensor, qkv_weight: torch.Tensor, proj_weight: torch.Tensor,
+                             relative_position_bias: torch.Tensor, window_size: list[int], num_heads: int,
+                             shift_size: list[int], attention_dropout: float = 0.0, dropout: float = 0.0,
+                             qkv_bias: torch.Tensor | None = None, proj_bias: torch.Tensor | None = None,
+                             logit_scale: torch.Tensor | None = None, training: bool = True) -> torch.Tensor:
+    """torchvision's Swin window attention (v1, without the shift), with its signature and leaf name."""
+    b, h, w, c = x.shape
+    ws0, ws1 = window_size
+    nw = (h // ws0) * (w // ws1)
+    t = x.view(b, h // ws0, ws0, w // ws1, ws1, c).permute(0, 1, 3, 2, 4, 5).reshape(b * nw, ws0 * ws1, c)
+    qkv = F.linear(t, qkv_weight, qkv_bias).reshape(t.size(0), t.size(1), 3, num_heads, c // num_heads)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4)
+    attn = (q * (c // num_heads) ** -0.5).matmul(k.transpose(-2, -1)) + relative_position_bias
+    attn = F.dropout(F.softmax(attn, dim=-1), p=attention_dropout, training=training)
+    y = F.linear(attn.matmul(v).transpose(1, 2).reshape(t.size(0), t.size(1), c), proj_weight, proj_bias)
+    y = y.view(b, h // ws0, w // ws1, ws0, ws1, c).permute(0, 1, 3, 2, 4, 5).reshape(b, h, w, c)
+    return y.contiguous()
+
+
+torch.fx.wrap("shifted_window_attention")
+
+
+class SwinBlock(nn.Module):
+    """A Swin block on a channels-last map: norm, window attention with a learned bias, MLP."""
+
+    def __init__(self, dim: int, heads: int, window: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.bias_table = nn.Parameter(torch.zeros(heads, window * window, window * window))
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.heads, self.window = heads, window
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = shifted_window_attention(self.norm1(x), self.qkv.weight, self.proj.weight, self.bias_table.unsqueeze(0),
+                                     [self.window, self.window], self.heads, [0, 0], 0.1, 0.0,
+                                     self.qkv.bias, self.proj.bias, training=self.training)
+        x = x + y
+        return x + self.mlp(self.norm2(x))
+
+
+class Swin(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Conv2d(3, 32, 4, 4)
+        self.blocks = nn.Sequential(SwinBlock(32, 2, 4), SwinBlock(32, 2, 4))
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.blocks(self.embed(x).permute(0, 2, 3, 1))
+        return self.head(x.mean((1, 2)))
+
+
 class EncoderBlock(nn.Module):
     """torchvision's ViT encoder block (nn.MultiheadAttention without weights)."""
 
