@@ -51,7 +51,7 @@ def test_links_are_contiguous_unique_and_respect_blocks(case, with_hierarchy: bo
         if with_hierarchy and common and common[-1] in atomic:  # cut between two children of a block
             assert len(paths[i]) > len(common) and len(paths[i + 1]) > len(common)
         for k, m in enumerate(common):  # a block holding the cut reads nothing else that crosses it
-            if m in atomic or not with_hierarchy and k == len(common) - 1:
+            if (m in atomic) if with_hierarchy else k == len(common) - 1:
                 scope = tuple(common[: k + 1])
                 inside = [la for la, p in zip(layers[i + 1:], paths[i + 1:], strict=True) if p[: k + 1] == scope]
                 assert not {t for la in inside for t in la.inputs} & (crossing - {layers[i].name})
