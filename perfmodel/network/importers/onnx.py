@@ -23,6 +23,7 @@ def _onnx() -> Any:
     try:
         import onnx
         import onnx.numpy_helper
+        import onnx.reference
         import onnx.shape_inference
     except ImportError:
         raise DataError(ONNX_MISSING) from None
@@ -136,7 +137,8 @@ def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em:
         taken.add(lname)
         path = tuple("/".join(comps[: k + 1]) for k in range(len(comps) - 1))
         node = Node(n.op_type, {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}, ins,
-                    [shapes.get(t) for t in n.output], batch, em, lname, path, f"node '{n.name or lname}'")
+                    [shapes.get(t) for t in n.output], batch, em, lname, path, f"node '{n.name or lname}'",
+                    [fold.value(t) if t else None for t in n.input])
         if n.output[0] in fused:
             out: Any = node.emit("act", next(a for a in ins if isinstance(a, str)), fused[n.output[0]])
         else:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 __all__ = ["Folder", "MAX_FOLD_ELEMS"]
 
 #: Constant subgraphs larger than this are not evaluated (only shape arithmetic needs folding).
@@ -37,8 +39,6 @@ class Folder:
     def constant_node(self, node: Any) -> None:
         """Evaluate a node of constants (or the shape of an activation) when its inputs are known."""
         if node.op_type == "Shape" and self.shapes.get(node.input[0]) is not None:
-            import numpy as np
-
             shape = self.shapes[node.input[0]]
             assert shape is not None
             start = next((a.i for a in node.attribute if a.name == "start"), 0)
@@ -54,9 +54,7 @@ class Folder:
         if any(v is None for v in feeds.values()):
             return
         try:
-            from onnx.reference import ReferenceEvaluator
-
-            outs = ReferenceEvaluator(node).run(None, feeds)
+            outs = self.onnx.reference.ReferenceEvaluator(node).run(None, feeds)
         except Exception:
             return
         for name, v in zip(node.output, outs, strict=False):

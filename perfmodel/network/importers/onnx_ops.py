@@ -33,6 +33,8 @@ class Node:
     name: str
     path: tuple[str, ...]
     where: str
+    #: the numpy values of constant inputs (None where unknown or not constant)
+    values: list[Any]
 
     def emit(self, method: str, *args: Any, **kwargs: Any) -> str:
         return self.em.emit(self.path, method, *args, name=self.name, **kwargs)
@@ -52,13 +54,11 @@ class Node:
 
     def scalar(self, k: int, default: float, last: bool = False) -> float:
         """The first (or ``last``) element of constant input ``k``, else ``default``."""
-        c = self.const(k)
-        if c is None or c.value is None:
+        arr = self.values[k] if k < len(self.values) else None
+        if arr is None or not arr.size:
             return default
-        from onnx import numpy_helper  # the onnx package is optional: imported where it is used
-
-        arr = numpy_helper.to_array(c.value).reshape(-1)
-        return float(arr[-1] if last else arr[0]) if arr.size else default
+        flat = arr.reshape(-1)
+        return float(flat[-1] if last else flat[0])
 
 
 def _pads(n: Node, nd: int) -> tuple[int, ...]:
