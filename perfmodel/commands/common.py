@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -11,6 +12,7 @@ import click
 from ..errors import UsageError
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
+from ..network.importers import input_options
 from ..report import FORMATS
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "precision_option",
     "optimizer_option",
     "image_size_option",
+    "model_input_options",
     "gpus_option",
     "chart_option",
     "emit",
@@ -52,6 +55,36 @@ def optimizer_option(f: F) -> F:
 def image_size_option(f: F) -> F:
     return click.option("--image-size", type=click.IntRange(min=1, max=MAX_IMAGE_SIZE), default=None,
                         help="Input height/width in pixels (default: the model's evaluation size).")(f)
+
+
+def _shape(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        shape = tuple(int(v) for v in value.replace("x", ",").split(","))
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not C,H,W or C,D,H,W (integers)") from None
+    if len(shape) not in (2, 3, 4) or not all(1 <= d <= MAX_IMAGE_SIZE for d in shape):
+        raise click.BadParameter(f"'{value}' must be 2 to 4 extents from 1 to {MAX_IMAGE_SIZE:,}")
+    return shape
+
+
+def model_input_options(f: F) -> F:
+    """``--in-channels`` and ``--input-shape`` for MODEL given as ``file.py:Name``, ``model.onnx``,
+    ``torchvision:NAME`` or ``timm:NAME``; the command runs with them as the import's input."""
+
+    @functools.wraps(f)
+    def run(*args: Any, in_channels: int | None = None, input_shape: tuple[int, ...] | None = None,
+            **kwargs: Any) -> Any:
+        with input_options(in_channels, input_shape):
+            return f(*args, **kwargs)
+
+    run = click.option("--input-shape", default=None, callback=_shape, metavar="C,H,W",
+                       help="Per-sample input of an imported model (C,H,W or C,D,H,W; "
+                            "default 3 x image size x image size).")(run)
+    run = click.option("--in-channels", type=click.IntRange(min=1, max=MAX_IMAGE_SIZE), default=None,
+                       help="Input channels of an imported model (default 3).")(run)
+    return run  # type: ignore[return-value]
 
 
 def gpus_option(f: F) -> F:

@@ -19,6 +19,7 @@ from .common import (
     gpus_option,
     hardware_option,
     image_size_option,
+    model_input_options,
     optimizer_option,
     precision_option,
 )
@@ -60,6 +61,7 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
 @image_size_option
+@model_input_options
 @click.option("--full", is_flag=True, help="Print every term's whole expression (long).")
 @click.option(
     "--set",

@@ -12,7 +12,7 @@ from ..network import compile_counts, get_model, model_names
 from ..network.zoo.registry import _models
 from ..report import render_frame, to_json
 from ..units import GIB
-from .common import emit, format_option, image_size_option
+from .common import emit, format_option, image_size_option, model_input_options
 
 __all__ = ["models_cmd", "show_cmd", "hardware_cmd", "model_summary"]
 
@@ -101,6 +101,7 @@ def models_cmd(fmt: str) -> None:
 @click.command("show")
 @click.argument("model")
 @image_size_option
+@model_input_options
 @format_option
 def show_cmd(model: str, image_size: int | None, fmt: str) -> None:
     """Per-layer table of MODEL: shapes, parameters, FLOPs (1 multiply-add = 2 FLOPs), activation bytes."""

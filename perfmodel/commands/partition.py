@@ -26,6 +26,7 @@ from .common import (
     format_option,
     hardware_option,
     image_size_option,
+    model_input_options,
     precision_option,
 )
 
@@ -204,6 +205,7 @@ def render_partition(r: PartitionReport) -> str:
 @hardware_option
 @precision_option
 @image_size_option
+@model_input_options
 @format_option
 @chart_option
 def partition_cmd(

@@ -19,6 +19,7 @@ from .common import (
     gpus_option,
     hardware_option,
     image_size_option,
+    model_input_options,
     optimizer_option,
     precision_option,
 )
@@ -96,6 +97,7 @@ def render_plan(r: PlanResult) -> str:
 )
 @optimizer_option
 @image_size_option
+@model_input_options
 @click.option(
     "--top", type=click.IntRange(min=1, max=100), default=5, show_default=True, help="How many plans to show."
 )

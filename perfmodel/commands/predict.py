@@ -17,6 +17,7 @@ from .common import (
     gpus_option,
     hardware_option,
     image_size_option,
+    model_input_options,
     optimizer_option,
     precision_option,
 )
@@ -70,6 +71,7 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
 @image_size_option
+@model_input_options
 @format_option
 @chart_option
 def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,

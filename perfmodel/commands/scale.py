@@ -22,6 +22,7 @@ from .common import (
     format_option,
     hardware_option,
     image_size_option,
+    model_input_options,
     optimizer_option,
     precision_option,
 )
@@ -117,6 +118,7 @@ def _progress() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
 )
 @optimizer_option
 @image_size_option
+@model_input_options
 @format_option
 @chart_option
 def scale_cmd(

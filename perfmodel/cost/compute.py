@@ -46,7 +46,7 @@ def kind_masks(cc: CompiledCounts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Boolean masks over layers: convolutions, linear layers, and layers with parameters."""
     kinds = cc.kinds
     conv = np.array([k in ("conv", "conv_transpose") for k in kinds])
-    lin = np.array([k == "linear" for k in kinds])
+    lin = np.array([k in ("linear", "matmul", "attention") for k in kinds])
     return conv, lin, cc.params > 0
 
 

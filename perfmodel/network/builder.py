@@ -58,6 +58,13 @@ class NetBuilder:
         except KeyError:
             raise NetworkError(f"{self.name}: unknown tensor '{x}'") from None
 
+    def layer(self, name: str) -> Layer:
+        """The layer that produced tensor ``name``."""
+        for layer in reversed(self._layers):
+            if layer.name == name:
+                return layer
+        raise NetworkError(f"{self.name}: no layer '{name}'")
+
     def _name(self, kind: str, name: str | None) -> str:
         if name is None:
             n = self._counter.get(kind, 0)
@@ -98,10 +105,10 @@ class NetBuilder:
         bias: bool = True,
         name: str | None = None,
     ) -> str:
-        """``nn.Conv2d`` / ``nn.Conv3d`` (by the input's rank)."""
+        """``nn.Conv1d`` / ``nn.Conv2d`` / ``nn.Conv3d`` (by the input's rank)."""
         ins = self.shape(x)
         n = len(ins) - 1
-        if n not in (2, 3):
+        if n not in (1, 2, 3):
             raise NetworkError(f"{self.name}: conv on a tensor of shape {ins}")
         k, s, p, d = _tup(kernel, n), _tup(stride, n), _tup(padding, n), _tup(dilation, n)
         cin = ins[0]
@@ -126,27 +133,32 @@ class NetBuilder:
         output_padding: IntOrTuple = 0,
         groups: int = 1,
         bias: bool = True,
+        dilation: IntOrTuple = 1,
         name: str | None = None,
     ) -> str:
-        """``nn.ConvTranspose2d`` / ``nn.ConvTranspose3d``."""
+        """``nn.ConvTranspose1d`` / ``2d`` / ``3d``."""
         ins = self.shape(x)
         n = len(ins) - 1
+        if n not in (1, 2, 3):
+            raise NetworkError(f"{self.name}: transposed conv on a tensor of shape {ins}")
         k, s, p, op = _tup(kernel, n), _tup(stride, n), _tup(padding, n), _tup(output_padding, n)
+        d = _tup(dilation, n)
         cin = ins[0]
-        spatial = tuple((ins[1 + i] - 1) * s[i] - 2 * p[i] + (k[i] - 1) + op[i] + 1 for i in range(n))
+        if cin % groups or out_channels % groups:
+            raise NetworkError(f"{self.name}: channels {cin}->{out_channels} not divisible by groups {groups}")
+        spatial = tuple((ins[1 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1 for i in range(n))
         params = cin * (out_channels // groups) * math.prod(k) + (out_channels if bias else 0)
         return self._add(
             Layer(self._name("convt", name), "conv_transpose", (x,), (ins,), (out_channels, *spatial),
-                  k, s, p, (1,) * n, groups, bias, params, block=self._block)
+                  k, s, p, d, groups, bias, params, block=self._block)
         )
 
     def linear(self, x: str, out_features: int, bias: bool = True, name: str | None = None) -> str:
+        """``nn.Linear`` on the last dimension (a vector, or every token of a ``(T, D)`` tensor)."""
         ins = self.shape(x)
-        if len(ins) != 1:
-            raise NetworkError(f"{self.name}: linear on shape {ins}; flatten first")
-        params = ins[0] * out_features + (out_features if bias else 0)
+        params = ins[-1] * out_features + (out_features if bias else 0)
         return self._add(
-            Layer(self._name("fc", name), "linear", (x,), (ins,), (out_features,),
+            Layer(self._name("fc", name), "linear", (x,), (ins,), (*ins[:-1], out_features),
                   bias=bias, params=params, block=self._block)
         )
 
@@ -219,26 +231,32 @@ class NetBuilder:
         )
 
     def add(self, a: str, b: str, inplace: bool = False, name: str | None = None) -> str:
+        """``a + b`` of two activations (broadcast like torch)."""
         sa, sb = self.shape(a), self.shape(b)
-        if sa != sb:
-            raise NetworkError(f"{self.name}: add of shapes {sa} and {sb}")
-        return self._add(Layer(self._name("add", name), "add", (a, b), (sa, sb), sa, inplace=inplace,
+        out = _broadcast(sa, sb, self.name)
+        return self._add(Layer(self._name("add", name), "add", (a, b), (sa, sb), out, inplace=inplace,
                                block=self._block))
 
     def mul(self, a: str, b: str, name: str | None = None) -> str:
         """Broadcast multiply ``a * b`` where ``b`` is (C, 1, 1) or equal to ``a`` (SE scaling)."""
         sa, sb = self.shape(a), self.shape(b)
-        if sb[0] != sa[0]:
-            raise NetworkError(f"{self.name}: mul of shapes {sa} and {sb}")
-        return self._add(Layer(self._name("mul", name), "mul", (a, b), (sa, sb), sa, block=self._block))
+        out = _broadcast(sa, sb, self.name)
+        return self._add(Layer(self._name("mul", name), "mul", (a, b), (sa, sb), out, block=self._block))
 
-    def concat(self, xs: Sequence[str], name: str | None = None) -> str:
+    def concat(
+        self, xs: Sequence[str], name: str | None = None, dim: int = 0, const_extent: int = 0, params: int = 0
+    ) -> str:
+        """Concatenate along per-sample dimension ``dim`` (0: channels); ``const_extent`` more
+        entries along it come from a parameter or constant (a class token) with ``params``
+        trainable elements."""
         shapes = [self.shape(x) for x in xs]
-        if any(s[1:] != shapes[0][1:] for s in shapes):
-            raise NetworkError(f"{self.name}: concat of shapes {shapes}")
-        out = (sum(s[0] for s in shapes), *shapes[0][1:])
+        if any(len(s) != len(shapes[0]) or s[:dim] + s[dim + 1:] != shapes[0][:dim] + shapes[0][dim + 1:]
+               for s in shapes) or not 0 <= dim < len(shapes[0]):
+            raise NetworkError(f"{self.name}: concat of shapes {shapes} along dimension {dim}")
+        out = (*shapes[0][:dim], sum(s[dim] for s in shapes) + const_extent, *shapes[0][dim + 1:])
+        attrs = (("dim", float(dim)),) if dim else ()
         return self._add(Layer(self._name("cat", name), "concat", tuple(xs), tuple(shapes), out,
-                               block=self._block))
+                               params=params, block=self._block, attrs=attrs))
 
     def flatten(self, x: str, name: str | None = None) -> str:
         ins = self.shape(x)
@@ -255,3 +273,81 @@ class NetBuilder:
         out = (ins[0], *(d * scale for d in ins[1:]))
         return self._add(Layer(self._name("up", name), "upsample", (x,), (ins,), out, block=self._block,
                                attrs=(("scale", float(scale)), ("bilinear", float(mode == "bilinear")))))
+
+    def norm(
+        self, x: str, kind: str, params: int, norm_elems: int = 0, groups: int = 1, name: str | None = None
+    ) -> str:
+        """``nn.LayerNorm`` (``kind="layernorm"``, over the last ``norm_elems`` elements) or
+        ``nn.GroupNorm`` / ``nn.InstanceNorm`` (``kind="groupnorm"``, ``groups`` groups) with
+        ``params`` affine parameters (weight and bias; 0 without them)."""
+        if kind not in ("layernorm", "groupnorm"):
+            raise NetworkError(f"{self.name}: norm kind '{kind}' (valid: layernorm, groupnorm)")
+        ins = self.shape(x)
+        if kind == "groupnorm" and ins[0] % groups:
+            raise NetworkError(f"{self.name}: {ins[0]} channels not divisible by {groups} groups")
+        return self._add(
+            Layer(self._name(kind[:-4] + "norm", name), kind, (x,), (ins,), ins, params=params,
+                  block=self._block, attrs=(("norm_elems", float(norm_elems)), ("groups", float(groups))))
+        )
+
+    def view(self, x: str, shape: Shape, copy: bool = False, name: str | None = None) -> str:
+        """A reshape, permute, transpose, slice or expand to ``shape`` per sample (no arithmetic);
+        ``copy``: the data is copied into a new tensor (a reshape of a non-contiguous tensor)."""
+        ins = self.shape(x)
+        return self._add(Layer(self._name("view", name), "view", (x,), (ins,), tuple(shape), block=self._block,
+                               attrs=(("copy", 1.0),) if copy else ()))
+
+    def mean(self, x: str, shape: Shape, name: str | None = None) -> str:
+        """A mean (or sum) reduction of ``x`` to ``shape`` per sample."""
+        ins = self.shape(x)
+        return self._add(Layer(self._name("mean", name), "mean", (x,), (ins,), tuple(shape), block=self._block))
+
+    def adaptive_maxpool(self, x: str, output_size: IntOrTuple = 1, name: str | None = None) -> str:
+        ins = self.shape(x)
+        out = _tup(output_size, len(ins) - 1)
+        return self._add(Layer(self._name("maxpool", name), "adaptive_maxpool", (x,), (ins,), (ins[0], *out),
+                               block=self._block))
+
+    def matmul(self, a: str, b: str, name: str | None = None) -> str:
+        """``a @ b`` of two activations with batch dimensions broadcast (``torch.matmul`` rules)."""
+        sa, sb = self.shape(a), self.shape(b)
+        if len(sa) < 2 or len(sb) < 2 or sa[-1] != sb[-2]:
+            raise NetworkError(f"{self.name}: matmul of shapes {sa} and {sb}")
+        lead = _broadcast(sa[:-2], sb[:-2], self.name)
+        out = (*lead, sa[-2], sb[-1])
+        return self._add(Layer(self._name("matmul", name), "matmul", (a, b), (sa, sb), out, block=self._block,
+                               attrs=(("k", float(sa[-1])),)))
+
+    def softmax(self, x: str, name: str | None = None) -> str:
+        ins = self.shape(x)
+        return self._add(Layer(self._name("softmax", name), "softmax", (x,), (ins,), ins, block=self._block))
+
+    def attention(self, q: str, k: str, v: str, name: str | None = None) -> str:
+        """``scaled_dot_product_attention(q, k, v)``: shapes ``(..., L, E)``, ``(..., S, E)``, ``(..., S, Ev)``."""
+        sq, sk, sv = self.shape(q), self.shape(k), self.shape(v)
+        if len(sq) < 2 or sq[-1] != sk[-1] or sk[-2] != sv[-2]:
+            raise NetworkError(f"{self.name}: attention of shapes {sq}, {sk}, {sv}")
+        out = (*_broadcast(sq[:-2], sv[:-2], self.name), sq[-2], sv[-1])
+        return self._add(Layer(self._name("attn", name), "attention", (q, k, v), (sq, sk, sv), out,
+                               block=self._block, attrs=(("s", float(sk[-2])), ("e", float(sq[-1])))))
+
+    def const_op(self, x: str, fn: str, operand_shape: Shape, params: int = 0, name: str | None = None) -> str:
+        """``x fn c`` for a parameter or constant tensor ``c`` of per-sample ``operand_shape``
+        broadcast against ``x`` (layer scale, position embedding, drop-path noise; a scalar has
+        shape ``()``); ``params`` counts the trainable elements behind ``c``."""
+        ins = self.shape(x)
+        out = _broadcast(ins, tuple(operand_shape), self.name)
+        return self._add(Layer(self._name(fn, name), "const_op", (x,), (ins,), out, params=params, fn=fn,
+                               block=self._block, attrs=(("operand_elems", float(math.prod(operand_shape))),)))
+
+
+def _broadcast(a: Shape, b: Shape, where: str) -> Shape:
+    """``torch`` broadcasting of two shapes."""
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(pa, pb, strict=True):
+        if x != y and 1 not in (x, y):
+            raise NetworkError(f"{where}: shapes {a} and {b} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)

@@ -64,9 +64,13 @@ B, S_D, S_H, S_W = sp.symbols("b s_d s_h s_w", positive=True)
 ELEMENTWISE_FLOPS: dict[str, int] = {
     "relu": 1, "relu6": 2, "sigmoid": 4, "tanh": 4, "silu": 5, "hardswish": 5,
     "hardsigmoid": 3, "gelu": 8, "batchnorm": 8, "add": 1, "mul": 1, "dropout": 2,
+    "leaky_relu": 2, "elu": 5, "mish": 8, "softplus": 5, "hardtanh": 2,
+    "layernorm": 8, "groupnorm": 8, "softmax": 5, "const_op": 1,
 }
 
 _SAVES_OUTPUT = frozenset({"relu", "sigmoid", "tanh"})
+#: In-place activations whose backward reads their result (no copy of the input is kept).
+_INPLACE_SAVES_OUTPUT = frozenset({"leaky_relu", "elu"})
 
 #: The fields of :class:`LayerCounts` that are expressions (in the order compiled).
 COUNT_FIELDS = (
@@ -116,7 +120,12 @@ def _matmul_flops_per_sample(layer: Layer) -> int:
     if layer.kind == "conv_transpose":
         return 2 * numel(layer.in_shape) * (layer.out_shape[0] // layer.groups) * math.prod(layer.kernel)
     if layer.kind == "linear":
-        return 2 * layer.in_shape[0] * layer.out_shape[0]
+        return 2 * numel(layer.in_shape) * layer.out_shape[-1]
+    if layer.kind == "matmul":
+        return 2 * layer.out_elems * int(layer.attr("k"))
+    if layer.kind == "attention":  # q @ k^T, then the weights @ v
+        rows = layer.out_elems // layer.out_shape[-1]
+        return 2 * rows * int(layer.attr("s")) * (int(layer.attr("e")) + layer.out_shape[-1])
     return 0
 
 
@@ -133,16 +142,19 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
     mm = _matmul_flops_per_sample(layer)
     ew = 0
     bwd_ew = 0
-    if kind in MATMUL_KINDS:
+    if kind == "attention":  # scaling and softmax of the score matrix (5 FLOPs per score)
+        ew = 5 * mm // (2 * (int(layer.attr("e")) + layer.out_shape[-1]))
+        bwd_ew = 2 * ew
+    elif kind in MATMUL_KINDS:
         ew = n_out if layer.bias else 0
         bwd_ew = n_out if layer.bias else 0
     elif kind == "act":
         ew, bwd_ew = ELEMENTWISE_FLOPS[layer.fn] * n_out, 2 * ELEMENTWISE_FLOPS[layer.fn] * n_out
-    elif kind in ("batchnorm", "add", "mul", "dropout"):
+    elif kind in ("batchnorm", "add", "mul", "dropout", "layernorm", "groupnorm", "softmax", "const_op"):
         ew, bwd_ew = ELEMENTWISE_FLOPS[kind] * n_out, 2 * ELEMENTWISE_FLOPS[kind] * n_out
     elif kind in ("maxpool", "avgpool"):
         ew, bwd_ew = math.prod(layer.kernel) * n_out, n_out
-    elif kind == "adaptive_avgpool":
+    elif kind in ("adaptive_avgpool", "adaptive_maxpool", "mean"):
         ew, bwd_ew = numel(layer.in_shape), numel(layer.in_shape)
     elif kind == "upsample":
         ew = 4 * n_out if layer.attr("bilinear") else 0
@@ -150,25 +162,30 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
     # activation traffic in elements (weights are priced separately from ``params``)
     if kind in MATMUL_KINDS:
         fwd_mem, bwd_mem = n_in + n_out, (n_out + n_in) if first else 2 * (n_out + n_in)
-    elif kind == "batchnorm":
+    elif kind in ("batchnorm", "layernorm", "groupnorm"):
         fwd_mem, bwd_mem = 3 * n_out, 4 * n_out
-    elif kind in ("act", "dropout"):
+    elif kind in ("act", "dropout", "softmax", "const_op"):
         fwd_mem, bwd_mem = 2 * n_out, 3 * n_out
-    elif kind in ("add", "mul", "maxpool", "avgpool", "adaptive_avgpool", "upsample"):
+    elif kind in ("add", "mul", "maxpool", "avgpool", "adaptive_avgpool", "adaptive_maxpool", "mean", "upsample"):
         fwd_mem, bwd_mem = n_in + n_out, n_in + n_out
     elif kind == "concat":
         fwd_mem, bwd_mem = 2 * n_out, 0
-    else:  # flatten: a view
+    elif kind == "view" and layer.attr("copy"):  # a reshape that has to copy
+        fwd_mem, bwd_mem = 2 * n_out, 2 * n_out
+    else:  # flatten and view: no data moves
         fwd_mem, bwd_mem = 0, 0
     bwd_in = 0 if first else mm
-    bwd_w = mm if layer.params else 0
+    # a product of two activations has two operand gradients; the second is priced as the "weight" one
+    bwd_w = mm if layer.params or kind in ("matmul", "attention") else 0
     coef = np.zeros((len(COUNT_FIELDS), 3))
     # saved activations: this layer's first-saved storages scale like its input or output
     for storage, elems in saved_storages.items():
         coef[_FIELD["saved_elems"], so if storage == layer.name else si] += elems
     extra = 0
-    if kind == "maxpool":
+    if kind in ("maxpool", "adaptive_maxpool"):
         extra = 8 * n_out  # int64 indices
+    elif kind == "attention":
+        extra = 4 * (n_out // layer.out_shape[-1])  # fp32 log-sum-exp per query row
     elif kind == "dropout":
         extra = n_out  # bool mask
     for f, v in (
@@ -204,19 +221,27 @@ def _storage_of(net: Network) -> dict[str, str]:
     """Tensor -> the storage it lives in (in-place ops and views share their input's)."""
     storage: dict[str, str] = {"input": "input"}
     for layer in net.layers:
-        aliases = layer.inplace or layer.kind == "flatten"
+        aliases = layer.inplace or layer.kind == "flatten" or layer.kind == "view" and not layer.attr("copy")
         storage[layer.name] = storage[layer.inputs[0]] if aliases else layer.name
     return storage
 
 
 def _saved_tensors(layer: Layer) -> tuple[str, ...]:
     kind = layer.kind
-    if kind in MATMUL_KINDS or kind in ("batchnorm", "maxpool", "avgpool", "adaptive_avgpool"):
+    if kind in ("matmul", "mul"):
+        return layer.inputs
+    if kind == "attention":  # flash / memory-efficient kernels keep q, k, v and the output
+        return (*layer.inputs, layer.name)
+    if kind in MATMUL_KINDS or kind in (
+        "batchnorm", "layernorm", "groupnorm", "maxpool", "avgpool", "adaptive_avgpool", "adaptive_maxpool"
+    ):
         return (layer.inputs[0],)
     if kind == "act":
         return (layer.name,) if layer.fn in _SAVES_OUTPUT or layer.inplace else (layer.inputs[0],)
-    if kind == "mul":
-        return layer.inputs
+    if kind == "softmax":
+        return (layer.name,)
+    if kind == "const_op" and layer.fn in ("mul", "div") and layer.params:
+        return (layer.inputs[0],)  # the parameter's gradient reads the activation
     return ()
 
 
@@ -229,12 +254,13 @@ def saved_storages(net: Network) -> list[dict[str, int]]:
         mine: dict[str, int] = {}
         for t in _saved_tensors(layer):
             st = storage[t]
-            if layer.kind == "act" and layer.inplace and layer.fn not in _SAVES_OUTPUT:
+            if layer.kind == "act" and layer.inplace and layer.fn not in _SAVES_OUTPUT | _INPLACE_SAVES_OUTPUT:
                 st = f"{layer.name}#clone"  # autograd saves a copy of the input it overwrites
             if st in seen or t == "input":
                 continue  # the network input is data, not an activation kept by autograd
             seen.add(st)
-            mine[t] = numel(net.shape_of(t))
+            # a view (a slice, a head of a packed q/k/v) keeps its whole storage alive
+            mine[t] = numel(net.shape_of(t if st.endswith("#clone") else st))
         out.append(mine)
     return out
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ..errors import NetworkError
 
-__all__ = ["Layer", "Shape", "KINDS", "ACTIVATIONS", "MATMUL_KINDS", "numel"]
+__all__ = ["Layer", "Shape", "KINDS", "ACTIVATIONS", "CONST_OPS", "MATMUL_KINDS", "numel"]
 
 #: A per-sample tensor shape: (C, H, W) for images, (C, D, H, W) for volumes, (F,) for vectors.
 Shape = tuple[int, ...]
@@ -15,7 +15,7 @@ Shape = tuple[int, ...]
 #: Every layer kind the IR knows; the cost model dispatches on these.
 KINDS = frozenset(
     {
-        "conv",  # 2-D or 3-D convolution (by the length of ``kernel``)
+        "conv",  # 1-D, 2-D or 3-D convolution (by the length of ``kernel``)
         "conv_transpose",
         "linear",
         "batchnorm",
@@ -29,14 +29,29 @@ KINDS = frozenset(
         "flatten",
         "dropout",
         "upsample",
+        "layernorm",  # over the trailing ``attr('norm_elems')`` elements of each position
+        "groupnorm",  # ``attr('groups')`` groups of channels (instance norm: one per channel)
+        "adaptive_maxpool",
+        "mean",  # a reduction (e.g. global average pooling written as ``x.mean((2, 3))``)
+        "view",  # reshape, permute, transpose, slice, expand: no arithmetic, shares its input's storage
+        "matmul",  # a product of two activations (``a @ b``, ``bmm``), ``attr('k')`` contracted
+        "softmax",
+        "attention",  # scaled_dot_product_attention of (q, k, v); flash-style memory
+        "const_op",  # ``fn`` (add/mul/sub/div) of one activation and a parameter or constant tensor
     }
 )
 
 #: Activation functions of ``kind == "act"``.
-ACTIVATIONS = frozenset({"relu", "relu6", "silu", "sigmoid", "hardswish", "hardsigmoid", "gelu", "tanh"})
+ACTIVATIONS = frozenset({
+    "relu", "relu6", "silu", "sigmoid", "hardswish", "hardsigmoid", "gelu", "tanh", "leaky_relu", "elu",
+    "mish", "softplus", "hardtanh",
+})
+
+#: Functions of ``kind == "const_op"``.
+CONST_OPS = frozenset({"add", "mul", "sub", "div"})
 
 #: Kinds whose FLOPs count as convolution / matrix-multiply FLOPs.
-MATMUL_KINDS = frozenset({"conv", "conv_transpose", "linear"})
+MATMUL_KINDS = frozenset({"conv", "conv_transpose", "linear", "matmul", "attention"})
 
 
 def numel(shape: Shape) -> int:
@@ -76,6 +91,8 @@ class Layer:
             raise NetworkError(f"layer {self.name}: unknown kind '{self.kind}' (valid: {sorted(KINDS)})")
         if self.kind == "act" and self.fn not in ACTIVATIONS:
             raise NetworkError(f"layer {self.name}: unknown activation '{self.fn}' (valid: {sorted(ACTIVATIONS)})")
+        if self.kind == "const_op" and self.fn not in CONST_OPS:
+            raise NetworkError(f"layer {self.name}: unknown constant op '{self.fn}' (valid: {sorted(CONST_OPS)})")
         if len(self.inputs) != len(self.in_shapes) or not self.inputs:
             raise NetworkError(f"layer {self.name}: {len(self.inputs)} inputs but {len(self.in_shapes)} shapes")
         if any(d <= 0 for s in (*self.in_shapes, self.out_shape) for d in s):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ...errors import UnknownNameError, UsageError
 from ...limits import MAX_IMAGE_SIZE, shown
 from ..graph import Network
+from ..importers.resolve import is_import_spec, load_imported
 
 __all__ = ["ModelEntry", "MODELS", "get_model", "model_names"]
 
@@ -71,7 +72,11 @@ def model_names() -> list[str]:
 
 
 def get_model(name: str, image_size: int | None = None) -> Network:
-    """The zoo network ``name`` at ``image_size`` (default: the size torchvision evaluates)."""
+    """The zoo network ``name`` at ``image_size`` (default: the size torchvision evaluates), or
+    an imported one: ``file.py:Name``, ``model.onnx``, ``torchvision:NAME``, ``timm:NAME``
+    (see :mod:`perfmodel.network.importers`)."""
+    if is_import_spec(name):
+        return load_imported(name, image_size)
     models = _models()
     if name not in models:
         raise UnknownNameError("model", name, models)
