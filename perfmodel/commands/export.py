@@ -22,6 +22,7 @@ from .common import (
     gpus_option,
     hardware_option,
     image_size_option,
+    model_input_options,
     optimizer_option,
     precision_option,
 )
@@ -87,6 +88,7 @@ def export_lines(e: ExportPlan, output: Path) -> list[str]:
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
 @image_size_option
+@model_input_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The program to write (.py); run it with torchrun.")
 @format_option
