@@ -322,7 +322,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     params_gpu = float((cc.params * plan.f_par).sum())
     mem_bw = hw.device.memory_bandwidth_bytes_per_s * hw.compute[ctx.precision].memory
     t_opt = (params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw
-             + OPTIMIZER_LAUNCHES * hw.kernel_launch_s)
+             + OPTIMIZER_LAUNCHES * hw.kernel_launch_s + hw.kernels.step_overhead_s)
     breakdown["optimizer_step"] = t_opt
     total = t_body + exposed + t_opt
     parts = sum(breakdown.values())

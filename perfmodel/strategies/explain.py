@@ -32,7 +32,7 @@ import numpy as np
 import sympy as sp
 
 from ..cost.collectives import Group, allreduce_expr, link_params, link_symbols, ring_tier
-from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues, layer_seconds
+from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues, ShapeRules, layer_seconds
 from ..cost.formulas import p2p, ring_allgather, ring_allreduce, ring_reduce_scatter, smax
 from ..errors import UsageError
 from .channels import BREAKDOWN_KEYS, split_counts, split_plan
@@ -46,7 +46,7 @@ from .spec import Strategy
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
 
 SYMBOLS = ComputeValues.symbols()
-R, R32, ETA_C, ETA_L, ETA_M, W_HALF, BETA_MEM, TAU, E = SYMBOLS.as_tuple()
+R, R32, ETA_C, ETA_L, ETA_M, BETA_MEM, TAU, E, H_OP, T_STEP = SYMBOLS.as_tuple()
 M = sp.Symbol("M", positive=True)
 B_SYM = sp.Symbol("b", positive=True)
 LINK = link_symbols()
@@ -60,9 +60,10 @@ SYMBOL_MEANING: dict[str, str] = {
     "eta_conv": "achievable fraction of R for convolutions",
     "eta_linear": "achievable fraction of R for linear layers",
     "eta_mem": "achievable fraction of the memory bandwidth",
-    "w_half": "half-performance work of a kernel, FLOPs (Hockney's n_1/2)",
     "beta_mem": "memory bandwidth, bytes/s",
-    "tau": "kernel launch overhead, s",
+    "tau": "GPU-side gap per kernel launched, s",
+    "h": "host (CPU) time per op eager PyTorch dispatches, s",
+    "t_step": "fixed seconds per step: zero_grad, loss, host synchronisation",
     "e": "bytes per activation element",
     "beta_intra": "effective intra-node bandwidth per GPU, bytes/s",
     "alpha_intra": "intra-node latency, s",
@@ -74,7 +75,7 @@ SYMBOL_MEANING: dict[str, str] = {
 #: hardware profile's numbers. The batch, micro-batches, element size and the plan's element
 #: counts fix the plan itself.
 HARDWARE_SYMBOLS: tuple[str, ...] = (
-    "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "w_half", "beta_mem", "tau",
+    "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "h", "t_step",
     "beta_intra", "alpha_intra", "beta_net", "alpha_net",
 )
 
@@ -201,6 +202,7 @@ def _layer_exprs(
     ctx: Context,
     batch: Any,
     grid: tuple[int, int, int],
+    batch_value: float,
     counts: dict[str, np.ndarray] | None = None,
     params: np.ndarray | None = None,
 ) -> tuple[list[Any], list[Any]]:
@@ -208,11 +210,13 @@ def _layer_exprs(
 
     Every count is linear in the batch, so the count of ``batch`` samples is ``batch`` times
     the per-sample count on the tile (the same counts, evaluated at ``b = 1``), or of
-    ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split).
+    ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split);
+    ``batch_value`` is the micro-batch the kernels' shape efficiencies are taken at.
     """
     ev = counts if counts is not None else ctx.cc.evaluate(1.0, *grid)
     weights = params if params is not None else ctx.cc.params
-    fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch)
+    rules = ShapeRules.of(ctx.hw, ctx.precision, batch_value)
+    fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch, rules)
     return list(fwd), list(bwd)
 
 
@@ -384,8 +388,8 @@ def _explain_chain(
         p = s.sp_degree
         fwd: list[Any] = []
         bwd: list[Any] = []
-        f_sp, b_sp = _layer_exprs(ctx, b_sym, s.sp)
-        f_sa, b_sa = _layer_exprs(ctx, sp.ceiling(b_sym / p), (1, 1, 1))
+        f_sp, b_sp = _layer_exprs(ctx, b_sym, s.sp, values[b_sym])
+        f_sa, b_sa = _layer_exprs(ctx, sp.ceiling(b_sym / p), (1, 1, 1), math.ceil(values[b_sym] / p))
         for lk in net.links:
             src = (f_sp, b_sp) if lk.name in spatial else (f_sa, b_sa)
             fwd += src[0][lk.start : lk.stop]
@@ -396,7 +400,7 @@ def _explain_chain(
         bwd_c = [bwd[j] + (comm.halo(j) + comm.switch(j)) / 2 for j in range(len(bwd))]
         group_words = f"p = {p} GPUs of the spatial group {comm.where}, per micro-batch"
     else:
-        fwd, bwd = _layer_exprs(ctx, b_sym, (1, 1, 1))
+        fwd, bwd = _layer_exprs(ctx, b_sym, (1, 1, 1), values[b_sym])
         bwd_c = bwd
     if s.pp > 1:
         bounds = np.concatenate([[0], np.cumsum(details["balance"])]).astype(int)
@@ -493,7 +497,8 @@ def _explain_chain(
 
 
 def _optimizer(ctx: Context, params_gpu: float) -> Any:
-    return params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / (BETA_MEM * ETA_M) + OPTIMIZER_LAUNCHES * TAU
+    traffic = params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / (BETA_MEM * ETA_M)
+    return traffic + OPTIMIZER_LAUNCHES * TAU + T_STEP
 
 
 def _explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pred: Prediction) -> StepFormula:
@@ -502,7 +507,7 @@ def _explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pr
     net, g = ctx.net, ctx.hw.gpus_per_node
     plan = split_plan(net, mode, n)
     params = ctx.cc.params * plan.f_par
-    fwd, bwd = _layer_exprs(ctx, B_SYM, (1, 1, 1), split_counts(ctx.cc, plan, 1.0), params)
+    fwd, bwd = _layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM], split_counts(ctx.cc, plan, 1.0), params)
     # n consecutive ranks; the dp replicas of a shard are n ranks apart (as channels places them)
     split_group = weight_group(Strategy(dp=n), g)
     _, _, where = _tier(split_group)
@@ -569,7 +574,7 @@ def _explain_mp(
     seg = segments(part)
     a = np.asarray(part.assignment)
     crit = int(details["critical_gpu"])
-    fwd, bwd = _layer_exprs(ctx, B_SYM, (1, 1, 1))
+    fwd, bwd = _layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM])
     layer_of, share = hg.unit_layer, hg.unit_share
 
     def unit_exprs(per_layer: list[Any], units: np.ndarray) -> list[Any]:

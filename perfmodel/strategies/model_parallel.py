@@ -607,7 +607,7 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> _Price
     mem_bw = hw.device.memory_bandwidth_bytes_per_s * hw.compute[ctx.precision].memory
     t_opt = (
         params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw
-        + OPTIMIZER_LAUNCHES * hw.kernel_launch_s
+        + OPTIMIZER_LAUNCHES * hw.kernel_launch_s + hw.kernels.step_overhead_s
     )
     breakdown["optimizer_step"] = t_opt
     total = t_body + exposed + t_opt

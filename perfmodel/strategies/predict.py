@@ -37,8 +37,9 @@ OPTIMIZER_LAUNCHES = 10
 
 #: What no prediction includes.
 EXCLUDED = (
-    "data loading and augmentation, host-to-device input copies, the loss function, "
-    "evaluation, checkpointing; slow-down of compute by concurrent communication"
+    "data loading and augmentation, host-to-device input copies, evaluation, checkpointing, "
+    "slow-down of compute by concurrent communication (included: the loss, zero_grad and host "
+    "synchronisation, as one fixed cost per step: efficiency.kernels.step_overhead_s)"
 )
 
 
@@ -278,7 +279,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         """The optimizer's update of the weights of the largest stage (the busiest GPU)."""
         params_gpu = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
         return params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw + (
-            OPTIMIZER_LAUNCHES * hw.kernel_launch_s
+            OPTIMIZER_LAUNCHES * hw.kernel_launch_s + hw.kernels.step_overhead_s
         )
 
     def pipeline(balance: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, PipelineTiming, float]:
