@@ -44,6 +44,8 @@ def smax(*xs: Num) -> Num:
     """max() for numbers, numpy arrays (elementwise) and sympy expressions."""
     if _is_sym(*xs):
         return sp.Max(*xs, evaluate=False)
+    if all(isinstance(x, (int, float)) for x in xs):
+        return max(xs)
     out = xs[0]
     for x in xs[1:]:
         out = np.maximum(out, x)
@@ -54,6 +56,8 @@ def smin(*xs: Num) -> Num:
     """min() for numbers, numpy arrays (elementwise) and sympy expressions."""
     if _is_sym(*xs):
         return sp.Min(*xs, evaluate=False)
+    if all(isinstance(x, (int, float)) for x in xs):
+        return min(xs)
     out = xs[0]
     for x in xs[1:]:
         out = np.minimum(out, x)
