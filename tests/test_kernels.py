@@ -70,6 +70,18 @@ def test_algorithm_and_alignment_rules() -> None:
     assert dgrad_work_factor((3, 3), (1, 1)) == 1.0
 
 
+def test_depthwise_kernels_run_on_cuda_cores_packed_in_half_precision() -> None:
+    from perfmodel.cost.work import kernel_work
+
+    lk = network_kernels(get_model("mobilenet_v2"))
+    kp = load_hardware("v100-16gb-dgx1").kernels
+    full, half = kernel_work(lk, kp, np.full(len(lk.groups), 32.0), False), \
+        kernel_work(lk, kp, np.full(len(lk.groups), 32.0), False, half_precision=True)
+    dw = lk.depthwise
+    assert dw.sum() > 10 and np.all(full.flops["fwd"][dw] == 0) and np.all(full.cc_flops["fwd"][dw] > 0)
+    np.testing.assert_allclose(half.cc_flops["fwd"], full.cc_flops["fwd"] / 2)
+
+
 def test_memory_kernels_of_pooling_and_batch_norm() -> None:
     net = get_model("resnet50")
     lk = network_kernels(net)

@@ -17,6 +17,11 @@ from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tens
 from .kernels import network_kernels
 from .work import KernelWork, kernel_work
 
+#: Precisions whose activations are 16-bit: their CUDA-core kernels (depthwise convolutions)
+#: use packed half2 arithmetic, two FMAs per fp32 lane (NVIDIA Tesla V100 whitepaper: FP16
+#: 31.4 TFLOPS on CUDA cores vs FP32 15.7).
+HALF_PRECISIONS = ("amp", "bf16")
+
 __all__ = [
     "ComputeValues",
     "ShapeRules",
@@ -25,6 +30,7 @@ __all__ = [
     "layer_times",
     "kind_masks",
     "GRAD_BYTES_PER_PARAM",
+    "HALF_PRECISIONS",
 ]
 
 
@@ -58,10 +64,11 @@ class ShapeRules:
     kernels: KernelParams
     tensor_cores: bool
     batch_value: float | None = None
+    half_precision: bool = False
 
     @classmethod
     def of(cls, hw: Hardware, precision: str, batch_value: float | None = None) -> ShapeRules:
-        return cls(hw.kernels, tensor_cores(hw, precision), batch_value)
+        return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS)
 
 
 def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -97,7 +104,7 @@ def layer_seconds(
     if b_num is None:
         raise ValueError("layer_seconds: a symbolic batch needs rules.batch_value (the micro-batch)")
     scale = _scale(cc, counts) * b_num
-    work = kernel_work(network_kernels(cc.network), rules.kernels, scale, rules.tensor_cores)
+    work = kernel_work(network_kernels(cc.network), rules.kernels, scale, rules.tensor_cores, rules.half_precision)
     conv, _, _ = kind_masks(cc)
     ew_f = np.asarray(counts["fwd_flops"]) - np.asarray(counts["fwd_matmul_flops"])
     ew_b = np.asarray(counts["bwd_input_flops"]) - np.minimum(counts["bwd_input_flops"], counts["fwd_matmul_flops"])

@@ -34,10 +34,13 @@ TILES: tuple[tuple[int, int], ...] = (
     (128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128), (64, 32), (32, 64), (32, 32), (128, 8), (8, 128),
 )
 
-#: Thread blocks of the smallest tiles resident on one SM at a time: a 128x128 tile uses
-#: one SM's registers/shared memory, smaller tiles fit ``128*128 / (tm*tn)`` of them, up to
-#: this many (occupancy; NVIDIA CUDA C Best Practices Guide, "Occupancy").
+#: Thread blocks resident on one SM at a time: a 128x128 tile's block (256 threads of ~128
+#: registers) takes half an SM's 64K registers, so two fit; smaller tiles fit
+#: ``2 * 128*128 / (tm*tn)`` of them, up to this many (occupancy; NVIDIA CUDA C Best Practices
+#: Guide, "Occupancy"; 64K 32-bit registers per SM on Pascal through Hopper).
 MAX_CTAS_PER_SM = 4
+#: Blocks of a 128x128 tile resident per SM.
+CTAS_128X128 = 2
 
 #: Tensor cores need channel counts that are multiples of 8 for fp16/bf16 (NVIDIA, "Deep
 #: Learning Performance Guide: Convolutional layers", channels in and out a multiple of 8,
@@ -52,7 +55,7 @@ def _tile_table(sms: int, half_intensity: float) -> tuple[np.ndarray, np.ndarray
     if hit is None:
         tm = np.array([t[0] for t in TILES], dtype=float)[:, None]
         tn = np.array([t[1] for t in TILES], dtype=float)[:, None]
-        ctas = np.clip((128 * 128) // (tm * tn), 1, MAX_CTAS_PER_SM)
+        ctas = np.clip(CTAS_128X128 * (128 * 128) // (tm * tn), 1, MAX_CTAS_PER_SM)
         intensity = tm * tn / (tm + tn)
         hit = (tm, tn, sms * ctas, intensity / (intensity + half_intensity))
         _TABLES[key] = hit
@@ -72,7 +75,8 @@ def gemm_shape_efficiency(
 
     * *tile quantisation*: the output is covered by ``ceil(m/tm) * ceil(n/tn)`` whole tiles
       per group, the padding is wasted work;
-    * *wave quantisation*: tiles run in waves of ``sms x ctas`` resident blocks; the last
+    * *wave quantisation*: tiles run in waves of ``sms x ctas`` resident blocks (:data:`CTAS_128X128`,
+      :data:`MAX_CTAS_PER_SM`); the last
       partial wave leaves SMs idle (NVIDIA, "Deep Learning Performance Guide: Matrix
       Multiplication Background", sections "Tile quantization" and "Wave quantization");
     * *split-K* (where ``split_k``: GEMMs and weight gradients; cuDNN's forward and

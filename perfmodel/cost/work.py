@@ -74,11 +74,14 @@ def kernel_work(
     kp: KernelParams,
     scale: np.ndarray,
     tensor_cores: bool,
+    half_precision: bool = False,
 ) -> KernelWork:
     """The work of every kernel when each layer's per-sample counts are multiplied by ``scale``
     (the micro-batch times the fraction of the layer's extent its tile holds).
 
-    ``tensor_cores``: the precision runs on tensor cores (channels padded to 8, no Winograd).
+    ``tensor_cores``: the precision runs on tensor cores (channels padded to 8, no Winograd);
+    ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two FMAs per
+    fp32 lane (packed half2), so their FLOPs count half at the fp32 peak.
     """
     scale = np.asarray(scale, dtype=float)
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
@@ -100,6 +103,7 @@ def kernel_work(
         slow = 1 / wgrad_eff if s == "wgrad" else 1.0
         flops[s] = np.where(present & ~lk.depthwise, direct / (eff * gain) * slow, 0.0)
         dw_slow = 1 / kp.wgrad_efficiency if s == "wgrad" else 1.0  # depthwise kernels run on CUDA cores
+        dw_slow *= 0.5 if half_precision else 1.0
         cc[s] = np.where(present & lk.depthwise, direct / kp.depthwise_efficiency * dw_slow, 0.0)
         mm_elems[s] = np.where(present, lk.mm_elems[s] * scale, 0.0)
     return KernelWork(

@@ -130,12 +130,12 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 12.1
-    winograd_gain: float = 2.87
+    tile_half_intensity: float = 11.0
+    winograd_gain: float = 2.88
     winograd_min_channels: float = 32.0
-    wgrad_efficiency: float = 0.546
-    wgrad_efficiency_tensor_cores: float = 1.0
-    depthwise_efficiency: float = 0.0396
+    wgrad_efficiency: float = 0.525
+    wgrad_efficiency_tensor_cores: float = 0.539
+    depthwise_efficiency: float = 0.0406
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
 

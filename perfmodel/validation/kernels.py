@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cost.compute import HALF_PRECISIONS
 from ..cost.formulas import kernel_time
 from ..cost.kernel_model import ComputeValues, mm_time, phase_times, tensor_cores
 from ..cost.kernels import layer_kernels
@@ -74,7 +75,7 @@ def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np
     lk = layer_kernels([r.layer for r in rows], [r.first for r in rows])
     batch = np.array([r.batch for r in rows])
     params = np.array([float(r.layer.params) for r in rows])
-    w = kernel_work(lk, hw.kernels, batch, tensor_cores(hw, precision))
+    w = kernel_work(lk, hw.kernels, batch, tensor_cores(hw, precision), precision in HALF_PRECISIONS)
     v = ComputeValues.of(hw, precision)
     eta = np.where(lk.conv, v.eta_conv, v.eta_linear)
     fwd, bwd = phase_times(w, params, v, eta, 0.0, 0.0, host=False)
