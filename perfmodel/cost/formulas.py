@@ -27,6 +27,7 @@ __all__ = [
     "ceil",
     "where",
     "is_symbolic",
+    "ssum",
 ]
 
 Num = Any  # float | np.ndarray | sympy.Expr
@@ -39,13 +40,16 @@ def is_symbolic(*xs: Num) -> bool:
 
 _is_sym = is_symbolic
 
+#: Plain numbers, which take Python's max/min (the search's hot path: no numpy call).
+_SCALARS = (float, int, np.float64)
+
 
 def smax(*xs: Num) -> Num:
     """max() for numbers, numpy arrays (elementwise) and sympy expressions."""
+    if all(type(x) in _SCALARS for x in xs):
+        return max(xs)
     if _is_sym(*xs):
         return sp.Max(*xs, evaluate=False)
-    if all(isinstance(x, (int, float)) for x in xs):
-        return max(xs)
     out = xs[0]
     for x in xs[1:]:
         out = np.maximum(out, x)
@@ -54,14 +58,21 @@ def smax(*xs: Num) -> Num:
 
 def smin(*xs: Num) -> Num:
     """min() for numbers, numpy arrays (elementwise) and sympy expressions."""
+    if all(type(x) in _SCALARS for x in xs):
+        return min(xs)
     if _is_sym(*xs):
         return sp.Min(*xs, evaluate=False)
-    if all(isinstance(x, (int, float)) for x in xs):
-        return min(xs)
     out = xs[0]
     for x in xs[1:]:
         out = np.minimum(out, x)
     return out
+
+
+def ssum(xs: Any) -> Num:
+    """The sum of a numpy array (a float) or of a sequence of numbers or sympy expressions."""
+    if isinstance(xs, np.ndarray):
+        return float(xs.sum())
+    return sp.Add(*xs) if _is_sym(*xs) else sum(xs)
 
 
 def log2(x: Num) -> Num:
