@@ -72,7 +72,7 @@ CASES: list[tuple[str, str, int, str]] = [
     (P, "resnet5 --gpus 8 -s dp=8", 1, "did you mean resnet50"),
     (P, "RESNET50 --gpus 8 -s dp=8", 1, "did you mean resnet50"),
     (P, "'' --gpus 8 -s dp=8", 1, "valid: alexnet"),
-    (P, "resnet50 --gpus 8 -s dp=8 -H a100", 1, "did you mean a100-40gb-dgx, a100-80gb-dgx"),
+    (P, "resnet50 --gpus 8 -s dp=8 -H a100", 1, "did you mean a100-40gb-dgx, a100-40gb-pcie, a100-80gb-dgx"),
     (P, "resnet50 --gpus 8 -s dp=8 -H template", 1, "unknown hardware 'template'"),
     # predict: GPU counts
     (P, "resnet50 --gpus 0 -s dp=8", 2, "0 is not in the range 1<=x<=1000000"),
@@ -277,7 +277,7 @@ CASES: list[tuple[str, str, int, str]] = [
     ("partition", "tiny_cnn -k 2 --seed 99999999999", 2, "seed"),
     ("partition", "tiny_cnn -k 2 --seed -1", 2, "seed"),
     ("show", "resnet50 --format x", 2, "'x' is not one of"),
-    ("hardware", "a100", 1, "did you mean a100-40gb-dgx, a100-80gb-dgx"),
+    ("hardware", "a100", 1, "did you mean a100-40gb-dgx, a100-40gb-pcie, a100-80gb-dgx"),
     ("hardware", "''", 1, "unknown hardware ''"),
     ("hardware", "template", 1, "unknown hardware 'template'"),
     ("hardware", "{broken_toml}", 1, "not valid toml"),

@@ -167,8 +167,10 @@ def _table(
         emit(f"  {str(sym):<22} {val:<14.6g} {f.meaning_of(str(sym))}")
     emit("")
     emit(
-        "Per layer: T_layer = max((b*F + w_half)/(R*eta), b*F_elementwise/R_fp32,"
-        " (b*elems*e + params*e)/(beta_mem*eta_mem)) + tau;"
+        "Per layer: T_layer = max(ops*h, sum over its GEMM kernels of max(b*W/(R*eta), b*W_dw/R_fp32,"
+        " (b*elems*e + params*e)/(beta_mem*eta_mem)) + memory kernels max(bytes/(beta_mem*eta_mem),"
+        " b*F_elementwise/R_fp32) + launches*tau), W = a kernel's FLOPs over its shape efficiency"
+        " (tiles, waves, Winograd) at the micro-batch b;"
     )
     emit(
         "collectives: ring allreduce 2*(p - 1)/p * n/beta + 2*(p - 1)*alpha, tree 2*log2(p)*alpha + 2*n/beta,"

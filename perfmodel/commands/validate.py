@@ -120,9 +120,13 @@ def render_validation(v: Validation) -> str:
     help="none: profiles as shipped. single-gpu: fit compute efficiencies on the 1-GPU "
     "rows, then score the multi-GPU rows (which the fit never sees).",
 )
+@click.option("--kernels", is_flag=True, help="Score the compute model against the shipped per-kernel "
+              "(DeepBench, NeuSight) and per-layer (PipeDream) measurements instead: MAPE per source, "
+              "GPU and op kind, before (per-layer roofline) and after (kernel model); see "
+              "perfmodel/data/KERNELS.md.")
 @format_option
 @chart_option
-def validate_cmd(files: tuple[Path, ...], calibrate: str, fmt: str, chart: Path | None) -> None:
+def validate_cmd(files: tuple[Path, ...], calibrate: str, kernels: bool, fmt: str, chart: Path | None) -> None:
     """Compare predictions with measured runs in FILES (CSV; default: the shipped published runs).
 
     \b
@@ -132,6 +136,11 @@ def validate_cmd(files: tuple[Path, ...], calibrate: str, fmt: str, chart: Path 
     throughput and of speedup overall and per (model, hardware, strategy kind).
     """
     check_writable(chart)
+    if kernels:
+        from .validate_kernels import emit_kernel_scores
+
+        emit_kernel_scores(files, calibrate, fmt, chart)
+        return
     v = validate(load_measurements(list(files)), calibrate)
     if chart is not None:
         from ..report.charts import save_chart

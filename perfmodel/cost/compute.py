@@ -1,32 +1,37 @@
-"""Per-layer compute time: a roofline on the profile with work-size-dependent efficiency."""
+"""Per-layer compute time: the kernels each layer launches, priced from their shapes on the profile."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
-import sympy as sp
 
 from ..hardware import Hardware
+from ..hardware.profile import KernelParams
 from ..network.counts import CompiledCounts
-from ..units import BYTES_PER_ELEMENT
-from .formulas import Num, is_symbolic, kernel_time, smax, smin, where
+from .formulas import Num, is_symbolic
+from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tensor_cores
+from .kernels import network_kernels
+from .work import KernelWork, kernel_work
+
+#: Precisions whose activations are 16-bit: their CUDA-core kernels (depthwise convolutions)
+#: use packed half2 arithmetic, two FMAs per fp32 lane (NVIDIA Tesla V100 whitepaper: FP16
+#: 31.4 TFLOPS on CUDA cores vs FP32 15.7).
+HALF_PRECISIONS = ("amp", "bf16")
 
 __all__ = [
     "ComputeValues",
+    "ShapeRules",
     "LayerTimes",
     "layer_seconds",
     "layer_times",
     "kind_masks",
     "GRAD_BYTES_PER_PARAM",
+    "HALF_PRECISIONS",
 ]
-
-#: Gradients and master weights are fp32 under every precision (mixed precision keeps fp32
-#: master weights: Micikevicius et al., "Mixed Precision Training", ICLR 2018, section 3.1).
-GRAD_BYTES_PER_PARAM = 4
 
 
 @dataclass(frozen=True)
@@ -51,52 +56,26 @@ def kind_masks(cc: CompiledCounts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @dataclass(frozen=True)
-class ComputeValues:
-    """The hardware numbers a compute formula reads: floats from a profile, or sympy symbols.
+class ShapeRules:
+    """What fixes each kernel's effective FLOPs besides the counts: the profile's kernel-model
+    numbers, whether the precision runs on tensor cores, and, when the batch is a symbol, the
+    micro-batch the shapes are taken at (``batch_value``)."""
 
-    :meth:`of` takes them from a profile at a precision (``predict``, the search);
-    :meth:`symbols` names them (``explain``: the same formula evaluated on symbols, so
-    its value at :meth:`of`'s numbers is ``predict``'s).
-    """
-
-    peak_flops_per_s: Num  # R: tensor-core (or fp32) peak of convolutions and matmuls at the precision
-    fp32_peak_flops_per_s: Num  # R_fp32: CUDA-core peak, elementwise ops
-    eta_conv: Num  # achievable fraction of R for convolutions
-    eta_linear: Num  # achievable fraction of R for linear layers
-    eta_memory: Num  # achievable fraction of the memory bandwidth
-    half_work_flops: Num  # w_half: Hockney's n_1/2 of a kernel, FLOPs
-    memory_bandwidth_bytes_per_s: Num  # beta_mem
-    launch_s: Num  # tau: kernel launch overhead
-    elem_bytes: Num  # e: bytes per activation element at the precision
-
-    #: The symbol of each field in ``explain`` (:meth:`symbols`).
-    SYMBOL_NAMES = (
-        "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "w_half", "beta_mem", "tau", "e",
-    )
+    kernels: KernelParams
+    tensor_cores: bool
+    batch_value: float | None = None
+    half_precision: bool = False
 
     @classmethod
-    def of(cls, hw: Hardware, precision: str) -> ComputeValues:
-        """The profile's numbers at ``precision``."""
-        eff = hw.compute[precision]
-        return cls(
-            peak_flops_per_s=hw.device.peak(precision),
-            fp32_peak_flops_per_s=hw.device.peak_flops_per_s["fp32"],
-            eta_conv=eff.conv,
-            eta_linear=eff.linear,
-            eta_memory=eff.memory,
-            half_work_flops=eff.half_work_flops,
-            memory_bandwidth_bytes_per_s=hw.device.memory_bandwidth_bytes_per_s,
-            launch_s=hw.kernel_launch_s,
-            elem_bytes=BYTES_PER_ELEMENT[precision],
-        )
+    def of(cls, hw: Hardware, precision: str, batch_value: float | None = None) -> ShapeRules:
+        return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS)
 
-    @classmethod
-    def symbols(cls) -> ComputeValues:
-        """Every field as a positive sympy symbol named by :attr:`SYMBOL_NAMES`."""
-        return cls(*sp.symbols(" ".join(cls.SYMBOL_NAMES), positive=True))
 
-    def as_tuple(self) -> tuple[Num, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))
+def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Each layer's counts over its per-sample counts on the whole tensor: micro-batch x tile
+    fraction (x the held share of a filter/channel split, taken as a share of the rows)."""
+    full = cc.evaluate(1.0)["out_elems"]
+    return np.asarray(counts["out_elems"], dtype=float) / np.where(full > 0, full, 1.0)
 
 
 def layer_seconds(
@@ -105,62 +84,63 @@ def layer_seconds(
     weights: np.ndarray,
     v: ComputeValues,
     batch: Num = 1.0,
+    rules: ShapeRules | None = None,
 ) -> tuple[Any, Any]:
     """Forward and backward seconds of every layer: one formula for numbers and symbols.
 
-    The work of layer ``i`` is ``batch * counts[key][i]`` (counts are linear in the batch:
-    pass the counts of the batch and ``batch=1``, or the counts per sample and the batch,
-    possibly a symbol); ``weights[i]`` its parameters on this GPU. With numeric ``v`` and
-    ``batch`` it returns two arrays (vectorised over layers); with symbols, two lists of
-    per-layer sympy expressions. Each layer costs ``max(matmul, elementwise, memory) +
-    launches`` (see :func:`layer_times`).
+    The work of layer ``i`` is ``batch`` times what ``counts`` give (counts are linear in the
+    batch: pass the counts of the batch and ``batch=1``, or the counts per sample and the
+    batch, possibly a symbol); ``weights[i]`` its parameters on this GPU. Each layer is priced
+    as the kernels it launches (:mod:`perfmodel.cost.kernels`), each kernel's effective FLOPs
+    from its shape (:mod:`perfmodel.cost.work`) at the real micro-batch: ``batch`` when it is
+    a number, ``rules.batch_value`` when it is a symbol (the expression is then linear in
+    ``batch`` with the shape efficiencies of that micro-batch). With numbers it returns two
+    arrays (vectorised over layers); with symbols, two lists of per-layer sympy expressions
+    (:func:`~perfmodel.cost.kernel_model.phase_times`).
     """
-    conv, lin, _ = kind_masks(cc)
-    mm = conv | lin
-    if not is_symbolic(batch, *v.as_tuple()):
-        return _roofline(counts, weights, conv, mm, v, batch)
-    pairs = [
-        _roofline({k: x[i].item() for k, x in counts.items()}, weights[i].item(), conv[i], mm[i], v, batch)
-        for i in range(len(weights))
-    ]
-    return [f for f, _ in pairs], [b for _, b in pairs]
-
-
-def _roofline(
-    ev: Mapping[str, Any], weights: Any, conv: Any, mm: Any, v: ComputeValues, batch: Num
-) -> tuple[Num, Num]:
-    """The roofline of :func:`layer_seconds` on arrays of layers or on one layer.
-
-    Conditions and the backward input-gradient split are taken on the counts (numbers),
-    the batch multiplies the work afterwards, so a symbolic batch stays a factor.
-    """
-    e = v.elem_bytes
-    mem_bw = v.memory_bandwidth_bytes_per_s * v.eta_memory
-    eta = where(conv, v.eta_conv, v.eta_linear)
-    w_half, peak, fp32 = v.half_work_flops, v.peak_flops_per_s, v.fp32_peak_flops_per_s
-
-    def scaled(x: Any) -> Any:
-        return x if (not is_symbolic(batch) and batch == 1) else batch * x
-
-    f_mm = ev["fwd_matmul_flops"]
-    f_ew = ev["fwd_flops"] - f_mm
-    b_in, b_w = ev["bwd_input_flops"], ev["bwd_weight_flops"]
-    # forward
-    t_mm = where(mm, kernel_time(scaled(f_mm), peak, eta, w_half), 0)
-    t_ew = scaled(f_ew) / fp32
-    t_mem = (scaled(ev["fwd_mem_elems"]) * e + weights * e) / mem_bw
-    fwd = smax(t_mm, t_ew, t_mem) + v.launch_s
-    # backward: input-gradient and weight-gradient kernels for matmul layers
-    b_in_mm = where(mm, smin(b_in, f_mm), 0)
-    b_in_ew = b_in - b_in_mm
-    t_bmm = where(mm & (b_in_mm > 0), kernel_time(scaled(b_in_mm), peak, eta, w_half), 0) + where(
-        mm & (b_w > 0), kernel_time(scaled(b_w), peak, eta, w_half), 0
-    )
-    t_bew = scaled(b_in_ew) / fp32
-    t_bmem = (scaled(ev["bwd_mem_elems"]) * e + weights * (e + GRAD_BYTES_PER_PARAM)) / mem_bw
-    n_kernels = where(mm, 2, 1)
-    bwd = smax(t_bmm, t_bew, t_bmem) + n_kernels * v.launch_s
+    rules = rules or ShapeRules(KernelParams(), False)
+    symbolic = is_symbolic(batch, *v.as_tuple())
+    b_num = rules.batch_value if is_symbolic(batch) else float(batch)
+    if b_num is None:
+        raise ValueError("layer_seconds: a symbolic batch needs rules.batch_value (the micro-batch)")
+    scale = _scale(cc, counts) * b_num
+    work = kernel_work(network_kernels(cc.network), rules.kernels, scale, rules.tensor_cores, rules.half_precision)
+    conv, _, _ = kind_masks(cc)
+    ew_f = np.asarray(counts["fwd_flops"]) - np.asarray(counts["fwd_matmul_flops"])
+    ew_b = np.asarray(counts["bwd_input_flops"]) - np.minimum(counts["bwd_input_flops"], counts["fwd_matmul_flops"])
+    ew_b = np.where(conv | kind_masks(cc)[1], ew_b, counts["bwd_input_flops"])
+    if not symbolic:
+        eta = np.where(conv, v.eta_conv, v.eta_linear)
+        return phase_times(work, weights, v, eta, ew_f * b_num, ew_b * b_num)
+    per = work.per_sample(b_num) if is_symbolic(batch) else work
+    fwd, bwd = [], []
+    for i in range(len(weights)):
+        wi = _times_batch(per.at(i), batch if is_symbolic(batch) else 1.0)
+        f, b = phase_times(wi, float(weights[i]), v, v.eta_conv if conv[i] else v.eta_linear,
+                           batch * float(ew_f[i]), batch * float(ew_b[i]))
+        fwd.append(f)
+        bwd.append(b)
     return fwd, bwd
+
+
+def _times_batch(w: KernelWork, batch: Num) -> KernelWork:
+    """A one-layer work record with its batch-proportional fields multiplied by ``batch``."""
+    if not is_symbolic(batch) and batch == 1.0:
+        return w
+    return KernelWork(
+        flops={s: _mul(batch, x) for s, x in w.flops.items()},
+        cc_flops={s: _mul(batch, x) for s, x in w.cc_flops.items()},
+        mm_elems={s: _mul(batch, x) for s, x in w.mm_elems.items()},
+        mem_elems_fwd=_mul(batch, w.mem_elems_fwd), mem_elems_bwd=_mul(batch, w.mem_elems_bwd),
+        mem_extra_bytes_fwd=_mul(batch, w.mem_extra_bytes_fwd), mem_extra_bytes_bwd=_mul(batch, w.mem_extra_bytes_bwd),
+        launches_fwd=w.launches_fwd, launches_bwd=w.launches_bwd,
+        host_ops_fwd=w.host_ops_fwd, host_ops_bwd=w.host_ops_bwd,
+    )
+
+
+def _mul(batch: Num, x: Any) -> Any:
+    """``batch * x``, keeping an absent (zero) count a plain 0.0 so the kernel drops out."""
+    return x if (isinstance(x, float) and x == 0.0) else batch * x
 
 
 def layer_times(
@@ -175,18 +155,13 @@ def layer_times(
 ) -> LayerTimes:
     """Per-layer forward and backward seconds for ``batch`` samples on one tile.
 
-    Each layer costs ``max(matmul time, elementwise time, memory time) + launch``:
-
-    * matmul time (convolutions, linear): :func:`kernel_time` of its FLOPs at the
-      precision's tensor peak times the op kind's efficiency; backward runs two kernels
-      (input gradient, weight gradient), each paying the half-work term;
-    * elementwise FLOPs at the fp32 (CUDA-core) peak;
-    * memory time: activation traffic at the precision's element size plus weight traffic
-      (read in forward; read, and fp32 gradient written, in backward) over the memory
-      bandwidth times its efficiency.
-
-    The formula is :func:`layer_seconds` on the profile's :class:`ComputeValues`.
+    Each layer is the kernels eager PyTorch launches for it (:mod:`perfmodel.cost.kernels`),
+    each GEMM-shaped kernel priced by its effective FLOPs (shape rules,
+    :mod:`perfmodel.cost.efficiency`) or its bytes, memory-bound kernels by their bytes,
+    plus a launch gap per kernel, and no faster than the host dispatches its ops
+    (:mod:`perfmodel.cost.kernel_model`). The formula is :func:`layer_seconds` on the
+    profile's :class:`ComputeValues`.
     """
     ev = counts if counts is not None else cc.evaluate(batch, s_d, s_h, s_w)
-    fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision))
+    fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, ShapeRules.of(hw, precision))
     return LayerTimes(fwd=np.asarray(fwd, dtype=float), bwd=np.asarray(bwd, dtype=float))

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ProfileError, UnknownNameError
 from ..limits import MAX_GPUS
-from .profile import PEAK_KEY, PRECISIONS, TOPOLOGIES, ComputeEfficiency, Device, Hardware, LinkTier
+from .profile import PEAK_KEY, PRECISIONS, TOPOLOGIES, ComputeEfficiency, Device, Hardware, KernelParams, LinkTier
 
 __all__ = [
     "load_profile",
@@ -47,7 +47,10 @@ _PEAK_KEYS = set(PEAK_KEY.values()) | {"source"}
 _NODE_KEYS = {"gpus_per_node", "link", "source"}
 _LINK_KEYS = {"bandwidth_bytes_per_s", "latency_s", "efficiency", "topology", "source"}
 _NETWORK_KEYS = _LINK_KEYS | {"max_nodes"}
-_EFFICIENCY_KEYS = {"kernel_launch_s", "framework_reserve_bytes", "compute", "source"}
+_EFFICIENCY_KEYS = {"kernel_launch_s", "framework_reserve_bytes", "compute", "kernels", "source"}
+_KERNEL_KEYS = {"sm_count", "tile_half_intensity", "winograd_gain", "winograd_min_channels",
+                "wgrad_efficiency", "wgrad_efficiency_tensor_cores", "depthwise_efficiency",
+                "host_op_s", "step_overhead_s", "source"}
 _COMPUTE_KEYS = set(PRECISIONS) | {"source"}
 _PRECISION_KEYS = {"conv", "linear", "memory", "half_work_flops", "source"}
 
@@ -220,6 +223,14 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
             memory=c.fraction("memory"),
             half_work_flops=c.num("half_work_flops", strict=False),
         )
+    kernel_values: dict[str, Any] = {}
+    if "kernels" in eff.table:  # optional: the kernel model's per-generation numbers
+        kr = eff.sub("kernels")
+        kr.only(_KERNEL_KEYS)
+        if "source" in kr.table:
+            sources["kernels"] = kr.text("source")
+        kernel_values = {k: (kr.integer(k, 100_000) if k == "sm_count" else kr.num(k, strict=False))
+                         for k in sorted(kr.table) if k != "source"}
     try:
         return Hardware(
             name=name,
@@ -232,6 +243,7 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
             kernel_launch_s=eff.num("kernel_launch_s", strict=False),
             framework_reserve_bytes=eff.num("framework_reserve_bytes", strict=False),
             max_nodes=max_nodes,
+            kernels=KernelParams(**kernel_values),
             sources=sources,
             path=file,
             schema_version=SCHEMA_VERSION,

@@ -20,6 +20,7 @@ __all__ = [
     "Device",
     "LinkTier",
     "ComputeEfficiency",
+    "KernelParams",
     "Hardware",
     "PEAK_KEY",
 ]
@@ -120,6 +121,39 @@ class ComputeEfficiency:
 
 
 @dataclass(frozen=True)
+class KernelParams:
+    """Per-GPU-generation numbers of the kernel-level compute model (``[efficiency.kernels]``).
+
+    Meanings, units and sources: ``hardware_profiles/template.toml``; how each is used:
+    :mod:`perfmodel.cost.efficiency` and :mod:`perfmodel.cost.work`. Defaults: a Volta-class
+    GPU (80 SMs) with the values fitted on V100 (``scripts/fit_kernel_params.py``).
+    """
+
+    sm_count: int = 80
+    tile_half_intensity: float = 11.0
+    winograd_gain: float = 2.88
+    winograd_min_channels: float = 32.0
+    wgrad_efficiency: float = 0.525
+    wgrad_efficiency_tensor_cores: float = 0.539
+    depthwise_efficiency: float = 0.0406
+    host_op_s: float = 1.0e-5
+    step_overhead_s: float = 3.0e-4
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
+            raise ProfileError(f"efficiency.kernels: 'sm_count' must be a positive integer, got {self.sm_count!r}")
+        _positive("efficiency.kernels", tile_half_intensity=self.tile_half_intensity,
+                  winograd_gain=self.winograd_gain, winograd_min_channels=self.winograd_min_channels)
+        _fraction("efficiency.kernels", wgrad_efficiency=self.wgrad_efficiency,
+                  wgrad_efficiency_tensor_cores=self.wgrad_efficiency_tensor_cores,
+                  depthwise_efficiency=self.depthwise_efficiency)
+        for k in ("host_op_s", "step_overhead_s"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+                raise ProfileError(f"efficiency.kernels: '{k}' must be a number in [0, 1), got {v!r}")
+
+
+@dataclass(frozen=True)
 class Hardware:
     """A whole system: a device type, ``gpus_per_node`` of them per node, and the link tiers."""
 
@@ -133,6 +167,7 @@ class Hardware:
     kernel_launch_s: float
     framework_reserve_bytes: float
     max_nodes: int = 4096
+    kernels: KernelParams = field(default_factory=KernelParams)
     sources: Mapping[str, str] = field(default_factory=dict)
     path: str = ""
     schema_version: int = 1

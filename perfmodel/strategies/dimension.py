@@ -58,9 +58,11 @@ class Priced:
 
 def optimizer_step_s(params: Num, optimizer: str, v: ComputeValues) -> Num:
     """The optimizer's update of ``params`` weights: its fp32 traffic over the achievable
-    memory bandwidth plus :data:`OPTIMIZER_LAUNCHES` launches (numbers or symbols by ``v``)."""
+    memory bandwidth plus :data:`OPTIMIZER_LAUNCHES` launches, plus the step's fixed cost (zero_grad,
+    loss, host synchronisation: ``v.step_overhead_s``) (numbers or symbols by ``v``)."""
     traffic = optimizer_traffic_bytes_per_param(optimizer)
-    return params * traffic / (v.memory_bandwidth_bytes_per_s * v.eta_memory) + OPTIMIZER_LAUNCHES * v.launch_s
+    return (params * traffic / (v.memory_bandwidth_bytes_per_s * v.eta_memory) + OPTIMIZER_LAUNCHES * v.launch_s
+            + v.step_overhead_s)
 
 
 def memory_parts(

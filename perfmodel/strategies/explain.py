@@ -25,6 +25,7 @@ the worst case ``predict`` reports, in the same link symbols (central: ``2*N*G/l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,10 +171,10 @@ def _chain_layers(ctx: Context, s: Strategy, details: dict[str, Any], values: di
     spatial = set(details.get("spatial_links", []))
     tiled = [lk.name in spatial for lk in net.links]
     if p == 1:
-        fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1))
+        fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM])
         return _Chain(fwd, bwd, tiled, None, values, {}, {}, {})
-    f_sp, b_sp = layer_exprs(ctx, B_SYM, s.sp)
-    f_sa, b_sa = layer_exprs(ctx, ceil(B_SYM / p), (1, 1, 1))
+    f_sp, b_sp = layer_exprs(ctx, B_SYM, s.sp, values[B_SYM])
+    f_sa, b_sa = layer_exprs(ctx, ceil(B_SYM / p), (1, 1, 1), math.ceil(values[B_SYM] / p))
     fwd, bwd = [], []
     for lk, t in zip(net.links, tiled, strict=True):
         fwd += (f_sp if t else f_sa)[lk.start : lk.stop]

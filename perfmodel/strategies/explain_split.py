@@ -48,7 +48,7 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
     net, g = ctx.net, ctx.hw.gpus_per_node
     plan = split_plan(net, mode, n)
     params = ctx.cc.params * plan.f_par
-    fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), split_counts(ctx.cc, plan, 1.0), params)
+    fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM], split_counts(ctx.cc, plan, 1.0), params)
     # n consecutive ranks; the dp replicas of a shard are n ranks apart (as channels places them)
     split_group = weight_group(Strategy(dp=n), g)
     _, _, where = tier(split_group)
@@ -226,7 +226,7 @@ def explain_mp(
     K, g = s.mp, ctx.hw.gpus_per_node
     part = mp_partition(ctx, K)
     seg = segments(part)
-    fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1))
+    fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM])
     q = _Mp(
         ctx, s, part.hypergraph, seg, np.asarray(part.assignment), (seg.msg_src // g) != (seg.msg_dst // g), fwd, bwd,
         int(details["critical_gpu"]), sp.Symbol("T_idle_sim", positive=True),

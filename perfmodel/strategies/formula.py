@@ -16,7 +16,7 @@ import numpy as np
 import sympy as sp
 
 from ..cost.collectives import Group, link_params, link_symbols, ring_tier
-from ..cost.compute import ComputeValues, layer_seconds
+from ..cost.compute import ComputeValues, ShapeRules, layer_seconds
 from ..errors import UsageError
 from .channels import exchange_s
 from .context import Context
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 SYMBOLS = ComputeValues.symbols()
-R, R32, ETA_C, ETA_L, ETA_M, W_HALF, BETA_MEM, TAU, E = SYMBOLS.as_tuple()
+R, R32, ETA_C, ETA_L, ETA_M, BETA_MEM, TAU, E, H_OP, T_STEP = SYMBOLS.as_tuple()
 M = sp.Symbol("M", positive=True)
 B_SYM = sp.Symbol("b", positive=True)
 LINK = link_symbols()
@@ -56,9 +56,10 @@ SYMBOL_MEANING: dict[str, str] = {
     "eta_conv": "achievable fraction of R for convolutions",
     "eta_linear": "achievable fraction of R for linear layers",
     "eta_mem": "achievable fraction of the memory bandwidth",
-    "w_half": "half-performance work of a kernel, FLOPs (Hockney's n_1/2)",
     "beta_mem": "memory bandwidth, bytes/s",
-    "tau": "kernel launch overhead, s",
+    "tau": "GPU-side gap per kernel launched, s",
+    "h": "host (CPU) time per op eager PyTorch dispatches, s",
+    "t_step": "fixed seconds per step: zero_grad, loss, host synchronisation",
     "e": "bytes per activation element",
     "beta_intra": "effective intra-node bandwidth per GPU, bytes/s",
     "alpha_intra": "intra-node latency, s",
@@ -70,7 +71,7 @@ SYMBOL_MEANING: dict[str, str] = {
 #: hardware profile's numbers. The batch, micro-batches, element size and the plan's element
 #: counts fix the plan itself.
 HARDWARE_SYMBOLS: tuple[str, ...] = (
-    "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "w_half", "beta_mem", "tau",
+    "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "h", "t_step",
     "beta_intra", "alpha_intra", "beta_net", "alpha_net",
 )
 
@@ -196,6 +197,7 @@ def layer_exprs(
     ctx: Context,
     batch: Any,
     grid: tuple[int, int, int],
+    batch_value: float,
     counts: dict[str, np.ndarray] | None = None,
     params: np.ndarray | None = None,
 ) -> tuple[list[Any], list[Any]]:
@@ -203,11 +205,13 @@ def layer_exprs(
 
     Every count is linear in the batch, so the count of ``batch`` samples is ``batch`` times
     the per-sample count on the tile (the same counts, evaluated at ``b = 1``), or of
-    ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split).
+    ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split);
+    ``batch_value`` is the micro-batch the kernels' shape efficiencies are taken at.
     """
     ev = counts if counts is not None else ctx.cc.evaluate(1.0, *grid)
     weights = params if params is not None else ctx.cc.params
-    fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch)
+    rules = ShapeRules.of(ctx.hw, ctx.precision, batch_value)
+    fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch, rules)
     return list(fwd), list(bwd)
 
 

@@ -1,0 +1,47 @@
+"""``perfmodel validate --kernels``: the compute model against measured kernels and layers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import UsageError
+from ..report import render_frame, to_json
+from ..validation.kernel_rows import PIPEDREAM_BWD_OVERHEAD_S, PIPEDREAM_FWD_OVERHEAD_S, PIPEDREAM_MIN_S
+from ..validation.kernels import score_kernels
+from .common import emit
+
+__all__ = ["emit_kernel_scores", "KERNEL_ASSUMPTIONS"]
+
+#: What the kernel scores compare (printed with every output).
+KERNEL_ASSUMPTIONS = (
+    "GPU time of the kernel model (host dispatch excluded: the sources time kernels); 'before' is "
+    "the per-layer roofline of perfmodel 0.1.0 on the same profiles. DeepBench: one cuDNN/cuBLAS call per row (P100, "
+    "V100-SXM2). PipeDream: per-layer forward/backward of PyTorch training on a V100-class GPU, "
+    f"minus {PIPEDREAM_FWD_OVERHEAD_S * 1e3:.2f} ms forward / {PIPEDREAM_BWD_OVERHEAD_S * 1e3:.2f} ms "
+    f"backward of profiler hooks and synchronisation, rows below {PIPEDREAM_MIN_S * 1e3:.1f} ms "
+    "after that not scored. NeuSight: forward fp32 kernels (TF32 off) on P100, V100, A100, H100, "
+    "priced on the closest shipped profile (perfmodel/data/KERNELS.md)."
+)
+
+
+def emit_kernel_scores(files: tuple[Path, ...], calibrate: str, fmt: str, chart: Path | None) -> None:
+    """Print the per-kernel scores (``validate --kernels``)."""
+    if files or calibrate != "none" or chart is not None:
+        raise UsageError("--kernels scores the shipped kernel data only: it takes no FILES, "
+                         "--calibrate or --chart")
+    scores = [s.to_dict() for s in score_kernels()]
+    if fmt == "json":
+        emit(to_json({"kernels": scores, "assumptions": KERNEL_ASSUMPTIONS}))
+        return
+    rows = [
+        {
+            "source": d["source"], "gpu": d["gpu"], "op": d["op"], "rows": d["rows"],
+            "MAPE_%": d["mape_pct"], "MAPE_before_%": d["mape_before_pct"],
+            "median_pred/meas_x": d["median_pred_over_meas"],
+        }
+        for d in scores
+    ]
+    emit(render_frame(rows, fmt))
+    if fmt != "csv":
+        emit("")
+        emit(f"assumptions: {KERNEL_ASSUMPTIONS}")

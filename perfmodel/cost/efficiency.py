@@ -1,0 +1,164 @@
+"""Shape rules: how close a GEMM-shaped kernel of a given shape gets to the GPU's peak.
+
+Everything here takes plain numbers or numpy arrays of problem sizes (shapes are always
+numbers) and returns numbers: the *effective* work of a kernel, i.e. the FLOPs it would do
+at the profile's asymptotic rate ``peak x efficiency``. The hardware symbols of ``explain``
+(peaks, bandwidths, efficiencies) enter only where :mod:`perfmodel.cost.compute` divides
+these works by them, so the same formulas print and evaluate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "TILES",
+    "MAX_CTAS_PER_SM",
+    "gemm_shape_efficiency",
+    "winograd_mask",
+    "pad_channels",
+    "dgrad_work_factor",
+    "winograd_gain",
+    "WINOGRAD_TILE",
+    "TENSOR_CORE_ALIGN",
+]
+
+#: Output tiles (rows x columns) the GEMM/implicit-GEMM kernels of cuBLAS and cuDNN choose
+#: between; the library picks the one that finishes first for the shape (CUTLASS's
+#: threadblock shapes 128x128, 128x64, 64x64, 64x32, 32x32: NVIDIA CUTLASS docs, "Efficient
+#: GEMM in CUDA", hierarchical tiling; cuBLAS kernel names carry the same, e.g.
+#: ``sgemm_128x128``, ``sgemm_32x32_sliced1x4`` in NeuSight's kernel traces). Both
+#: orientations are listed: a library computes C or its transpose, whichever tiles better;
+#: the 128x8 tiles stand for the GEMV-like kernels of very narrow products.
+TILES: tuple[tuple[int, int], ...] = (
+    (128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128), (64, 32), (32, 64), (32, 32), (128, 8), (8, 128),
+)
+
+#: Thread blocks resident on one SM at a time: a 128x128 tile's block (256 threads of ~128
+#: registers) takes half an SM's 64K registers, so two fit; smaller tiles fit
+#: ``2 * 128*128 / (tm*tn)`` of them, up to this many (occupancy; NVIDIA CUDA C Best Practices
+#: Guide, "Occupancy"; 64K 32-bit registers per SM on Pascal through Hopper).
+MAX_CTAS_PER_SM = 4
+#: Blocks of a 128x128 tile resident per SM.
+CTAS_128X128 = 2
+
+#: Tensor cores need channel counts that are multiples of 8 for fp16/bf16 (NVIDIA, "Deep
+#: Learning Performance Guide: Convolutional layers", channels in and out a multiple of 8,
+#: else cuDNN pads the tensors or falls back); perfmodel prices the padded problem.
+TENSOR_CORE_ALIGN = 8
+
+
+def _tile_table(sms: int, half_intensity: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per tile of :data:`TILES` (column vectors): rows, columns, resident blocks per wave, rate."""
+    key = (int(sms), float(half_intensity))
+    hit = _TABLES.get(key)
+    if hit is None:
+        tm = np.array([t[0] for t in TILES], dtype=float)[:, None]
+        tn = np.array([t[1] for t in TILES], dtype=float)[:, None]
+        ctas = np.clip(CTAS_128X128 * (128 * 128) // (tm * tn), 1, MAX_CTAS_PER_SM)
+        intensity = tm * tn / (tm + tn)
+        hit = (tm, tn, sms * ctas, intensity / (intensity + half_intensity))
+        _TABLES[key] = hit
+    return hit
+
+
+_TABLES: dict[tuple[int, float], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def gemm_shape_efficiency(
+    m: np.ndarray, n: np.ndarray, k: np.ndarray, groups: np.ndarray, sms: int, half_intensity: float,
+    split_k: np.ndarray | bool = True,
+) -> np.ndarray:
+    """Fraction of the asymptotic rate a (``groups`` x) ``m x n x k`` GEMM reaches.
+
+    For each tile shape ``tm x tn`` of :data:`TILES` (the library picks the fastest):
+
+    * *tile quantisation*: the output is covered by ``ceil(m/tm) * ceil(n/tn)`` whole tiles
+      per group, the padding is wasted work;
+    * *wave quantisation*: tiles run in waves of ``sms x ctas`` resident blocks (:data:`CTAS_128X128`,
+      :data:`MAX_CTAS_PER_SM`); the last
+      partial wave leaves SMs idle (NVIDIA, "Deep Learning Performance Guide: Matrix
+      Multiplication Background", sections "Tile quantization" and "Wave quantization");
+    * *split-K* (where ``split_k``: GEMMs and weight gradients; cuDNN's forward and
+      data-gradient convolution kernels do not split their reduction): when the tiles cannot
+      fill one wave, the reduction ``k`` is split into slices that run as extra blocks and are
+      summed (CUTLASS ``GemmSplitKParallel``; cuDNN's weight-gradient kernels do the same over
+      the N*P*Q reduction), at most ``k / 128``;
+    * *tile intensity*: a tile does ``tm*tn`` FMAs per ``tm + tn`` operands loaded, so small
+      tiles are bound by shared-memory/L2 traffic: rate ``I / (I + I_1/2)`` with
+      ``I = tm*tn/(tm + tn)`` (the roofline of one tile; Williams, Waterman & Patterson,
+      "Roofline", CACM 2009), ``I_1/2 = half_intensity`` a per-generation parameter.
+    """
+    m = np.asarray(m, dtype=float)[None]
+    n = np.asarray(n, dtype=float)[None]
+    k = np.maximum(np.asarray(k, dtype=float), 1.0)[None]
+    groups = np.asarray(groups, dtype=float)[None]
+    tm, tn, slots, rate = _tile_table(sms, half_intensity)  # one row per tile, broadcast over problems
+    useful = groups * m * n * k
+    tiles = np.maximum(groups * np.ceil(m / tm) * np.ceil(n / tn), 1.0)
+    split = np.where(split_k, np.clip(np.floor(slots / tiles), 1.0, np.maximum(1.0, np.floor(k / 128.0))), 1.0)
+    waves = np.ceil(tiles * split / slots)
+    # executed work: every slot of every wave does a full tile of k / split, each SM shared by
+    # the blocks resident on it
+    executed = waves * slots * tm * tn * np.ceil(k / split)
+    best = np.max(useful / executed * rate, axis=0)
+    return np.asarray(np.clip(best, 1e-6, 1.0))
+
+
+def winograd_mask(
+    shape_ok: np.ndarray, groups: np.ndarray, c: np.ndarray, k: np.ndarray, tensor_cores: bool, min_channels: float
+) -> np.ndarray:
+    """Where cuDNN's Winograd/FFT kernels run: 3x3 and 5x5 stride-1, undilated, ungrouped
+    convolutions (``shape_ok``) with at least ``min_channels`` channels in and out, in fp32 on
+    CUDA cores (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016:
+    F(4x4, 3x3) does 4x fewer multiplies than direct convolution; cuDNN picks WINOGRAD /
+    WINOGRAD_NONFUSED / FFT_TILING for such layers in DeepBench's V100/P100 fp32 results and in
+    NeuSight's kernel traces, and implicit GEMM for 3-channel first layers). With tensor cores
+    (amp/bf16/tf32) cuDNN runs implicit GEMM, so no gain is taken."""
+    if tensor_cores:
+        return np.zeros(np.shape(shape_ok), dtype=bool)
+    return np.asarray(
+        np.asarray(shape_ok, dtype=bool)
+        & (np.asarray(groups) == 1)
+        & (np.asarray(c) >= min_channels)
+        & (np.asarray(k) >= min_channels)
+    )
+
+
+#: Output tile of cuDNN's fused Winograd kernels, F(4x4, 3x3) (Lavin & Gray 2016, section 4):
+#: a P x Q output is covered by ceil(P/4) x ceil(Q/4) tiles, so small feature maps waste part
+#: of each tile (7x7: 64 computed outputs for 49).
+WINOGRAD_TILE = 4
+
+
+def winograd_gain(gain: float, out_h: np.ndarray, out_w: np.ndarray) -> np.ndarray:
+    """The Winograd FLOP gain on a ``out_h x out_w`` output after tile padding."""
+    t = WINOGRAD_TILE
+    used = np.asarray(out_h, dtype=float) * np.asarray(out_w, dtype=float)
+    covered = np.ceil(np.asarray(out_h) / t) * np.ceil(np.asarray(out_w) / t) * t * t
+    return np.asarray(np.maximum(1.0, gain * used / np.maximum(covered, 1.0)))
+
+
+def pad_channels(c: np.ndarray, tensor_cores: bool) -> np.ndarray:
+    """Channels rounded up to :data:`TENSOR_CORE_ALIGN` under tensor cores, else unchanged."""
+    c = np.asarray(c, dtype=float)
+    if not tensor_cores:
+        return c
+    return np.ceil(c / TENSOR_CORE_ALIGN) * TENSOR_CORE_ALIGN
+
+
+def dgrad_work_factor(kernel: tuple[int, ...], stride: tuple[int, ...]) -> float:
+    """Work of a strided convolution's data gradient over its forward FLOPs.
+
+    The data gradient is a transposed convolution. Done naively over the zero-inserted
+    gradient it costs ``prod(ceil(R/s) * s) / prod(R)`` times the forward (4x for a 1x1
+    stride-2 layer); split into ``s^2`` stride-1 sub-convolutions (Shi et al., "Is the
+    deconvolution layer the same as a convolutional layer?", 2016) it costs 1x. cuDNN's
+    kernels land between: DeepBench's V100 fp32 1x1 stride-2 data gradients take 1.4-1.9x
+    their forward's time (kernels_deepbench_conv.csv), so perfmodel takes the geometric mean
+    of the two bounds, ``sqrt(prod(ceil(R/s) * s) / prod(R))`` (2x for 1x1/2, 1.15x for 3x3/2).
+    """
+    naive = 1.0
+    for r, s in zip(kernel, stride, strict=False):
+        naive *= -(-r // max(s, 1)) * max(s, 1) / r
+    return float(np.sqrt(naive))

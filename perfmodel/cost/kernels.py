@@ -1,0 +1,204 @@
+"""The kernels eager PyTorch (cuDNN/cuBLAS) launches for each layer in a training step.
+
+Per layer and per sample (whole tensors, before any spatial split), this module lists:
+
+* up to three GEMM-shaped kernels: forward, data gradient (``dgrad``) and weight gradient
+  (``wgrad``) of convolutions, transposed convolutions and linear layers, each as its GEMM
+  view ``m x n x k`` in ``groups`` (implicit GEMM: NVIDIA cuDNN Developer Guide,
+  "Convolution Formulas"; Chetlur et al., "cuDNN: Efficient Primitives for Deep Learning",
+  2014, section 3), with which of ``m`` / ``k`` grows with the batch;
+* the memory-bound kernels around them, unfused (every elementwise kernel reads and writes
+  its tensors): their bytes, launches and host-side ops, forward and backward.
+
+Byte counts per kind (``n`` output, ``n_in`` input elements, ``e`` bytes per element):
+
+==================  ==========================================  ============================================
+kind                forward                                      backward
+==================  ==========================================  ============================================
+conv/linear bias    bias add: read+write ``n``                  bias gradient: read ``n``
+batchnorm (train)   statistics pass + normalise: ``3n``          two reductions + dx: ``5n`` (issue 14)
+act, dropout        read+write ``n`` (+1-byte mask)              read dy and saved, write dx: ``3n``
+add                 ``3n``                                       gradient sum at the fork: ``3n``
+mul (broadcast)     ``2n`` + scale                               dy*s, dy*x and its sum: ``6n``
+maxpool             read ``n_in``, write ``n`` + int64 indices   zero-fill, scatter: 3.5 passes over in + out
+avgpool             read ``n_in``, write ``n``                   gather per input: 6 passes over in + out
+adaptive avgpool    read ``n_in``, write ``n``                   read ``n``, write ``n_in``
+concat              read+write ``n``                             none (gradient slices are views)
+upsample            read ``n_in``, write ``n``                   zero-fill and scatter-add into ``n_in``
+==================  ==========================================  ============================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from ..network.graph import Network
+from ..network.layers import Layer, numel
+from .efficiency import dgrad_work_factor
+
+__all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDEX_BYTES", "DEPTHWISE_MAX_CPG"]
+
+#: The GEMM-shaped kernels of a matmul layer, in order.
+MM_SLOTS = ("fwd", "dgrad", "wgrad")
+#: Bytes of one max-pooling index (PyTorch keeps int64 indices).
+INDEX_BYTES = 8
+#: Pooling backward scatters (max) or gathers (average) gradients window by window, with
+#: uncoalesced 32-byte-sector accesses and atomics: PipeDream's V100 profiles (shipped in
+#: perfmodel/data/kernels_pipedream_layers.csv) show max-pool backward moving its input and
+#: output at a median ~205 GB/s and average-pool backward at ~120 GB/s, against ~720 GB/s for
+#: streaming kernels (0.8 x 900 GB/s). Priced as this many streaming passes over input + output.
+MAXPOOL_BWD_PASSES = 3.5
+AVGPOOL_BWD_PASSES = 6.0
+#: A grouped convolution with at most this many input channels per group runs cuDNN's
+#: depthwise kernels (no GEMM tiles: one filter per channel), priced as CUDA-core FLOPs
+#: at the profile's depthwise efficiency or by their memory traffic.
+DEPTHWISE_MAX_CPG = 1
+
+
+@dataclass(frozen=True, eq=False)
+class LayerKernels:
+    """Per-layer kernel descriptors of a list of layers (numpy arrays, per sample).
+
+    GEMM slots ``s`` in :data:`MM_SLOTS`: ``m[s]``, ``n[s]``, ``k[s]`` (per group; ``m`` is per
+    sample where ``m_batch[s]``, else ``k`` is), ``groups``; zero ``n`` means no such kernel.
+    ``mm_elems[s]`` the activation elements per sample the kernel reads and writes, ``c_in`` /
+    ``c_out`` the channels (for tensor-core alignment), ``winograd_shape`` where the
+    Winograd rule may apply, ``depthwise`` where the depthwise rule does.
+    Memory kernels: ``mem_elems_fwd/bwd`` (activation elements per sample moved),
+    ``mem_bytes_extra_fwd/bwd`` (indices and masks, bytes per sample), ``launches_fwd/bwd``,
+    ``host_ops_fwd/bwd``. ``spatial_dims`` says how the per-sample counts shrink on a tile.
+    """
+
+    m: dict[str, np.ndarray]
+    n: dict[str, np.ndarray]
+    k: dict[str, np.ndarray]
+    m_batch: dict[str, np.ndarray]
+    mm_elems: dict[str, np.ndarray]
+    groups: np.ndarray
+    c_in: np.ndarray
+    c_out: np.ndarray
+    winograd_shape: np.ndarray
+    out_h: np.ndarray
+    out_w: np.ndarray
+    depthwise: np.ndarray
+    conv: np.ndarray
+    mem_elems_fwd: np.ndarray
+    mem_elems_bwd: np.ndarray
+    mem_bytes_extra_fwd: np.ndarray
+    mem_bytes_extra_bwd: np.ndarray
+    launches_fwd: np.ndarray
+    launches_bwd: np.ndarray
+    host_ops_fwd: np.ndarray
+    host_ops_bwd: np.ndarray
+    spatial_dims: np.ndarray
+    names: tuple[str, ...] = field(default=())
+
+
+View = tuple[float, float, float, bool, float]
+
+
+def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
+    """(m, n, k, m grows with batch, activation elements) of each GEMM kernel of ``layer``."""
+    g = layer.groups
+    views: dict[str, View]
+    if layer.kind == "linear":
+        fi, fo = layer.in_shape[0], layer.out_shape[0]
+        views = {"fwd": (1, fo, fi, True, fi + fo), "wgrad": (fo, fi, 1, False, fi + fo)}
+        if not first:
+            views["dgrad"] = (1, fi, fo, True, fi + fo)
+        return views
+    c, kk = layer.in_shape[0], layer.out_shape[0]
+    area = math.prod(layer.kernel)
+    in_sp, out_sp = numel(layer.in_shape[1:]), numel(layer.out_shape[1:])
+    dgrad = dgrad_work_factor(layer.kernel, layer.stride)
+    act = numel(layer.in_shape) + layer.out_elems
+    if layer.kind == "conv_transpose":  # forward is a conv's data gradient and vice versa
+        views = {"fwd": (out_sp, kk / g, c / g * area * dgrad, True, act),
+                 "wgrad": (c / g, kk / g * area, in_sp, False, act)}
+        if not first:
+            views["dgrad"] = (in_sp, c / g, kk / g * area, True, act)
+        return views
+    views = {"fwd": (out_sp, kk / g, c / g * area, True, act), "wgrad": (kk / g, c / g * area, out_sp, False, act)}
+    if not first:
+        views["dgrad"] = (out_sp, c / g, kk / g * area * dgrad, True, act)
+    return views
+
+
+def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]:
+    """(fwd elems, bwd elems, fwd extra bytes, bwd extra bytes, fwd launches, bwd launches) of the
+    memory-bound kernels of ``layer`` (table in the module docstring), per sample."""
+    n, kind = layer.out_elems, layer.kind
+    n_in = sum(numel(s) for s in layer.in_shapes)
+    if kind in ("conv", "conv_transpose", "linear"):
+        return (2 * n, n, 0, 0, 1, 1) if layer.bias else (0, 0, 0, 0, 0, 0)
+    table: dict[str, tuple[float, float, float, float, int, int]] = {
+        "batchnorm": (3 * n, 5 * n, 0, 0, 2, 2),
+        "act": (2 * n, 3 * n, 0, 0, 1, 1),
+        "dropout": (2 * n, 2 * n, n, n, 1, 1),
+        "add": (3 * n, 3 * n, 0, 0, 1, 1),
+        "mul": (2 * n + n_in - n, 6 * n, 0, 0, 1, 3),
+        "maxpool": (n_in + n, MAXPOOL_BWD_PASSES * (n_in + n), INDEX_BYTES * n, INDEX_BYTES * n, 1, 2),
+        "avgpool": (n_in + n, AVGPOOL_BWD_PASSES * (n_in + n), 0, 0, 1, 1),
+        "adaptive_avgpool": (n_in + n, n_in + n, 0, 0, 1, 1),
+        "concat": (2 * n, 0, 0, 0, 1, 0),
+        "upsample": (n_in + n, 2 * n_in + n, 0, 0, 1, 2),
+    }
+    return table.get(kind, (0, 0, 0, 0, 0, 0))
+
+
+def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernels:
+    """The kernel descriptors of ``layers`` (``first[i]``: layer i reads only the network input,
+    so it computes no data gradient)."""
+    L = len(layers)
+    z = {s: np.zeros(L) for s in MM_SLOTS}
+    m, n, k, el = ({s: a.copy() for s, a in z.items()} for _ in range(4))
+    mb = {s: np.zeros(L, dtype=bool) for s in MM_SLOTS}
+    cols = {c: np.zeros(L) for c in ("groups", "c_in", "c_out", "mf", "mb", "xf", "xb", "lf", "lb", "hf", "hb", "sd")}
+    wino = np.zeros(L, dtype=bool)
+    out_hw = np.ones((2, L))
+    dw = np.zeros(L, dtype=bool)
+    conv = np.zeros(L, dtype=bool)
+    for i, layer in enumerate(layers):
+        cols["groups"][i] = layer.groups
+        cols["sd"][i] = layer.spatial_dims
+        if layer.kind in ("conv", "conv_transpose", "linear"):
+            cols["c_in"][i], cols["c_out"][i] = layer.in_shape[0], layer.out_shape[0]
+            for s, (mm_, nn_, kk_, grows, act) in _gemm_views(layer, first[i]).items():
+                m[s][i], n[s][i], k[s][i], mb[s][i], el[s][i] = mm_, nn_, kk_, grows, act
+            conv[i] = layer.kind != "linear"
+            if conv[i] and len(layer.out_shape) == 3:
+                out_hw[:, i] = layer.out_shape[1:]
+            dw[i] = conv[i] and layer.groups > 1 and layer.in_shape[0] // layer.groups <= DEPTHWISE_MAX_CPG
+            wino[i] = (
+                layer.kind == "conv" and len(layer.kernel) == 2
+                and all(s == 1 for s in layer.stride) and all(d == 1 for d in (layer.dilation or (1, 1)))
+                and tuple(layer.kernel) in ((3, 3), (5, 5))
+            )
+        mf, mbw, xf, xb, lf, lb = _memory_kernels(layer)
+        cols["mf"][i], cols["mb"][i], cols["xf"][i], cols["xb"][i] = mf, mbw, xf, xb
+        cols["lf"][i] = lf + (1 if n["fwd"][i] else 0)
+        cols["lb"][i] = lb + sum(1 for s in ("dgrad", "wgrad") if n[s][i])
+        # host: one op per layer forward, one autograd node backward (a view too: it launches no
+        # kernel but is dispatched and recorded like any op)
+        cols["hf"][i] = 1
+        cols["hb"][i] = 1
+    return LayerKernels(
+        m=m, n=n, k=k, m_batch=mb, mm_elems=el, groups=cols["groups"], c_in=cols["c_in"],
+        c_out=cols["c_out"], winograd_shape=wino, out_h=out_hw[0], out_w=out_hw[1], depthwise=dw, conv=conv,
+        mem_elems_fwd=cols["mf"], mem_elems_bwd=cols["mb"], mem_bytes_extra_fwd=cols["xf"],
+        mem_bytes_extra_bwd=cols["xb"], launches_fwd=cols["lf"], launches_bwd=cols["lb"],
+        host_ops_fwd=cols["hf"], host_ops_bwd=cols["hb"], spatial_dims=cols["sd"],
+        names=tuple(layer.name for layer in layers),
+    )
+
+
+@lru_cache(maxsize=64)
+def network_kernels(net: Network) -> LayerKernels:
+    """:func:`layer_kernels` of every layer of ``net`` (cached per network)."""
+    first = [all(t == "input" for t in layer.inputs) for layer in net.layers]
+    return layer_kernels(net.layers, first)

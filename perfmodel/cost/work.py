@@ -1,0 +1,128 @@
+"""The work of every kernel of every layer at a batch size: effective FLOPs, bytes, launches.
+
+Numbers only (numpy arrays over layers): the shape rules of :mod:`perfmodel.cost.efficiency`
+applied to the kernels of :mod:`perfmodel.cost.kernels` at ``batch`` samples on a tile.
+:mod:`perfmodel.cost.compute` divides these by the hardware's rates (numbers or symbols).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..hardware.profile import KernelParams
+from .efficiency import gemm_shape_efficiency, pad_channels, winograd_gain, winograd_mask
+from .formulas import Num
+from .kernels import MM_SLOTS, LayerKernels
+
+__all__ = ["KernelWork", "kernel_work", "tile_scale"]
+
+
+@dataclass(frozen=True)
+class KernelWork:
+    """Per layer, for one micro-batch on one tile.
+
+    ``flops[s]``: effective FLOPs of GEMM slot ``s`` at the matmul peak (direct FLOPs divided
+    by the shape efficiency, the Winograd gain, and for weight gradients their efficiency);
+    ``cc_flops[s]``: effective FLOPs of depthwise kernels at the fp32 (CUDA-core) peak;
+    ``mm_elems[s]``: activation elements the GEMM kernel reads and writes (with the layer's
+    weights, its roofline floor); ``mem_elems_fwd/bwd`` and ``mem_extra_bytes_fwd/bwd``: what
+    the memory-bound kernels move (elements at the precision, plus indices and masks in bytes);
+    ``launches_fwd/bwd``: kernels; ``host_ops_fwd/bwd``: ops the host dispatches. Arrays over
+    layers, or Python floats (or sympy expressions) for one layer (:meth:`at`).
+    """
+
+    flops: dict[str, Num]
+    cc_flops: dict[str, Num]
+    mm_elems: dict[str, Num]
+    mem_elems_fwd: Num
+    mem_elems_bwd: Num
+    mem_extra_bytes_fwd: Num
+    mem_extra_bytes_bwd: Num
+    launches_fwd: Num
+    launches_bwd: Num
+    host_ops_fwd: Num
+    host_ops_bwd: Num
+
+    def per_sample(self, batch: float) -> KernelWork:
+        """The batch-proportional fields divided by ``batch`` (for a symbolic batch factor)."""
+        d = {f: getattr(self, f) for f in ("launches_fwd", "launches_bwd", "host_ops_fwd", "host_ops_bwd")}
+        return KernelWork(
+            flops={s: x / batch for s, x in self.flops.items()},
+            cc_flops={s: x / batch for s, x in self.cc_flops.items()},
+            mm_elems={s: x / batch for s, x in self.mm_elems.items()},
+            mem_elems_fwd=self.mem_elems_fwd / batch, mem_elems_bwd=self.mem_elems_bwd / batch,
+            mem_extra_bytes_fwd=self.mem_extra_bytes_fwd / batch,
+            mem_extra_bytes_bwd=self.mem_extra_bytes_bwd / batch, **d,
+        )
+
+    def at(self, i: int) -> KernelWork:
+        """Layer ``i`` alone, as Python floats (to build its sympy expression)."""
+        slots: dict[str, Any] = {
+            f: {s: float(x[i]) for s, x in getattr(self, f).items()} for f in ("flops", "cc_flops", "mm_elems")
+        }
+        scalars: dict[str, Any] = {f: float(getattr(self, f)[i]) for f in (
+            "mem_elems_fwd", "mem_elems_bwd", "mem_extra_bytes_fwd", "mem_extra_bytes_bwd",
+            "launches_fwd", "launches_bwd", "host_ops_fwd", "host_ops_bwd")}
+        return KernelWork(**slots, **scalars)
+
+
+def kernel_work(
+    lk: LayerKernels,
+    kp: KernelParams,
+    scale: np.ndarray,
+    tensor_cores: bool,
+    half_precision: bool = False,
+) -> KernelWork:
+    """The work of every kernel when each layer's per-sample counts are multiplied by ``scale``
+    (the micro-batch times the fraction of the layer's extent its tile holds).
+
+    ``tensor_cores``: the precision runs on tensor cores (channels padded to 8, no Winograd);
+    ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two FMAs per
+    fp32 lane (packed half2), so their FLOPs count half at the fp32 peak.
+    """
+    scale = np.asarray(scale, dtype=float)
+    wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
+    gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
+    pad = np.where(lk.c_in > 0, pad_channels(lk.c_in, tensor_cores) / np.maximum(lk.c_in, 1), 1.0)
+    pad_out = np.where(lk.c_out > 0, pad_channels(lk.c_out, tensor_cores) / np.maximum(lk.c_out, 1), 1.0)
+    flops: dict[str, np.ndarray] = {}
+    cc: dict[str, np.ndarray] = {}
+    mm_elems: dict[str, np.ndarray] = {}
+    for s in MM_SLOTS:
+        present = lk.n[s] > 0
+        m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
+        k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * scale)
+        n = lk.n[s] * (pad_out if s == "fwd" else pad)
+        direct = 2 * lk.groups * m * n * k
+        split_k = ~lk.conv if s != "wgrad" else True
+        eff = gemm_shape_efficiency(m, n, k, lk.groups, kp.sm_count, kp.tile_half_intensity, split_k)
+        wgrad_eff = kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency
+        slow = 1 / wgrad_eff if s == "wgrad" else 1.0
+        flops[s] = np.where(present & ~lk.depthwise, direct / (eff * gain) * slow, 0.0)
+        dw_slow = 1 / kp.wgrad_efficiency if s == "wgrad" else 1.0  # depthwise kernels run on CUDA cores
+        dw_slow *= 0.5 if half_precision else 1.0
+        cc[s] = np.where(present & lk.depthwise, direct / kp.depthwise_efficiency * dw_slow, 0.0)
+        mm_elems[s] = np.where(present, lk.mm_elems[s] * scale, 0.0)
+    return KernelWork(
+        flops=flops,
+        cc_flops=cc,
+        mm_elems=mm_elems,
+        mem_elems_fwd=lk.mem_elems_fwd * scale,
+        mem_elems_bwd=lk.mem_elems_bwd * scale,
+        mem_extra_bytes_fwd=lk.mem_bytes_extra_fwd * scale,
+        mem_extra_bytes_bwd=lk.mem_bytes_extra_bwd * scale,
+        launches_fwd=lk.launches_fwd,
+        launches_bwd=lk.launches_bwd,
+        host_ops_fwd=lk.host_ops_fwd,
+        host_ops_bwd=lk.host_ops_bwd,
+    )
+
+
+def tile_scale(lk: LayerKernels, batch: float, grid: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> np.ndarray:
+    """``batch`` times the fraction of each layer's per-sample spatial extent a tile of ``grid`` holds."""
+    s_d, s_h, s_w = grid
+    frac = np.where(lk.spatial_dims == 2, 1 / (s_h * s_w), np.where(lk.spatial_dims == 3, 1 / (s_d * s_h * s_w), 1.0))
+    return np.asarray(batch * frac)

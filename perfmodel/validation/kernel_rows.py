@@ -1,0 +1,200 @@
+"""The shipped per-kernel and per-layer measurements as layers of the IR, with their measured times.
+
+Files (``perfmodel/data/kernels_*.csv``; provenance in ``perfmodel/data/KERNELS.md``):
+DeepBench convolution (forward, backward-data, backward-filter) and GEMM kernels on P100 and
+V100; PipeDream's per-layer forward and backward times of 11 CNNs in PyTorch training (V100,
+fp32); NeuSight forward convolution and linear kernels on P100, V100, A100 and H100 (fp32,
+TF32 off). Each measured time becomes a :class:`KernelRow`: a one-layer problem, which kernel
+(or phase) was timed, the profile and precision that price it, and the seconds measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+
+from ..errors import DataError
+from ..network.layers import Layer
+
+__all__ = [
+    "KernelRow",
+    "load_rows",
+    "PIPEDREAM_FWD_OVERHEAD_S",
+    "PIPEDREAM_BWD_OVERHEAD_S",
+    "PIPEDREAM_MIN_S",
+    "SOURCES",
+]
+
+#: PipeDream's profiler wraps every module in hooks and a ``torch.cuda.synchronize()``; issue 14
+#: estimates that cost at 0.26 ms per layer forward and 0.02 ms backward (the smallest layers'
+#: times in the profiles sit at about these values), removed before comparing.
+PIPEDREAM_FWD_OVERHEAD_S = 0.26e-3
+PIPEDREAM_BWD_OVERHEAD_S = 0.02e-3
+#: PipeDream rows whose time after removing that overhead is below this are not scored: the
+#: overhead estimate's own uncertainty (tens of microseconds) would dominate their error.
+PIPEDREAM_MIN_S = 0.1e-3
+
+#: GPU name in each file -> (shipped profile, note). The profile is the closest shipped one;
+#: PCIe V100/P100 cards have ~10% lower clocks than the SXM2 profiles (said in the report).
+_PROFILE = {
+    "V100-SXM2 (DGX-1)": "v100-16gb-dgx1",
+    "P100": "p100-16gb-nvlink",
+    "pipedream": "v100-16gb-dgx1",
+    "Tesla P100-PCIE-16GB": "p100-16gb-nvlink",
+    "Tesla V100-PCIE-32GB": "v100-32gb-dgx1",
+    "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
+    "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie",
+    "NVIDIA H100 80GB HBM3": "h100-80gb-dgx",
+}
+#: DeepBench precision sheet -> perfmodel precision.
+_PRECISION = {"fp32": "fp32", "fp16_tensorcore": "amp"}
+SOURCES = ("deepbench", "pipedream", "neusight")
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One measured time: ``layer`` at ``batch`` samples, ``what`` (a GEMM slot fwd/dgrad/wgrad,
+    or a phase ``layer_fwd``/``layer_bwd`` for whole layers) on ``profile`` at ``precision``."""
+
+    source: str
+    gpu: str
+    profile: str
+    precision: str
+    op: str
+    what: str
+    layer: Layer
+    first: bool
+    batch: float
+    measured_s: float
+
+
+def _open(name: str) -> Iterator[dict[str, str]]:
+    try:
+        text = resources.files("perfmodel.data").joinpath(name).read_text(encoding="utf-8")
+    except OSError as e:  # pragma: no cover - a broken installation
+        raise DataError(f"cannot read shipped kernel data {name}: {e}") from None
+    yield from csv.DictReader(text.splitlines())
+
+
+def conv_layer(c: int, h: int, w: int, k: int, r: int, s: int, stride: tuple[int, int], pad: tuple[int, int],
+               groups: int = 1, bias: bool = False) -> Layer:
+    """A 2-D convolution layer of the IR from its shape (output size from the usual formula)."""
+    p = (h + 2 * pad[0] - r) // stride[0] + 1
+    q = (w + 2 * pad[1] - s) // stride[1] + 1
+    params = k * (c // groups) * r * s + (k if bias else 0)
+    return Layer(name="conv", kind="conv", inputs=("x",), in_shapes=((c, h, w),), out_shape=(k, p, q),
+                 kernel=(r, s), stride=stride, padding=pad, dilation=(1, 1), groups=groups, bias=bias,
+                 params=params)
+
+
+def linear_layer(fi: int, fo: int, bias: bool = False) -> Layer:
+    return Layer(name="linear", kind="linear", inputs=("x",), in_shapes=((fi,),), out_shape=(fo,), bias=bias,
+                 params=fi * fo + (fo if bias else 0))
+
+
+def _conv_op(r: int, s: int, stride: int, c: int) -> str:
+    if c <= 4:
+        return "conv first (C<=4)"
+    if (r, s) == (1, 1):
+        return "conv 1x1"
+    return f"conv {r}x{s}" + ("" if stride == 1 else " strided")
+
+
+def _deepbench() -> Iterator[KernelRow]:
+    for d in _open("kernels_deepbench_conv.csv"):
+        prec = _PRECISION.get(d["precision"])
+        if prec is None:
+            continue
+        v = {k: int(d[k]) for k in ("N", "C", "H", "W", "K", "R", "S", "pad_h", "pad_w", "stride_h", "stride_w")}
+        layer = conv_layer(v["C"], v["H"], v["W"], v["K"], v["R"], v["S"], (v["stride_h"], v["stride_w"]),
+                           (v["pad_h"], v["pad_w"]))
+        first = not d["bwd_data_ms"]
+        op = _conv_op(v["R"], v["S"], v["stride_h"], v["C"])
+        for what, col in (("fwd", "fwd_ms"), ("dgrad", "bwd_data_ms"), ("wgrad", "bwd_filter_ms")):
+            if d[col] and float(d[col]) > 0:
+                yield KernelRow("deepbench", d["gpu"], _PROFILE[d["gpu"]], prec, f"{op} {what}", what, layer,
+                                first, v["N"], float(d[col]) * 1e-3)
+    for d in _open("kernels_deepbench_gemm.csv"):
+        prec = _PRECISION.get(d["precision"])
+        if prec is None:
+            continue
+        m, n, k = int(d["M"]), int(d["N"]), int(d["K"])
+        # C(MxN) = A(MxK) B(KxN): a linear layer of K inputs and N outputs over M rows
+        yield KernelRow("deepbench", d["gpu"], _PROFILE[d["gpu"]], prec, "gemm", "fwd", linear_layer(k, n),
+                        True, m, float(d["time_ms"]) * 1e-3)
+
+
+_INT = re.compile(r"(\w+)=\(?(\d+)")
+
+
+def _desc_ints(desc: str) -> dict[str, int]:
+    return {k: int(v) for k, v in _INT.findall(desc)}
+
+
+def _pipedream_layer(d: dict[str, str], batch: int) -> tuple[Layer, str] | None:
+    t = d["layer_type"]
+    n_out = int(d["output_activation_bytes"]) // 4 // batch
+    n_in = int(float(d["input_activation_bytes"] or 0)) // 4 // batch
+    if n_out < 1:
+        return None  # an output the profile recorded without a size
+    if t == "Conv2d":
+        g = int(float(d["groups"]))
+        c, k = int(float(d["conv_in_channels"])), int(float(d["conv_out_channels"]))
+        kh, kw = int(float(d["kernel_h"])), int(float(d["kernel_w"]))
+        st = (int(float(d["stride_h"])), int(float(d["stride_w"])))
+        pad = (int(float(d["pad_h"])), int(float(d["pad_w"])))
+        hw = int(float(d["in_hw"]))
+        layer = conv_layer(c, hw, hw, k, kh, kw, st, pad, g, bias="bias=False" not in d["layer_desc"])
+        op = "conv depthwise" if g > 1 and c // g == 1 else "conv grouped" if g > 1 else _conv_op(kh, kw, st[0], c)
+        return layer, op
+    if t == "Linear":
+        a = _desc_ints(d["layer_desc"])
+        return linear_layer(a["in_features"], a["out_features"], bias=True), "linear"
+    kind = {"BatchNorm2d": "batchnorm", "ReLU": "act", "MaxPool2d": "maxpool", "AvgPool2d": "avgpool"}[t]
+    kernel: tuple[int, ...] = ()
+    if kind in ("maxpool", "avgpool"):
+        ks = _desc_ints(d["layer_desc"]).get("kernel_size", 2)
+        kernel = (ks, ks)
+    layer = Layer(name=kind, kind=kind, inputs=("x",), in_shapes=((max(n_in, 1),),), out_shape=(n_out,),
+                  kernel=kernel, fn="relu" if kind == "act" else "", inplace=kind == "act")
+    return layer, {"batchnorm": "batchnorm", "act": "relu", "maxpool": "maxpool", "avgpool": "avgpool"}[kind]
+
+
+def _pipedream() -> Iterator[KernelRow]:
+    for d in _open("kernels_pipedream_layers.csv"):
+        batch = int(d["batch_size"])
+        built = _pipedream_layer(d, batch)
+        if built is None:
+            continue
+        layer, op = built
+        first = d["input_nodes"] == "node1"
+        for what, col, over in (("layer_fwd", "fwd_ms", PIPEDREAM_FWD_OVERHEAD_S),
+                                ("layer_bwd", "bwd_ms", PIPEDREAM_BWD_OVERHEAD_S)):
+            t = float(d[col]) * 1e-3 - over
+            if t >= PIPEDREAM_MIN_S:
+                yield KernelRow("pipedream", "V100 (PipeDream)", _PROFILE["pipedream"], "fp32",
+                                f"{op} {what[6:]}", what, layer, first, batch, t)
+
+
+def _neusight() -> Iterator[KernelRow]:
+    for d in _open("kernels_neusight_conv.csv"):
+        c, k, hw = int(d["in_channels"]), int(d["out_channels"]), int(d["input_hw"])
+        layer = conv_layer(c, hw, hw, k, 3, 3, (1, 1), (1, 1))
+        yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "conv 3x3 fwd", "fwd", layer, True,
+                        int(d["batch"]), float(d["latency_ms"]) * 1e-3)
+    for d in _open("kernels_neusight_linear.csv"):
+        rows = int(d["B"]) * int(d["M"])
+        yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "linear fwd", "fwd",
+                        linear_layer(int(d["N"]), int(d["K"])), True, rows, float(d["latency_ms"]) * 1e-3)
+
+
+def load_rows(sources: tuple[str, ...] = SOURCES) -> list[KernelRow]:
+    """Every shipped measured kernel/layer time of ``sources`` as :class:`KernelRow`."""
+    out: list[KernelRow] = []
+    gens = {"deepbench": _deepbench, "pipedream": _pipedream, "neusight": _neusight}
+    for s in sources:
+        out.extend(gens[s]())
+    return out
