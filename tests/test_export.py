@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from perfmodel.cli import main
 from perfmodel.export import ExportPlan, export_plan, program_text
+from perfmodel.export.plan import refusal
 from perfmodel.export.rows import RunResult, append_rows, measurement_row
 from perfmodel.export.stages import cut_tensors, stage_layer_ranges
 from perfmodel.network import get_model
@@ -142,9 +143,12 @@ def test_export_and_plan_export_write_runnable_programs(tmp_path, capsys):
     assert code == 0, err
     assert f"wrote {best}" in text
     ranked = plan("tiny_cnn", 2, "a100-80gb-dgx", "fp32")
+    first = next(p for p in ranked.plans if not refusal(p.strategy))  # the fastest exportable plan
     written = _plan_literal(best.read_text())
-    assert written["strategy"] == ranked.plans[0].strategy.spec()  # the best plan (a dp plan: no balance added)
-    assert written["predicted_throughput"] == pytest.approx(ranked.plans[0].throughput_samples_per_s, rel=1e-9)
+    assert written["strategy"] == first.strategy.spec()  # a dp plan here: no balance added
+    assert written["predicted_throughput"] == pytest.approx(first.throughput_samples_per_s, rel=1e-9)
+    passed_over = [p for p in ranked.plans[: ranked.plans.index(first)]]
+    assert all(f"({p.strategy.spec()}) not exported" in text for p in passed_over)
 
 
 NETS = {name: get_model(name, size) for name, size in [("tiny_cnn", 16), ("resnet18", 64), ("googlenet", 64),
