@@ -184,12 +184,14 @@ _LINK_SCALES = {
 
 
 def _scale(key: str, value: Any) -> float:
-    """A what-if multiplier: a finite number > 0 (the scaled field's range is checked after)."""
+    """A what-if multiplier: a finite number > 0 (>= 0 for a latency, which may be zero); the
+    scaled field's range is checked after."""
+    low = ">= 0" if "latency" in key else "> 0"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProfileError(f"what-if: {key} must be a number > 0, got {value!r:.40}")
+        raise ProfileError(f"what-if: {key} must be a number {low}, got {value!r:.40}")
     x = float(value) if abs(value) < 1e300 else math.inf
-    if not math.isfinite(x) or x <= 0:
-        raise ProfileError(f"what-if: {key} must be a finite number > 0, got {value!r:.40}")
+    if not math.isfinite(x) or x < 0 or (x == 0 and low == "> 0"):
+        raise ProfileError(f"what-if: {key} must be a finite number {low}, got {value!r:.40}")
     return x
 
 
