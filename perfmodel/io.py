@@ -19,6 +19,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 from .errors import DataError, PerfmodelError, UsageError
 
@@ -30,6 +31,7 @@ __all__ = [
     "atomic_output",
     "check_target",
     "read_bounded",
+    "open_bounded_text",
 ]
 
 #: The largest hardware profile read (a shipped one is ~5 KB; 1 MiB leaves room for comments).
@@ -113,6 +115,38 @@ def atomic_write_text(path: str | Path, text: str, check: Check | None = None) -
     atomic_write_bytes(path, text.encode("utf-8"), check)
 
 
+def _check_regular(p: Path, limit: int, what: str, error: type[PerfmodelError]) -> None:
+    """``p`` is a readable regular file of at most ``limit`` bytes, else ``error``."""
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise error(f"{p}: cannot read {what} ({e.strerror or e})") from None
+    if p.is_dir():
+        raise error(f"{p}: cannot read {what}: is a folder")
+    if not p.is_file():
+        raise error(f"{p}: cannot read {what}: not a regular file (a device, pipe or socket)")
+    if st.st_size > limit:
+        raise error(f"{p}: cannot read {what}: {st.st_size:,} bytes, more than the {limit:,} allowed")
+
+
+@contextlib.contextmanager
+def open_bounded_text(path: str | Path, limit: int, what: str,
+                      error: type[PerfmodelError] = DataError) -> Iterator[TextIO]:
+    """The regular file ``path`` (at most ``limit`` bytes) opened as UTF-8 text for streaming.
+
+    A byte-order mark is skipped; lines keep their endings (``newline=''``, as :mod:`csv`
+    wants). Decoding errors surface while reading, as ``UnicodeDecodeError``.
+    """
+    p = Path(path)
+    _check_regular(p, limit, what, error)
+    try:
+        f = open(p, encoding="utf-8-sig", newline="")  # noqa: SIM115 (closed below)
+    except OSError as e:
+        raise error(f"{p}: cannot read {what} ({e.strerror or e})") from None
+    with f:
+        yield f
+
+
 def read_bounded(path: str | Path, limit: int, what: str,
                  error: type[PerfmodelError] = DataError, stdin: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (``-`` is stdin when ``stdin``), at most ``limit``.
@@ -126,16 +160,7 @@ def read_bounded(path: str | Path, limit: int, what: str,
             raise error(f"<stdin>: cannot read {what}: more than the {limit:,} bytes allowed")
         return data
     p = Path(path)
-    try:
-        st = p.stat()
-    except OSError as e:
-        raise error(f"{p}: cannot read {what} ({e.strerror or e})") from None
-    if p.is_dir():
-        raise error(f"{p}: cannot read {what}: is a folder")
-    if not p.is_file():
-        raise error(f"{p}: cannot read {what}: not a regular file (a device, pipe or socket)")
-    if st.st_size > limit:
-        raise error(f"{p}: cannot read {what}: {st.st_size:,} bytes, more than the {limit:,} allowed")
+    _check_regular(p, limit, what, error)
     try:
         with open(p, "rb") as f:
             data = f.read(limit + 1)

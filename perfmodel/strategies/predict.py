@@ -10,7 +10,7 @@ import numpy as np
 
 from ..cost.collectives import Group, allreduce, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM, LayerTimes, layer_times
-from ..errors import BatchSplitError, StrategyError, UsageError
+from ..errors import BatchSplitError, DataError, StrategyError, UsageError
 from ..hardware import PRECISIONS, Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, compile_counts, get_model
@@ -213,11 +213,15 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     if s.mp > 1:
         from .model_parallel import price_model_parallel
 
-        return price_model_parallel(ctx, s, global_batch)
+        r = price_model_parallel(ctx, s, global_batch)
+        _check_finite(ctx, s, r.time_s, r.breakdown, r.memory)
+        return r
     if s.filter > 1 or s.channel > 1:
         from .channels import price_channel_split
 
-        return price_channel_split(ctx, s, global_batch)
+        r = price_channel_split(ctx, s, global_batch)
+        _check_finite(ctx, s, r.time_s, r.breakdown, r.memory)
+        return r
     if s.is_ps and (s.pp > 1 or s.sp_degree > 1):
         raise StrategyError("parameter servers (comm=ps-*) are modelled for data parallelism only (use dp=N)")
     per_replica, m = _split_batch(global_batch, s)
@@ -429,11 +433,23 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         breakdown["compute"] += total - parts
 
     memory = memory_of(bounds)
+    _check_finite(ctx, s, total, breakdown, memory)
     details["bucket_bytes"] = BUCKET_BYTES
     details["sp_group_in_node"] = sp_in_node
     return _Priced(
         float(total), {k: float(v) for k, v in breakdown.items()}, {k: float(v) for k, v in memory.items()}, details
     )
+
+
+def _check_finite(ctx: Context, s: Strategy, total: float, parts: dict[str, float], memory: dict[str, float]) -> None:
+    """A step time or memory that is not a finite number is an error naming its cause, never a result."""
+    bad = [f"{k} {v!r}" for k, v in {**parts, **memory}.items() if not math.isfinite(v)]
+    if bad or not math.isfinite(total):
+        raise DataError(
+            f"{s.spec()} on {ctx.hw.name}: the step time ({total!r} s) or memory is not a finite number "
+            f"({', '.join(bad[:4]) or 'the total'}); a profile value outside the ranges of "
+            "hardware_profiles/template.toml?"
+        )
 
 
 #: The shipped profiles on which automatic pipeline splits are chosen: four GPU generations
