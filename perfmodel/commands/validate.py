@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,9 +27,14 @@ def _pct(x: float | None) -> str:
 
 def rows_frame(v: Validation, rows: Sequence[RowResult] | None = None) -> pd.DataFrame:
     """One line per input row (``rows``: a slice of ``v.rows``), in input order, units in the headers."""
+    return _numeric(pd.DataFrame(_records(v, v.rows if rows is None else rows)))
+
+
+def _records(v: Validation, rows: Sequence[RowResult]) -> list[dict[str, object]]:
+    """The rows table as dicts (what :func:`rows_frame` holds, without pandas)."""
     many = len(v.files) > 1
     recs = []
-    for r in v.rows if rows is None else rows:
+    for r in rows:
         m = r.measurement
         rec: dict[str, object] = {}
         if many:
@@ -53,7 +59,7 @@ def rows_frame(v: Validation, rows: Sequence[RowResult] | None = None) -> pd.Dat
             }
         )
         recs.append(rec)
-    return _numeric(pd.DataFrame(recs))
+    return recs
 
 
 def _numeric(df: pd.DataFrame) -> pd.DataFrame:
@@ -91,7 +97,7 @@ def render_validation(v: Validation) -> str:
 def _table_chunks(v: Validation) -> Iterator[str]:
     """The rows table, :data:`CHUNK_ROWS` rows at a time (each chunk aligned on its own)."""
     for i in range(0, max(len(v.rows), 1), CHUNK_ROWS):
-        yield render_frame(rows_frame(v, v.rows[i : i + CHUNK_ROWS]))
+        yield render_frame(_records(v, v.rows[i : i + CHUNK_ROWS]))
 
 
 def render_summary(v: Validation) -> str:
@@ -182,12 +188,18 @@ def _text_chunks(v: Validation) -> Iterator[str]:
 
 
 def _json_chunks(v: Validation) -> Iterator[str]:
+    """``{"rows": [...], "summary": {...}}`` with one row per line (json's C encoder)."""
     yield '{\n"rows": ['
     for i in range(0, len(v.rows), CHUNK_ROWS):
-        part = ",\n".join(to_json(r.to_dict()) for r in v.rows[i : i + CHUNK_ROWS])
+        part = ",\n".join(json.dumps(_finite(r.to_dict()), allow_nan=False) for r in v.rows[i : i + CHUNK_ROWS])
         yield ("\n" if i == 0 else ",\n") + part
     summary = v.to_dict(rows=False)["summary"]
     yield f"],\n\"summary\": {to_json(summary)}\n}}\n"
+
+
+def _finite(row: dict[str, object]) -> dict[str, object]:
+    """Non-finite numbers as None (the output never carries NaN or inf)."""
+    return {k: None if isinstance(x, float) and not math.isfinite(x) else x for k, x in row.items()}
 
 
 def _csv_chunks(v: Validation) -> Iterator[str]:
@@ -198,11 +210,11 @@ def _csv_chunks(v: Validation) -> Iterator[str]:
     for r in first_of_file.values():
         columns += [c for c in r.to_dict() if c not in columns]
     buf = io.StringIO()
-    w = csv.DictWriter(buf, columns, restval="", lineterminator="\n")
-    w.writeheader()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
     for i, r in enumerate(v.rows, 1):
-        w.writerow({k: "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
-                    for k, x in r.to_dict().items()})
+        d = _finite(r.to_dict())
+        w.writerow(["" if (x := d.get(c)) is None else x for c in columns])
         if i % CHUNK_ROWS == 0:
             yield buf.getvalue()
             buf.seek(0)
