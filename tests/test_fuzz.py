@@ -228,7 +228,7 @@ def test_profile_loader_mutated(folder: Path, data: st.DataObject) -> None:
             lines.insert(i, line)
         if not lines:
             break
-    path = folder / "mutated.toml"
+    path = folder / "a100-80gb-dgx.toml"  # its name is its file's: mutations, not the name, are tested
     path.write_text("\n".join(lines))
     _check_profile(path)
 
