@@ -210,8 +210,8 @@ CASES: list[tuple[str, str, int, str]] = [
     ("scale", "tiny_cnn --gpus 1,2 -H nope", 1, "unknown hardware 'nope'"),
     ("scale", "tiny_cnn --gpus 1,2 -H {mistyped_toml}", 1, "gpus_per_node"),
     ("scale", "tiny_cnn --gpus 1,2 --format x", 2, "'x' is not one of"),
-    ("scale", f"tiny_cnn --gpus 1,2 -B {HUGE}", 2, "is too large"),
-    ("scale", f"tiny_cnn --gpus 1,2 -b {HUGE}", 2, "is too large"),
+    ("scale", f"tiny_cnn --gpus 1,2 -B {HUGE}", 2, "an integer from 1 to 1,000,000,000"),
+    ("scale", f"tiny_cnn --gpus 1,2 -b {HUGE}", 2, "an integer from 1 to 1,000,000,000"),
     # partition
     ("partition", "resnt50 -k 2", 1, "did you mean resnet50"),
     ("partition", "tiny_cnn -k 0", 2, "parts must be an integer >= 2, got 0"),

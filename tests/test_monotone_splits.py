@@ -8,13 +8,16 @@ each of which gets faster on faster hardware (``test_properties.py`` pins them).
 
 from __future__ import annotations
 
+import importlib
+import math
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_properties import FASTER, REL, case, price, seeded
 
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import DataError, PerfmodelError
 from perfmodel.hardware import load_hardware, profile_names
 from perfmodel.strategies import predict
 from perfmodel.strategies.predict import STAGE_REFERENCE_PROFILES
@@ -60,3 +63,20 @@ def test_candidate_splits_do_not_depend_on_the_profile(c: tuple[Any, ...]) -> No
             continue
         seen.append(p.details["balance_candidates"])
     assert all(x == seen[0] for x in seen)
+
+
+@seeded(80)
+@given(case(kinds=("filter", "channel", "pipeline", "hybrid", "spatial")))
+def test_speedup_of_a_plan_that_fits_never_exceeds_its_gpus(c: tuple[Any, ...]) -> None:
+    p = price(c)
+    if p.speedup_vs_1gpu is not None and p.fits_in_memory:
+        assert p.speedup_vs_1gpu <= p.gpus * (1 + REL), (p.strategy.spec(), p.speedup_vs_1gpu)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_a_non_finite_step_is_an_error_naming_its_cause(monkeypatch: Any) -> None:
+    """Guard behind the ranges: a computed inf/NaN is never a result."""
+    pr = importlib.import_module("perfmodel.strategies.predict")
+    monkeypatch.setattr(pr, "allreduce", lambda *a, **k: math.inf)
+    with pytest.raises(DataError, match="not a finite number.*gradient_exchange_exposed"):
+        predict("tiny_cnn", 8, "dp=8", "a100-80gb-dgx", batch_per_gpu=2)

@@ -94,8 +94,9 @@ def check_top(top: object) -> int:
     return check_count("top", top, 1000)
 
 
-def names(value: object, what: str, valid: Sequence[str]) -> list[str]:
-    """Names from a list of strings or one comma-separated string, each in ``valid``."""
+def names(value: object, what: str, valid: Sequence[str], one: str) -> list[str]:
+    """Names from a list of strings or one comma-separated string, each in ``valid`` (``what``
+    names them in messages, ``one`` names one of them)."""
     if isinstance(value, str):
         items: list[Any] = [s.strip() for s in value.split(",")]
     elif isinstance(value, (list, tuple, set, frozenset)):
@@ -112,7 +113,7 @@ def names(value: object, what: str, valid: Sequence[str]) -> list[str]:
         if s not in valid:
             close = closest_names(s, valid)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise UsageError(f"unknown {what[:-1] if what.endswith('s') else what} {shown(s, 40)} "
+            raise UsageError(f"unknown {one} {shown(s, 40)} "
                              f"(valid: {', '.join(valid)}){hint}")
         if s not in out:
             out.append(s)
@@ -123,4 +124,4 @@ def names(value: object, what: str, valid: Sequence[str]) -> list[str]:
 
 def check_kinds(kinds: object) -> tuple[str, ...] | None:
     """None (every kind) or strategy kinds of the plan search, as a list or a comma list."""
-    return None if kinds is None else tuple(names(kinds, "kinds", KINDS))
+    return None if kinds is None else tuple(names(kinds, "kinds", KINDS, "kind"))

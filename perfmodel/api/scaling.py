@@ -53,7 +53,7 @@ def scale(
     """
     counts = parse_gpu_list(gpus_list)
     bpg, gb = resolve_batches(batch_per_gpu, global_batch)
-    kinds_asked = names(strategies, "strategies", SCALE_STRATEGIES)
+    kinds_asked = names(strategies, "strategies", SCALE_STRATEGIES, "strategy")
     precision = check_precision(precision)
     optimizer = check_optimizer(optimizer)
     net = load_model(model, image_size)
