@@ -2,8 +2,9 @@
 
 Writes a CSV of N rows (default 1,000,000) made of the shipped published runs repeated with
 their measured throughputs jittered, then runs ``perfmodel validate FILE --format F`` in a
-subprocess for each format, output to /dev/null, and prints seconds and the child's peak
-resident memory. Prints figures; asserts nothing (timed assertions flake).
+subprocess for each format, output to /dev/null, and prints wall and CPU seconds (CPU time
+is the fair figure on a shared machine) and the child's peak resident memory. Prints
+figures; asserts nothing (timed assertions flake).
 
 Run: python benchmarks/validate_scale.py [ROWS] [FORMAT ...]
 """
@@ -39,18 +40,19 @@ def write_csv(path: Path, n: int) -> int:
     return path.stat().st_size
 
 
-def run(path: Path, fmt: str) -> tuple[float, float]:
-    """(seconds, peak MiB) of one ``perfmodel validate`` process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def run(path: Path, fmt: str) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak MiB) of one ``perfmodel validate`` process."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before, cpu0 = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
     t = time.perf_counter()
     with open("/dev/null", "w") as null:
         r = subprocess.run([sys.executable, "-m", "perfmodel", "validate", str(path), "--format", fmt],
                            stdout=null, stderr=subprocess.PIPE, text=True)
     dt = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         print(f"  exit {r.returncode}: {r.stderr.strip()[:200]}")
-    return dt, max(peak, before) / 1024
+    return dt, usage.ru_utime + usage.ru_stime - cpu0, max(usage.ru_maxrss, before) / 1024
 
 
 def main() -> None:
@@ -61,8 +63,9 @@ def main() -> None:
         size = write_csv(path, n)
         print(f"{n:,} rows, {size / 1e6:.1f} MB")
         for fmt in formats:
-            dt, mib = run(path, fmt)
-            print(f"  validate --format {fmt:5}: {dt:6.1f} s, peak {mib:,.0f} MiB (largest child so far)")
+            dt, cpu, mib = run(path, fmt)
+            print(f"  validate --format {fmt:5}: {dt:6.1f} s wall, {cpu:6.1f} s CPU, "
+                  f"peak {mib:,.0f} MiB (largest child so far)")
 
 
 if __name__ == "__main__":
