@@ -39,6 +39,8 @@ CASES: list[tuple[str, Callable[[], Any], type[PerfmodelError], str]] = [
     ("launch nan", lambda: api.load_hardware(kernel_launch_s=math.nan), ProfileError, "kernel_launch_s"),
     ("launch huge", lambda: api.load_hardware(kernel_launch_s=1e308), ProfileError, "0 to 0.1 s"),
     ("memory tiny", lambda: api.load_hardware(memory_bytes=1e-300), ProfileError, "1 MiB to 1 PiB"),
+    ("gpus_per_node bool", lambda: api.load_hardware(gpus_per_node=True), ProfileError, "gpus_per_node"),
+    ("max_nodes huge", lambda: api.load_hardware(max_nodes=10**400), ProfileError, "max_nodes"),
     ("top str", lambda: api.plan_frame("tiny_cnn", 2, top="5"), UsageError, "top must be an integer"),
     ("top 0", lambda: api.plan_frame("tiny_cnn", 2, top=0), UsageError, "top must be an integer"),
     ("plan gpus bool", lambda: api.plan_frame("tiny_cnn", True), UsageError, "gpus must be"),

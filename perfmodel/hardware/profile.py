@@ -128,9 +128,10 @@ class Hardware:
     schema_version: int = 1
 
     def __post_init__(self) -> None:
-        if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
+        g = self.gpus_per_node
+        if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= 1_000_000:
             raise ProfileError(
-                f"{self.name}: gpus_per_node must be a positive integer, got {self.gpus_per_node!r}"
+                f"{self.name}: gpus_per_node must be an integer from 1 to 1,000,000, got {g!r:.40}"
             )
         missing = [p for p in PRECISIONS if p not in self.compute]
         if missing:
@@ -138,10 +139,8 @@ class Hardware:
         _in_range(self.name, kernel_launch_s=self.kernel_launch_s,
                   framework_reserve_bytes=self.framework_reserve_bytes)
         n = self.max_nodes
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ProfileError(
-                f"{self.name}: max_nodes must be a positive integer, got {self.max_nodes!r}"
-            )
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1_000_000:
+            raise ProfileError(f"{self.name}: max_nodes must be an integer from 1 to 1,000,000, got {n!r:.40}")
         object.__setattr__(self, "compute", MappingProxyType(dict(self.compute)))
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
