@@ -20,7 +20,7 @@ from test_properties import FASTER, REL, case, price, seeded
 from perfmodel.errors import DataError, PerfmodelError
 from perfmodel.hardware import load_hardware, profile_names
 from perfmodel.strategies import predict
-from perfmodel.strategies.predict import STAGE_REFERENCE_PROFILES
+from perfmodel.strategies.pipeline import STAGE_REFERENCE_PROFILES
 
 
 def test_reference_profiles_are_shipped_and_of_several_generations() -> None:
@@ -76,7 +76,7 @@ def test_speedup_of_a_plan_that_fits_never_exceeds_its_gpus(c: tuple[Any, ...]) 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_a_non_finite_step_is_an_error_naming_its_cause(monkeypatch: Any) -> None:
     """Guard behind the ranges: a computed inf/NaN is never a result."""
-    pr = importlib.import_module("perfmodel.strategies.predict")
-    monkeypatch.setattr(pr, "allreduce", lambda *a, **k: math.inf)
+    data = importlib.import_module("perfmodel.strategies.data")
+    monkeypatch.setattr(data, "allreduce", lambda *a, **k: math.inf)
     with pytest.raises(DataError, match="not a finite number.*gradient_exchange_exposed"):
         predict("tiny_cnn", 8, "dp=8", "a100-80gb-dgx", batch_per_gpu=2)
