@@ -1,12 +1,14 @@
 """``explain``: the step time of a plan as a sympy formula in named symbols, and its value.
 
-The formula is built from the same pieces ``predict`` evaluates: each layer's symbolic
-counts (:mod:`perfmodel.network.counts`), the roofline of :func:`perfmodel.cost.formulas.kernel_time`,
-the collectives of :mod:`perfmodel.cost.formulas` (ring allreduce, all-gather,
-reduce-scatter, point-to-point) on the link symbols, the pipeline schedule and the
-bucketed overlap recurrence. Lambdified at the profile's values it gives the iteration
-time ``predict`` reports (a test holds them equal), and :meth:`StepFormula.evaluate`
-prices what-ifs (other hardware values) from the same formula.
+The formula is the pricing's own functions evaluated on symbols: each layer's roofline
+(:func:`perfmodel.cost.compute.layer_seconds` on ``ComputeValues.symbols()``), the
+collectives on the link symbols, the spatial dimension's halo and redistribution seconds,
+the pipeline's cut sends and fill-drain step (:func:`~perfmodel.strategies.pipeline.pipeline_step`),
+the bucketed overlap (:func:`~perfmodel.strategies.data.overlapped_exchange`), the
+parameter server's worst case and the optimizer step; the plan's decisions (stage split,
+tiled links, the mp partition) are the ones ``predict`` took. Lambdified at the profile's
+values it gives the iteration time ``predict`` reports (tests check it), and
+:meth:`StepFormula.evaluate` prices what-ifs (other hardware values) from the same formula.
 
 Filter and channel splits are closed forms: each pass's exchanges are grouped by
 collective, one term per collective with the summed elements per sample as a symbol
@@ -29,11 +31,10 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from ..cost.collectives import allreduce_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import ceil, smax
+from ..cost.formulas import ceil
 from .context import Context, weight_group
-from .data import overlapped_exchange
+from .data import gradient_exchange
 from .dimension import optimizer_step_s
 from .explain_split import explain_mp, explain_split
 from .formula import (
@@ -259,17 +260,10 @@ def _explain_chain(
         ends, ranges = [body], [(0, len(ctx.net.layers))]
     if s.is_ps:
         _parameter_server(ctx, s, c)
-    elif s.dp * s.sp_degree > 1:
-        group = weight_group(s, ctx.hw.gpus_per_node)
-        grad, bwd_c = ctx.cc.params * GRAD_BYTES_PER_PARAM, c.bwd_with_comm()
-        end_max: Any = 0
-        for (a, z), end_s in zip(ranges, ends, strict=True):
-            bw_rev = bwd_c[a:z][::-1]
-            end, _ = overlapped_exchange(
-                bw_rev, grad[a:z][::-1], lambda n: allreduce_expr(n, group, LINK, s.comm), end_s - sp.Add(*bw_rev)
-            )
-            end_max = end if end_max == 0 else smax(end_max, end)
-        c.terms["gradient_exchange_exposed"] = smax(0, end_max - body)
+    else:
+        exposed, _ = gradient_exchange(ctx, s, c.bwd_with_comm(), ranges, ends, body, LINK)
+        if s.dp * s.sp_degree > 1:
+            c.terms["gradient_exchange_exposed"] = exposed
     params_gpu = max(int(st["params"]) for st in details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
     c.terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, SYMBOLS)
     return finish(c.terms, values, pred, legend=c.legend, meaning=c.meaning)
