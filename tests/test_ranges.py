@@ -33,6 +33,14 @@ FIELDS = {
     "half_work_flops": "efficiency.compute.bf16.half_work_flops",
     "kernel_launch_s": "efficiency.kernel_launch_s",
     "framework_reserve_bytes": "efficiency.framework_reserve_bytes",
+    "tile_half_intensity": "efficiency.kernels.tile_half_intensity",
+    "winograd_gain": "efficiency.kernels.winograd_gain",
+    "winograd_min_channels": "efficiency.kernels.winograd_min_channels",
+    "wgrad_efficiency": "efficiency.kernels.wgrad_efficiency",
+    "wgrad_efficiency_tensor_cores": "efficiency.kernels.wgrad_efficiency_tensor_cores",
+    "depthwise_efficiency": "efficiency.kernels.depthwise_efficiency",
+    "host_op_s": "efficiency.kernels.host_op_s",
+    "step_overhead_s": "efficiency.kernels.step_overhead_s",
 }
 
 
