@@ -344,7 +344,9 @@ def test_measure_without_torch(capsys: pytest.CaptureFixture[str]) -> None:
         pytest.skip("torch is installed")
     code, out, err = run_main(["measure", "tiny_cnn", "--steps", "1", "--warmup", "0"], capsys)
     assert code == 1 and out == ""
-    assert err.splitlines() == ["error: torch is not installed: pip install perfmodel[torch]"]
+    assert err.splitlines() == [
+        'error: torch is not installed: pip install torch (from a perfmodel checkout: pip install -e ".[torch]")'
+    ]
 
 
 def test_bare_perfmodel_prints_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,7 @@ from .memory import (
 from .pipeline import PipelineTiming, partition_min_max, partition_with_cut_costs, pipeline_timing
 from .spatial import choose_decomposition, network_halos
 from .spec import Strategy, parse_strategy
+from .wording import exchange_assumption, precision_assumption
 
 __all__ = ["Prediction", "predict", "price", "Context", "context", "EXCLUDED", "OPTIMIZER_LAUNCHES"]
 
@@ -700,7 +701,7 @@ def _predict(ctx: Context, s: Strategy, B: int, baseline: bool = True) -> Predic
         memory_capacity_bytes=hw.device.memory_bytes,
         breakdown=priced.breakdown,
         memory=priced.memory,
-        assumptions=assumptions(ctx, base),
+        assumptions={**assumptions(ctx, base), "gradient_exchange": exchange_assumption(s)},
         details=priced.details,
     )
 
@@ -710,12 +711,7 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
     out = {
         "hardware": f"{hw.name}: {hw.description}",
         "hardware_source": hw.sources.get("profile", "") + (f" (file {hw.path})" if hw.path else ""),
-        "precision": {
-            "fp32": "fp32 everywhere (CUDA-core peak)",
-            "tf32": "fp32 storage, TF32 tensor-core math for convolutions and matmuls",
-            "amp": "mixed precision: fp16 tensor-core math and activations, fp32 master weights and gradients",
-            "bf16": "bf16 tensor-core math and activations, fp32 master weights and gradients",
-        }[ctx.precision],
+        "precision": precision_assumption(hw, ctx.precision),
         "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)"}[
             ctx.optimizer
         ],
