@@ -263,7 +263,8 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
         saved[i] += numel(net.shape_of(t))  # the gathered copy its readers keep
     scaled["saved_elems"] = m * saved
     cc_gpu = replace(cc, params=cc.params * plan.f_par)
-    lt = layer_times(cc_gpu, hw, ctx.precision, m, counts=scaled)
+    m_t = per_replica / s.mb  # time at the mean micro-batch (memory above at the largest)
+    lt = layer_times(cc_gpu, hw, ctx.precision, m_t, counts=scaled if m_t == m else split_counts(cc, plan, m_t))
 
     # exchanges inside the split group: n consecutive ranks, placed as weight_group places n
     # replicas of a one-GPU plan
@@ -271,7 +272,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     fwd_comm = np.zeros(len(net.layers))
     bwd_comm = np.zeros(len(net.layers))
     for x in plan.exchanges:
-        nbytes = m * x.elems_per_sample * e
+        nbytes = m_t * x.elems_per_sample * e
         if x.op == "allgather":
             secs = allgather(nbytes, split_group, hw)
         elif x.op == "reduce_scatter":
@@ -312,8 +313,11 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
             return allreduce(nbytes, dp_group, hw, comm)
 
         start = t_body - float(bwd.sum())
+        last_bwd = bwd[::-1]
+        if s.overlap == "none":  # the exchange starts when the backward pass has ended
+            start, last_bwd = t_body, np.zeros_like(last_bwd)
         end, total_comm = overlapped_exchange(
-            bwd[::-1].tolist(), grad_bytes[::-1].tolist(), reduce, start)
+            last_bwd.tolist(), grad_bytes[::-1].tolist(), reduce, start)
         exposed = max(0.0, end - t_body)
         details["gradient_allreduce_s"] = total_comm
         details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": comm}

@@ -62,24 +62,25 @@ def parameter_server(
     compute_s: float, grad_bytes: float, workers: int, server_bw: float, worker_bw: float,
     latency_s: float, sharded: bool,
 ) -> ParameterServerBounds:
-    """Step-time bounds with a central or sharded parameter server.
+    """Step-time bounds with a central or sharded parameter server, one overlap rule for both.
 
-    Central: each worker pushes ``G`` gradient bytes and pulls ``G`` weight bytes through
-    the server's link. Worst case all ``N`` push at once and share it: ``2*N*G/bw`` after
-    compute. Best case the transfers of one worker overlap the others' computation: the
-    server link is busy ``2*N*G/bw`` per step, so the step is
-    ``max(compute + 2*G/bw, 2*N*G/bw)``.
-    Sharded: each worker serves ``G/N``; each pushes and pulls ``(N - 1)/N * G`` over its
-    own link: worst ``compute + 2*(N - 1)/N*G/bw``, best the same traffic hidden behind
-    compute as far as it fits: ``max(compute, 2*(N - 1)/N*G/bw)``.
+    ``comm`` is how long the busiest link carries one step's pushes (``G`` gradient bytes per
+    worker) and pulls (``G`` weight bytes). Central: all ``N`` workers' traffic crosses the
+    server's link, ``2*N*G/link + 2*N*alpha`` (``link`` the server's bandwidth, or the
+    workers' together if smaller). Sharded: each worker serves ``G/N`` and pushes and pulls
+    ``(N - 1)/N * G`` over its own link, ``2*(N - 1)/N*G/bw + 2*(N - 1)*alpha``.
+
+    * worst: the exchange is serialised after compute: ``compute + comm``;
+    * best: the exchange overlaps the next step's compute as far as the schedule allows (the
+      busiest link and the GPUs work at once, the slower of the two sets the pace):
+      ``max(compute, comm)``.
     """
     n, g = workers, grad_bytes
     if n <= 1:
         return ParameterServerBounds(compute_s, compute_s, 0.0)
     if sharded:
         comm = 2 * (n - 1) / n * g / worker_bw + 2 * (n - 1) * latency_s
-        return ParameterServerBounds(max(compute_s, comm), compute_s + comm, comm)
-    link = min(server_bw, worker_bw * n)
-    comm_all = 2 * n * g / link + 2 * n * latency_s
-    own = 2 * g / min(server_bw, worker_bw) + 2 * latency_s
-    return ParameterServerBounds(max(compute_s + own, comm_all), compute_s + comm_all, comm_all)
+    else:
+        link = min(server_bw, worker_bw * n)
+        comm = 2 * n * g / link + 2 * n * latency_s
+    return ParameterServerBounds(max(compute_s, comm), compute_s + comm, comm)

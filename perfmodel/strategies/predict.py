@@ -17,7 +17,9 @@ from ..limits import MAX_BATCH, shown
 from ..network import Network, compile_counts, get_model
 from ..network.counts import CompiledCounts
 from ..units import BYTES_PER_ELEMENT, GIB
+from .baseline import Baseline
 from .data import BUCKET_BYTES, overlapped_exchange, parameter_server
+from .dataparallel import check_dataparallel, dataparallel_step
 from .memory import (
     input_batch_bytes,
     optimizer_bytes_per_param,
@@ -29,11 +31,16 @@ from .spatial import choose_decomposition, network_halos
 from .spec import Strategy, parse_strategy
 from .wording import exchange_assumption, precision_assumption
 
-__all__ = ["Prediction", "predict", "price", "Context", "context", "EXCLUDED", "OPTIMIZER_LAUNCHES"]
+__all__ = [
+    "Prediction", "predict", "price", "Context", "context", "EXCLUDED", "OPTIMIZER_LAUNCHES", "one_gpu_baseline",
+]
 
 #: Kernel launches of one optimizer step: torch.optim's ``foreach`` implementation (the
 #: default since PyTorch 2.0) updates lists of tensors in a handful of fused launches.
 OPTIMIZER_LAUNCHES = 10
+
+#: Exchanges that allreduce gradients in DDP's buckets.
+_ALLREDUCES = ("ring", "tree", "hierarchical")
 
 #: What no prediction includes.
 EXCLUDED = (
@@ -114,6 +121,7 @@ class Prediction:
     memory: dict[str, float]
     assumptions: dict[str, str]
     details: dict[str, Any] = field(default_factory=dict)
+    baseline: Baseline | None = None
 
     @property
     def fits_in_memory(self) -> bool:
@@ -142,6 +150,7 @@ class Prediction:
             "throughput_samples_per_s": self.throughput_samples_per_s,
             "speedup_vs_1gpu": self.speedup_vs_1gpu,
             "speedup_baseline": self.speedup_baseline,
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "parallel_efficiency": self.parallel_efficiency,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "memory_capacity_bytes": self.memory_capacity_bytes,
@@ -212,6 +221,8 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         )
     if s.pp > n_links:
         raise StrategyError(f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})")
+    if s.comm == "dataparallel":
+        check_dataparallel(s, hw.gpus_per_node)
     if s.mp > 1:
         from .model_parallel import price_model_parallel
 
@@ -223,16 +234,22 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     if s.is_ps and (s.pp > 1 or s.sp_degree > 1):
         raise StrategyError("parameter servers (comm=ps-*) are modelled for data parallelism only (use dp=N)")
     per_replica, m = _split_batch(global_batch, s)
+    # micro-batches of floor or ceil(per_replica / mb) samples: time at their mean (exactly
+    # per_replica samples per step), memory at the largest
+    m_t = per_replica / s.mb
     e = ctx.elem_bytes
     details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
     p_sp = s.sp_degree
     grid = s.sp
     if p_sp > 1:
-        fwd, bwd, saved, halo_s, redist_s, spatial_links, sp_in_node = _spatial(ctx, s, m)
+        fwd, bwd, saved, halo_s, redist_s, spatial_links, sp_in_node = _spatial(ctx, s, m_t)
+        if m_t != m:
+            saved = _spatial(ctx, s, m)[2]
         details["spatial_links"] = [lk.name for lk, sp_ in zip(net.links, spatial_links, strict=True) if sp_]
         details["sample_links"] = [lk.name for lk, sp_ in zip(net.links, spatial_links, strict=True) if not sp_]
     else:
-        lt, ev = ctx.times(m)
+        lt, _ = ctx.times(m_t)
+        _, ev = ctx.times(m)
         fwd, bwd = lt.fwd, lt.bwd
         saved = ev["saved_elems"] * e + ev["saved_extra_bytes"]
         halo_s = np.zeros_like(fwd)
@@ -262,7 +279,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
     ) -> tuple[float, float]:
         """(exposed seconds, total allreduce seconds) of the gradient exchange among the GPUs
         sharing each weight, every stage's overlapped with its last backward micro-batch."""
-        if share == 1 or s.is_ps:
+        if share == 1 or s.is_ps or s.comm == "dataparallel":
             return 0.0, 0.0
 
         def reduce(nbytes: float) -> float:
@@ -273,6 +290,8 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         for (a, b), end_s in zip(stage_ranges, stage_ends, strict=True):
             last_bwd = bwd[a:b][::-1]
             start = end_s - float(last_bwd.sum())
+            if s.overlap == "none":  # the exchange starts when the backward pass has ended
+                start, last_bwd = end_s, np.zeros_like(last_bwd)
             end, tot = overlapped_exchange(last_bwd, grad_bytes_layer[a:b][::-1], reduce, start)
             end_max = max(end_max, end)
             total_comm += tot
@@ -294,7 +313,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         send_b = np.zeros(s.pp)
         for i in range(s.pp - 1):
             last = bounds[i + 1] - 1
-            nbytes = per_gpu(last) * ctx.cut_elems[last] * e
+            nbytes = per_gpu(last) * m_t / m * ctx.cut_elems[last] * e
             across = ((i + 1) * p_sp) % g == 0 and s.pp * p_sp > g
             t = point_to_point(nbytes, hw, across)
             send_f[i] = t
@@ -331,7 +350,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
             "weights": params_gpu * weight_bytes_per_param(ctx.precision),
             "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
             "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
-            "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if (share > 1 and not s.is_ps) else 0.0,
+            "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if (share > 1 and s.comm in _ALLREDUCES) else 0.0,
             "input_batch": input_batch_bytes(net.input_shape, inputs_held),
             "activations": mem_acts,
             "workspace": transient + hw.framework_reserve_bytes,
@@ -415,6 +434,13 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
             "worst_case_s": bounds_ps.worst_s,
             "reported": "worst case (all workers transfer at once)",
         }
+    elif s.comm == "dataparallel" and s.dp > 1:
+        dps = dataparallel_step(
+            fwd, bwd, float(ctx.cc.params.sum()) * 4, float(ctx.cc.params.sum()) * GRAD_BYTES_PER_PARAM,
+            input_batch_bytes(net.input_shape, m_t), float(ctx.times(m_t)[1]["out_elems"][-1]) * e, s.dp, hw,
+        )
+        exposed = s.mb * (dps.body_s + dps.reduce_s) - t_body
+        details["dataparallel"] = {k: s.mb * v for k, v in vars(dps).items()}
     elif share > 1:
         exposed, total_comm = exchange(stage_ranges, stage_ends, t_body)
         details["gradient_allreduce_s"] = total_comm
@@ -504,7 +530,7 @@ def _transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int]) -> float:
 
 
 def _spatial(
-    ctx: Context, s: Strategy, m: int
+    ctx: Context, s: Strategy, m: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[bool], bool]:
     """Per-layer fwd/bwd seconds, saved bytes, halo seconds and redistribution seconds (switching
     between spatial and sample decomposition at a cut; included in fwd/bwd like the halos), the
@@ -628,6 +654,16 @@ def one_gpu_step(ctx: Context, batch: int) -> tuple[float, int] | None:
     return None
 
 
+def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None) -> Baseline | None:
+    """One GPU of the profile training ``batch`` samples per step (accumulating gradients over
+    the fewest micro-batches that fit); ``None`` if one sample does not fit. A one-GPU data
+    plan ``s`` is its own baseline (one GPU is exactly 1.0x)."""
+    if s is not None and s.gpus == 1 and s.kind == "data" and s.comm in _ALLREDUCES and not s.recompute:
+        return Baseline(ctx.hw.name, batch, s.mb, price(ctx, s, batch).time_s)
+    one = one_gpu_step(ctx, batch)
+    return None if one is None else Baseline(ctx.hw.name, batch, one[1], one[0])
+
+
 def baseline_text(hardware: str, batch: int, steps: int, weak: bool) -> str:
     """What a speedup is measured against: one GPU at the per-GPU (weak) or global (strong) batch."""
     what = "the same batch per GPU" if weak else "the same global batch"
@@ -650,9 +686,9 @@ def predict(
 
     The batch is ``batch_per_gpu`` samples per GPU (global batch = that times ``gpus``) or
     ``global_batch``. The speedup is against one GPU of the same profile training the same
-    samples (:func:`one_gpu_step`, accumulating gradients when they do not fit it at once):
-    the per-GPU batch for data-parallel plans (NVIDIA's convention; ``scale``'s weak
-    scaling), the global batch for the others (``scale``'s strong scaling).
+    global batch (:func:`one_gpu_baseline`, accumulating gradients when they do not fit it at
+    once), whatever the plan's kind; a one-GPU data plan is its own baseline (1.0x). The
+    baseline is :attr:`Prediction.baseline`.
     """
     if not isinstance(gpus, int) or gpus < 1:
         raise UsageError(f"GPU count must be a positive integer, got {gpus!r}")
@@ -666,23 +702,22 @@ def predict(
     return _predict(ctx, s, B)
 
 
-def _predict(ctx: Context, s: Strategy, B: int, baseline: bool = True) -> Prediction:
+def _predict(
+    ctx: Context, s: Strategy, B: int, baseline: bool = True, base: Baseline | None = None
+) -> Prediction:
+    """Price ``s`` at ``B``; the speedup is over ``base`` (default: :func:`one_gpu_baseline` at ``B``)."""
     priced = price(ctx, s, B)
     hw = ctx.hw
     t = priced.time_s
     thr = B / t
-    speedup: float | None
+    speedup: float | None = None
     if not baseline:
-        speedup, base = None, "not computed"
+        base, text = None, "not computed"
     else:
-        weak = s.kind == "data" and B % s.gpus == 0
-        b1 = B // s.gpus if weak else B
-        one = one_gpu_step(ctx, b1)
-        if one is None:
-            speedup, base = None, f"none: one sample does not fit one GPU of {hw.name}"
-        else:
-            speedup = thr / (b1 / one[0])
-            base = baseline_text(hw.name, b1, one[1], weak)
+        if base is None:
+            base = one_gpu_baseline(ctx, B, s)
+        text = f"none: one sample does not fit one GPU of {hw.name}" if base is None else base.text()
+        speedup = None if base is None else base.speedup(thr)
     mem = sum(priced.memory.values())
     return Prediction(
         model=ctx.net.name,
@@ -696,13 +731,14 @@ def _predict(ctx: Context, s: Strategy, B: int, baseline: bool = True) -> Predic
         iteration_time_s=float(t),
         throughput_samples_per_s=float(thr),
         speedup_vs_1gpu=None if speedup is None else float(speedup),
-        speedup_baseline=base,
+        speedup_baseline=text,
         memory_per_gpu_bytes=float(mem),
         memory_capacity_bytes=hw.device.memory_bytes,
         breakdown=priced.breakdown,
         memory=priced.memory,
-        assumptions={**assumptions(ctx, base), "gradient_exchange": exchange_assumption(s)},
+        assumptions={**assumptions(ctx, text), "gradient_exchange": exchange_assumption(s)},
         details=priced.details,
+        baseline=base,
     )
 
 
