@@ -65,7 +65,7 @@ class Strategy:
             raise StrategyError(f"strategy: comm '{self.comm}' is not one of {', '.join(COMM_CHOICES)}")
         if self.overlap not in OVERLAPS:
             raise StrategyError(f"strategy: overlap '{self.overlap}' is not one of {', '.join(OVERLAPS)}")
-        if self.schedule != "gpipe" and self.pp == 1:
+        if self.schedule != "gpipe" and self.pp == 1 and self.mp == 1:
             raise StrategyError(f"strategy: schedule={self.schedule} needs a pipeline (pp > 1)")
         if self.decomp not in DECOMPOSITIONS:
             raise StrategyError(f"strategy: decomp '{self.decomp}' is not one of {', '.join(DECOMPOSITIONS)}")
