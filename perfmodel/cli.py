@@ -20,6 +20,7 @@ COMMANDS = (
     ("predict", "predict"),
     ("explain", "explain"),
     ("scale", "scale"),
+    ("compare", "compare"),
     ("validate", "validate"),
     ("calibrate", "calibrate"),
     ("measure", "measure"),
