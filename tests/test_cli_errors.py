@@ -285,6 +285,14 @@ CASES: list[tuple[str, str, int, str]] = [
     ("hardware", "{incomplete_toml}", 1, "field 'description'"),
     ("hardware", "{binary_toml}", 1, "not a text toml file"),
     ("hardware", "--format x", 2, "'x' is not one of"),
+    # compare
+    ("compare", "resnt50 --gpus 8 -H a100-80gb-dgx", 1, "did you mean resnet50"),
+    ("compare", "resnet50 --gpus 8", 2, "missing option '--hardware'"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx,nope", 1, "unknown hardware 'nope'"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx --precision fp8", 2, "unknown precision 'fp8'"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx -s dp=3", 2, "multiply to 3, not 8"),
+    ("compare", "resnet50 --gpus 8 -H , ", 2, "at least one --hardware"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx -b 2 -B 16", 2, "at most one of"),
 ]
 
 
