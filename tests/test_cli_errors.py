@@ -139,7 +139,7 @@ CASES: list[tuple[str, str, int, str]] = [
     # predict: choices
     (P, "resnet50 --gpus 8 -s dp=8 --format xml", 2, "'xml' is not one of 'table', 'json', 'csv'"),
     (P, "resnet50 --gpus 8 -s dp=8 --precision fp8", 2, "'fp8' is not one of"),
-    (P, "resnet50 --gpus 8 -s dp=8 --optimizer lamb", 2, "'lamb' is not one of 'sgd', 'adam'"),
+    (P, "resnet50 --gpus 8 -s dp=8 --optimizer lamb", 2, "'lamb' is not one of 'sgd', 'sgd-plain', 'adam'"),
     (P, "resnet50 --gpus 8 -s dp=8 --bogus", 2, "no such option"),
     (P, "resnet50", 2, "missing option '--gpus'"),
     (P, "", 2, "missing argument 'model'"),

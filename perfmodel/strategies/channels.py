@@ -333,10 +333,10 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     if abs(parts - total) > 1e-9 * max(total, 1e-12):
         breakdown["compute"] += total - parts
 
-    # memory of the busiest GPU; the largest layer's output and input (and their gradients)
-    # live during its backward, as in price()
+    # memory of the busiest GPU; the gradients of the largest layer's output and input live
+    # during its backward, as in price()
     acts = float((scaled["saved_elems"] * e + scaled["saved_extra_bytes"]).sum())
-    transient = float(2 * scaled["out_elems"].max() * e * 2)
+    transient = float(2 * scaled["out_elems"].max() * e)
     memory = {
         "weights": params_gpu * weight_bytes_per_param(ctx.precision),
         "gradients": params_gpu * GRAD_BYTES_PER_PARAM,

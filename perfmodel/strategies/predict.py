@@ -332,11 +332,12 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         inputs_held = per_gpu(0)  # one micro-batch at a time
 
     def memory_of(bounds: np.ndarray) -> dict[str, float]:
-        """Memory of the busiest GPU, each part at the stage where it is largest (an upper bound)."""
-        params_gpu = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
-        mem_acts = 0.0
+        """Memory of the busiest GPU: every stage's parts added up, the largest stage's returned
+        (the input batch sits on the first stage's GPUs only)."""
+        stages = []
         for i in range(len(bounds) - 1):
             a, b = int(bounds[i]), int(bounds[i + 1])
+            params_gpu = float(link_params[a:b].sum())
             stage_saved = float(link_saved[a:b].sum())
             # a stage's input under recomputation (the first stage's is the input batch, counted below)
             stage_in = per_gpu(a) * link_in[a] * e if a > 0 else 0.0
@@ -345,16 +346,16 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
                 acts = in_flight * stage_in + (float(link_saved[a:b].max()) if s.pp == 1 else stage_saved)
             else:
                 acts = in_flight * stage_saved
-            mem_acts = max(mem_acts, acts)
-        return {
-            "weights": params_gpu * weight_bytes_per_param(ctx.precision),
-            "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
-            "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
-            "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if (share > 1 and s.comm in _ALLREDUCES) else 0.0,
-            "input_batch": input_batch_bytes(net.input_shape, inputs_held),
-            "activations": mem_acts,
-            "workspace": transient + hw.framework_reserve_bytes,
-        }
+            stages.append({
+                "weights": params_gpu * weight_bytes_per_param(ctx.precision),
+                "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
+                "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
+                "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if (share > 1 and s.comm in _ALLREDUCES) else 0.0,
+                "input_batch": input_batch_bytes(net.input_shape, inputs_held) if i == 0 else 0.0,
+                "activations": acts,
+                "workspace": transient + hw.framework_reserve_bytes,
+            })
+        return max(stages, key=lambda d: sum(d.values()))
 
     if s.pp > 1:
         if s.balance and sum(s.balance) != n_links:
@@ -523,10 +524,11 @@ def weight_group(s: Strategy, gpus_per_node: int) -> Group:
 
 
 def _transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int]) -> float:
-    """The largest layer's input plus output (and their gradients) live during its backward."""
+    """The gradients of the largest layer's output and input, which live during its backward
+    (the tensors themselves are saved activations, counted there)."""
     _, ev = ctx.times(m, grid)
     out = ev["out_elems"]
-    return float(2 * out.max() * ctx.elem_bytes * 2)
+    return float(2 * out.max() * ctx.elem_bytes)
 
 
 def _spatial(
@@ -748,9 +750,8 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
         "hardware": f"{hw.name}: {hw.description}",
         "hardware_source": hw.sources.get("profile", "") + (f" (file {hw.path})" if hw.path else ""),
         "precision": precision_assumption(hw, ctx.precision),
-        "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)"}[
-            ctx.optimizer
-        ],
+        "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)",
+                      "sgd-plain": "SGD without momentum (no state buffer)"}[ctx.optimizer],
         "gradient_exchange": "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)",
         "memory_capacity": f"{hw.device.memory_bytes / GIB:.1f} GiB per GPU, "
         f"{hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",

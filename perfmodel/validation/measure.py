@@ -199,6 +199,8 @@ def _layer_fn(layer: Layer, torch: Any) -> tuple[Any, Callable[..., Any]]:
     if k == "flatten":
         return None, lambda x: torch.flatten(x, 1)
     if k == "dropout":
+        if layer.attr("channelwise"):
+            return None, (nn.Dropout2d if nd == 2 else nn.Dropout3d)(layer.attr("p", 0.5))
         return None, nn.Dropout(layer.attr("p", 0.5))
     if k == "upsample":
         bilinear = bool(layer.attr("bilinear"))
