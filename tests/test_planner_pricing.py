@@ -92,3 +92,25 @@ def test_overlap_none_exposes_the_whole_exchange():
     assert "overlap=none" in none.assumptions["gradient_exchange"]
     f = predict("vgg16", 16, "filter=2,dp=8,overlap=none", "abci-v100-16gb", "fp32", batch_per_gpu=8)
     assert f.breakdown["gradient_exchange_exposed"] == pytest.approx(f.details["gradient_allreduce_s"])
+
+
+def test_the_seeds_claims_table_directions():
+    """README 'the seeds' claims against perfmodel': GroPipe's grouped pipeline loses to DDP,
+    is within a few percent of torch.nn.DataParallel and beats a central parameter server."""
+    kw = dict(hardware="p40-24gb-pcie", precision="fp32", global_batch=256)
+    grouped = predict("vgg16", 8, "pp=2,dp=4,mb=8,schedule=1f1b", **kw).throughput_samples_per_s
+    ddp = predict("vgg16", 8, "dp=8", **kw).throughput_samples_per_s
+    dpm = predict("vgg16", 8, "dp=8,comm=dataparallel", **kw).throughput_samples_per_s
+    central = predict("vgg16", 8, "dp=8,comm=ps-central", **kw).throughput_samples_per_s
+    assert grouped < dpm < ddp
+    assert grouped > 2 * central
+
+
+def test_spatial_strong_scaling_past_the_batch():
+    """Dryden et al.: with 8 samples per step, 64 GPUs (spatial x data) beat 8 (data only) by > 4x."""
+    from perfmodel.search import plan
+
+    eight = plan("cosmoflow", 8, global_batch=8, kinds=("dp",)).plans[0]
+    many = plan("cosmoflow", 64, global_batch=8, kinds=("dp", "sp", "hybrid")).plans[0]
+    assert many.strategy.sp_degree > 1
+    assert many.throughput_samples_per_s > 4 * eight.throughput_samples_per_s
