@@ -114,3 +114,19 @@ def test_spatial_strong_scaling_past_the_batch():
     many = plan("cosmoflow", 64, global_batch=8, kinds=("dp", "sp", "hybrid")).plans[0]
     assert many.strategy.sp_degree > 1
     assert many.throughput_samples_per_s > 4 * eight.throughput_samples_per_s
+
+
+def test_scale_json_carries_its_one_baseline(capsys):
+    import json
+
+    from cli_helpers import run_main
+
+    code, out, err = run_main(["scale", "resnet18", "--gpus", "1,4", "-B", "64", "--strategies", "dp",
+                               "--format", "json"], capsys)
+    assert code == 0, err
+    d = json.loads(out)
+    base = d["baseline"]
+    assert base["gpus"] == 1 and base["batch"] == 64 and base["micro_batches"] >= 1
+    for row in d["rows"]:
+        assert row["speedup_x"] == pytest.approx(row["samples_per_s"] / base["throughput_samples_per_s"])
+    assert d["rows"][0]["speedup_x"] == pytest.approx(1.0)
