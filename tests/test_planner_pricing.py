@@ -12,7 +12,7 @@ from perfmodel.network import get_model
 from perfmodel.strategies import predict
 from perfmodel.strategies.data import parameter_server
 from perfmodel.strategies.predict import context, one_gpu_baseline, price
-from perfmodel.strategies.spec import Strategy
+from perfmodel.strategies.spec import Strategy, parse_strategy
 
 
 def test_one_gpu_is_exactly_one_x_even_when_it_accumulates_or_does_not_fit():
@@ -130,3 +130,15 @@ def test_scale_json_carries_its_one_baseline(capsys):
     for row in d["rows"]:
         assert row["speedup_x"] == pytest.approx(row["samples_per_s"] / base["throughput_samples_per_s"])
     assert d["rows"][0]["speedup_x"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("spec", ["dp=8,overlap=none", "dp=8,comm=dataparallel", "filter=2,dp=4,overlap=none",
+                                  "dp=8,mb=3", "pp=2,dp=4,mb=3", "sp=2,pp=2,dp=2,mb=3", "sp=2,dp=4,mb=3",
+                                  "channel=2,dp=4,mb=3"])
+def test_explain_equals_predict_for_the_new_options_and_uneven_micro_batches(spec):
+    from perfmodel.strategies.explain import explain_plan
+
+    ctx = context(get_model("resnet50"), load_hardware("v100-16gb-dgx1"), "amp", "sgd")
+    s = parse_strategy(spec, 8)
+    f = explain_plan(ctx, s, 200)
+    assert f.time_s() == pytest.approx(price(ctx, s, 200).time_s, rel=1e-9)

@@ -38,7 +38,7 @@ from ..errors import UsageError
 from ..network.layers import MATMUL_KINDS
 from .channels import BREAKDOWN_KEYS, split_counts, split_plan
 from .data import BUCKET_BYTES
-from .memory import optimizer_traffic_bytes_per_param
+from .memory import INPUT_BYTES_PER_ELEMENT, optimizer_traffic_bytes_per_param
 from .model_parallel import mp_partition, segments, simulate
 from .predict import OPTIMIZER_LAUNCHES, Context, Prediction, _predict, price, weight_group
 from .spatial import network_halos
@@ -376,7 +376,8 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     """The symbolic step formula of plan ``s`` (see the module docstring)."""
     pred = _predict(ctx, s, global_batch)
     priced = price(ctx, s, global_batch)
-    m = int(priced.details.get("micro_batch", 1))
+    # the mean micro-batch: uneven micro-batches are priced at their mean (predict.price)
+    m = priced.details.get("samples_per_replica", priced.details.get("micro_batch", 1)) / s.mb
     values = _values(ctx, weight_group(s, ctx.hw.gpus_per_node))
     values[B_SYM] = float(m)
     values[M] = float(s.mb)
@@ -506,17 +507,40 @@ def _explain_chain(
         legend["gradient_exchange_exposed"] = (
             f"parameter server, worst case (all workers at once) {where}; {how}; G = {g_bytes:,.0f} bytes"
         )
+    elif s.comm == "dataparallel" and s.dp > 1:
+        terms["gradient_exchange_exposed"], legend["gradient_exchange_exposed"] = _dataparallel(ctx, s, fwd)
     elif share > 1:
         end_max: Any = 0
         for (a, z), end_s in zip(ranges, ends, strict=True):
             bw_rev = bwd_c[a:z][::-1]
-            end = _overlap_end(end_s - sp.Add(*bw_rev), bw_rev, grad[a:z][::-1], group, s.comm)
+            start = end_s - sp.Add(*bw_rev)
+            if s.overlap == "none":  # the exchange starts when the backward pass has ended
+                start, bw_rev = end_s, [0] * len(bw_rev)
+            end = _overlap_end(start, bw_rev, grad[a:z][::-1], group, s.comm)
             end_max = end if end_max == 0 else smax(end_max, end)
         terms["gradient_exchange_exposed"] = smax(0, end_max - body)
     # optimizer
     params_gpu = max(int(st["params"]) for st in details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
     terms["optimizer_step"] = _optimizer(ctx, params_gpu)
     return _finish(terms, values, pred, legend=legend, meaning=meaning, notes=notes)
+
+
+def _dataparallel(ctx: Context, s: Strategy, fwd: list[Any]) -> tuple[Any, str]:
+    """torch.nn.DataParallel's exposed seconds (strategies.dataparallel on expressions), per
+    micro-batch: scatter, weight broadcast, forward launches from one process, gather, reduce."""
+    n, net = s.dp, ctx.net
+    bw, alpha = LINK.bw_intra, LINK.alpha_intra
+    params = float(ctx.cc.params.sum())
+    in_bytes = B_SYM * float(np.prod(net.input_shape)) * INPUT_BYTES_PER_ELEMENT
+    out_bytes = B_SYM * float(ctx.cc.evaluate(1.0)["out_elems"][-1]) * E
+    launches = sp.Add(*(smax(f, n * TAU) - f for f in fwd))
+    per_mb = ((n - 1) * in_bytes / bw + params * 4 / bw + (n - 1) * out_bytes / bw
+              + params * GRAD_BYTES_PER_PARAM / bw + 4 * (n - 1) * alpha + launches)
+    words = (f"torch.nn.DataParallel on {n} GPUs, per micro-batch: scatter (n - 1) input shares and gather "
+             f"(n - 1) output shares through GPU 0's link, broadcast the fp32 weights and reduce the fp32 "
+             f"gradients onto GPU 0 after backward ({params:,.0f} parameters), and each forward layer at least "
+             f"n x tau (one process launches for every GPU)")
+    return M * per_mb, words
 
 
 def _optimizer(ctx: Context, params_gpu: float) -> Any:
@@ -571,7 +595,10 @@ def _explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pr
         dp_group = weight_group(Strategy(dp=s.dp, pp=n), g)
         bw_rev = bwd_c[::-1]
         grad_rev = (params * GRAD_BYTES_PER_PARAM)[::-1]
-        end = _overlap_end(body - sp.Add(*bw_rev), bw_rev, grad_rev, dp_group, s.comm)
+        start = body - sp.Add(*bw_rev)
+        if s.overlap == "none":  # the exchange starts when the backward pass has ended
+            start, bw_rev = body, [0] * len(bw_rev)
+        end = _overlap_end(start, bw_rev, grad_rev, dp_group, s.comm)
         terms["gradient_exchange_exposed"] = smax(0, end - body)
         legend["gradient_exchange_exposed"] = (
             f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "

@@ -313,7 +313,9 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
         send_b = np.zeros(s.pp)
         for i in range(s.pp - 1):
             last = bounds[i + 1] - 1
-            nbytes = per_gpu(last) * m_t / m * ctx.cut_elems[last] * e
+            # at the mean micro-batch: a tile of each sample, or ceil(m_t / p) whole samples
+            held = m_t if p_sp == 1 else (m_t / p_sp if spatial_links[last] else float(math.ceil(m_t / p_sp)))
+            nbytes = held * ctx.cut_elems[last] * e
             across = ((i + 1) * p_sp) % g == 0 and s.pp * p_sp > g
             t = point_to_point(nbytes, hw, across)
             send_f[i] = t
