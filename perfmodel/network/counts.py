@@ -52,6 +52,7 @@ __all__ = [
     "CompiledCounts",
     "layer_counts",
     "network_counts",
+    "saved_storages",
     "compile_counts",
     "ELEMENTWISE_FLOPS",
     "COUNT_FIELDS",
@@ -92,15 +93,6 @@ def _scale_column(ndim: int) -> int:
 _COLUMN_SCALES: tuple[sp.Expr, sp.Expr, sp.Expr] = (sp.Integer(1), 1 / (S_H * S_W), 1 / (S_D * S_H * S_W))
 
 
-def spatial_scale(ndim: int) -> sp.Expr:
-    """The fraction of a tensor with ``ndim`` spatial dimensions that one tile holds."""
-    if ndim == 2:
-        return 1 / (S_H * S_W)
-    if ndim == 3:
-        return 1 / (S_D * S_H * S_W)
-    return sp.Integer(1)
-
-
 @dataclass(frozen=True)
 class LayerCounts:
     """Counts of one layer for a batch ``b`` on one tile (sympy expressions; params an int)."""
@@ -133,7 +125,7 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
     """The counts of ``layer`` per sample as coefficients, shape ``(len(COUNT_FIELDS), 3)``: column
     0 of whole tensors, 1 of tensors split by a 2-D tile, 2 by a 3-D tile; ``saved_storages`` maps
     each tensor storage this layer is the first to save to its elements per sample (see
-    :func:`_saved_storages`)."""
+    :func:`saved_storages`)."""
     so = _scale_column(layer.spatial_dims)
     si = _scale_column(len(layer.in_shape) - 1)
     n_out = layer.out_elems
@@ -235,7 +227,7 @@ def _saved_tensors(layer: Layer) -> tuple[str, ...]:
     return ()
 
 
-def _saved_storages(net: Network) -> list[dict[str, int]]:
+def saved_storages(net: Network) -> list[dict[str, int]]:
     """Per layer: the storages it is the first to save (keyed by the tensor it saves), with elements."""
     storage = _storage_of(net)
     seen: set[str] = set()
@@ -256,7 +248,7 @@ def _saved_storages(net: Network) -> list[dict[str, int]]:
 
 def _network_coefficients(net: Network) -> np.ndarray:
     """Coefficients of every layer, shape ``(len(COUNT_FIELDS), 3, n_layers)``."""
-    saved = _saved_storages(net)
+    saved = saved_storages(net)
     per_layer = [
         layer_coefficients(layer, all(t == "input" for t in layer.inputs), saved[i])
         for i, layer in enumerate(net.layers)

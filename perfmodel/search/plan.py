@@ -12,7 +12,7 @@ from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
 from ..strategies.baseline import Baseline
-from ..strategies.predict import Context, Prediction, _predict, assumptions, context, one_gpu_baseline, price
+from ..strategies.predict import Context, Prediction, assumptions, context, one_gpu_baseline, predict_in, price
 from ..strategies.spec import Strategy
 from ..units import GIB
 from .accumulate import fewest_micro_batches
@@ -197,10 +197,10 @@ def _search(
         )
     chosen, alternatives = distinct_shapes(fitting, top)
     base = one_gpu_baseline(ctx, B)
-    preds = [_predict(ctx, s, B, base=base) for s in chosen]
+    preds = [predict_in(ctx, s, B, base=base) for s in chosen]
     reasons = [_why(p, preds[0]) for p in preds]
     over = sorted((x for x in priced if x[1] > cap), key=lambda x: -x[0])[:1]
-    infeasible = tuple(_predict(ctx, x[2], B, baseline=False) for x in over)
+    infeasible = tuple(predict_in(ctx, x[2], B, baseline=False) for x in over)
     a = assumptions(ctx, preds[0].speedup_baseline)
     a["global_batch"] = f"{B} samples per step{default_note}"
     a["search"] = (
