@@ -111,3 +111,9 @@ def test_top_rows_are_distinct_shapes_with_their_alternative_collectives():
         assert alt["comm"] != first["collective"]
         assert alt["throughput_samples_per_s"] <= first["throughput_samples_per_s"] * (1 + 1e-12)
     assert first["alternatives"], "a 16-GPU data-parallel shape has other allreduce algorithms"
+
+
+def test_orientations_of_one_spatial_grid_are_one_shape():
+    r = plan("cosmoflow", 16, "abci-v100-16gb", global_batch=16, top=5)
+    grids = [tuple(sorted(p.strategy.sp)) + (p.strategy.dp, p.strategy.pp, p.strategy.mb) for p in r.plans]
+    assert len(set(grids)) == len(grids)

@@ -293,9 +293,11 @@ class Pricer:
 
 def shape_key(s: Strategy) -> Strategy:
     """The plan's shape: degrees, micro-batches, recompute, balance, decomposition; not how
-    gradients are exchanged (allreduce algorithm or parameter server) or the pipeline schedule
-    (1F1B and GPipe tie on time)."""
-    return s.with_(comm="ring", schedule="gpipe")
+    gradients are exchanged (allreduce algorithm or parameter server), the pipeline schedule
+    (1F1B and GPipe tie on time) or the orientation of a spatial grid (sp=1x2 and sp=2x1 are
+    one shape; the faster orientation stands for it)."""
+    d, h, w = sorted(s.sp)
+    return s.with_(comm="ring", schedule="gpipe", sp=(d, h, w))
 
 
 def distinct_shapes(fitting: list[Priced], top: int) -> tuple[list[Strategy], list[tuple[tuple[str, float], ...]]]:
