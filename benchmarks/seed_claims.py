@@ -29,7 +29,7 @@ def gropipe(batch_per_gpu: int = 32) -> list[str]:
         grouped = plan(model, 8, P40, "fp32", B, kinds=("hybrid",), top=20)
         best = next(p for p in grouped.plans if p.strategy.pp > 1)
         t = best.throughput_samples_per_s
-        for base in ("dp=8", "dp=8,comm=dataparallel", "dp=8,comm=ps-central"):
+        for base in ("dp=8", "dp=8,comm=dataparallel", "dp=8,comm=ps-central", "pp=8,mb=32,recompute=true"):
             b = predict(model, 8, base, P40, "fp32", global_batch=B).throughput_samples_per_s
             out.append(f"gropipe {model} B={B}: {best.strategy.spec()} {t:,.0f}/s vs {base} {b:,.0f}/s: "
                        f"{100 * (t / b - 1):+.0f}%")
