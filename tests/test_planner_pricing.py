@@ -10,7 +10,7 @@ from perfmodel.errors import StrategyError
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
 from perfmodel.strategies import predict
-from perfmodel.strategies.data import parameter_server
+from perfmodel.strategies.parameter_server import parameter_server
 from perfmodel.strategies.predict import context, one_gpu_baseline, price
 from perfmodel.strategies.spec import Strategy, parse_strategy
 

@@ -34,8 +34,8 @@ from perfmodel.network.builder import NetBuilder
 from perfmodel.partition.stages import brute_force_partition, partition_min_max
 from perfmodel.search import plan
 from perfmodel.strategies import Prediction, predict
-from perfmodel.strategies.data import parameter_server
 from perfmodel.strategies.memory import weight_bytes_per_param
+from perfmodel.strategies.parameter_server import parameter_server
 from perfmodel.strategies.spatial import choose_decomposition
 from perfmodel.strategies.spec import COMM_CHOICES, Strategy, parse_strategy
 

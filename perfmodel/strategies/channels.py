@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import allgather, allreduce, reduce_scatter
+from ..cost.collectives import allreduce, link_params, ring_tier
 from ..cost.compute import GRAD_BYTES_PER_PARAM, layer_times
+from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter
 from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
 from ..network.counts import CompiledCounts, saved_storages
@@ -21,7 +22,15 @@ from .dimension import Priced, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
 from .spec import Strategy
 
-__all__ = ["Exchange", "SplitPlan", "split_plan", "split_counts", "price_channel_split", "BREAKDOWN_KEYS"]
+__all__ = [
+    "Exchange",
+    "SplitPlan",
+    "split_plan",
+    "split_counts",
+    "price_channel_split",
+    "exchange_s",
+    "BREAKDOWN_KEYS",
+]
 
 #: Breakdown keys of the layer-parallel exchanges, per split kind: (forward, backward).
 BREAKDOWN_KEYS = {
@@ -319,16 +328,22 @@ def _exchange_seconds(ctx: Context, plan: SplitPlan, n: int, m: float) -> tuple[
     split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
     fwd_comm = np.zeros(len(ctx.net.layers))
     bwd_comm = np.zeros(len(ctx.net.layers))
+    bw, alpha = ring_tier(split_group, link_params(ctx.hw, split_group))
     for x in plan.exchanges:
         nbytes = m * x.elems_per_sample * ctx.elem_bytes
-        if x.op == "allgather":
-            secs = allgather(nbytes, split_group, ctx.hw)
-        elif x.op == "reduce_scatter":
-            secs = reduce_scatter(nbytes, split_group, ctx.hw)
-        else:
-            secs = allreduce(nbytes, split_group, ctx.hw, "ring")
+        secs = float(exchange_s(x.op, nbytes, split_group.size, bw, alpha)) if split_group.size > 1 else 0.0
         (fwd_comm if x.phase == "fwd" else bwd_comm)[x.layer] += secs
     return fwd_comm, bwd_comm
+
+
+#: The ring collective of each exchange kind (Thakur, Rabenseifner & Gropp 2005).
+_RINGS = {"allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter, "allreduce": ring_allreduce}
+
+
+def exchange_s(op: str, n_bytes: Num, p: Num, bw: Num, alpha: Num) -> Num:
+    """Seconds of one ring collective ``op`` of ``n_bytes`` (the gathered or reduced size) over
+    the ``p`` GPUs of a split group at ``bw``/``alpha``; numbers or symbols (``explain``)."""
+    return _RINGS[op](n_bytes, p, bw, alpha)
 
 
 def _replica_exchange(

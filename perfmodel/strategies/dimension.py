@@ -1,11 +1,21 @@
 """How a plan's dimensions contribute to a step: named time terms, memory parts, details.
 
-Every dimension (data, parameter server, spatial, pipeline, filter/channel, model-parallel)
-prices its share of a step as *named terms*: seconds that add up to the step, so the
+The interface every dimension module follows (:mod:`.data`, :mod:`.parameter_server`,
+:mod:`.spatial`, :mod:`.pipeline`, :mod:`.channels`, :mod:`.model_parallel`):
+
+* **compute split**: how the dimension divides each layer's work (a tile, a channel share, a
+  stage, a part), as per-layer seconds from :func:`perfmodel.cost.compute.layer_seconds`;
+* **communication**: its exchanges as functions of bytes and link parameters, written over
+  numbers *or* sympy symbols (``halo_exchange_s``, ``cut_sends``, ``overlapped_exchange``,
+  ``parameter_server_comm_s``, the collectives), so ``explain`` evaluates the same function;
+* **schedule**: how its pieces overlap (``pipeline_step``, the bucketed overlap, the ``mp``
+  simulation), again one function for both;
+* **memory**: what one GPU holds, through :func:`memory_parts`.
+
+:mod:`.compose` composes them into *named terms*: seconds that add up to the step, so the
 breakdown is the list of terms and the step time is their sum (:class:`Priced`), never a
-total patched to match. The shared pieces every dimension uses are here: the optimizer
-step (:func:`optimizer_step_s`, over numbers or symbols) and the memory of one GPU
-(:func:`memory_parts`).
+total patched to match. Shared by every dimension: :func:`optimizer_step_s` (numbers or
+symbols) and :func:`memory_parts`.
 """
 
 from __future__ import annotations

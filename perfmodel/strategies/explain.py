@@ -31,9 +31,9 @@ import sympy as sp
 
 from ..cost.collectives import allreduce_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import ceil, p2p, smax
+from ..cost.formulas import ceil, smax
 from .context import Context, weight_group
-from .data import overlapped_exchange, parameter_server_comm_s, parameter_server_links
+from .data import overlapped_exchange
 from .dimension import optimizer_step_s
 from .explain_split import explain_mp, explain_split
 from .formula import (
@@ -51,10 +51,11 @@ from .formula import (
     symbol_values,
 )
 from .memory import INPUT_BYTES_PER_ELEMENT
-from .pipeline import cut_across_nodes, pipeline_step
+from .parameter_server import parameter_server_comm_s, parameter_server_links
+from .pipeline import cut_sends, pipeline_step
 from .predict import predict_in, price
 from .prediction import Prediction
-from .spatial import halo_exchange_s, held_samples, network_halos, redistribution_s, spatial_tier, tiled_dims
+from .spatial import halo_exchange_s, held_samples, redistribution_s, spatial_exchanges, spatial_tier
 from .spec import Strategy
 
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
@@ -65,14 +66,14 @@ class _SpatialComm:
     """A spatial plan's halo exchanges and redistributions per micro-batch, priced by the
     spatial dimension's own formulas (:func:`halo_exchange_s`, :func:`redistribution_s`).
 
-    Per layer: the halo elements per sample (0 off the tiled links), its tiled dimensions,
-    and the elements per sample of the tensor redistributed at its start (a cut where the
-    decomposition switches). ``bw``/``alpha`` the group's tier.
+    Per layer (:class:`SpatialExchanges`): the halo elements per sample (0 off the tiled
+    links), the supersteps of its exchange, and the elements per sample of the tensor
+    redistributed at its start. ``bw``/``alpha`` the group's tier.
     """
 
     p: int
     halo_elems: np.ndarray
-    per_dim: np.ndarray
+    supersteps: np.ndarray
     switch_elems: np.ndarray
     bw: Any
     alpha: Any
@@ -81,7 +82,7 @@ class _SpatialComm:
     def layer(self, j: int) -> Any:
         """Seconds of layer ``j``'s halo exchange and redistribution (both passes)."""
         h, c = float(self.halo_elems[j]), float(self.switch_elems[j])
-        halo = halo_exchange_s(h, 2 * int(self.per_dim[j]), B_SYM, E, self.bw, self.alpha) if h > 0 else 0
+        halo = halo_exchange_s(h, int(self.supersteps[j]), B_SYM, E, self.bw, self.alpha) if h > 0 else 0
         return halo + (redistribution_s(c, 1, self.p, B_SYM, E, self.bw, self.alpha) if c > 0 else 0)
 
     def grouped(
@@ -97,7 +98,7 @@ class _SpatialComm:
             n_sym = sp.Symbol(f"N_halo{suffix}", positive=True)
             values[n_sym] = float(sum(float(self.halo_elems[j]) for j in sel))
             meaning[str(n_sym)] = f"halo elements per sample of the {count_words(len(sel), 'tiled layer')}{where}"
-            steps = int(sum(2 * int(self.per_dim[j]) for j in sel))
+            steps = int(sum(int(self.supersteps[j]) for j in sel))
             halo = halo_exchange_s(n_sym, steps, B_SYM, E, self.bw, self.alpha)
             words["halo_exchange"] = (
                 f"halo exchange of {count_words(len(sel), 'layer')}, forward and backward, one point-to-point per "
@@ -120,18 +121,11 @@ class _SpatialComm:
 
 
 def _spatial_comm(ctx: Context, s: Strategy, tiled: list[bool]) -> _SpatialComm:
-    """The halo and redistribution pieces of the spatial dimension, for the links it tiled."""
-    net, grid, p = ctx.net, s.sp, s.sp_degree
-    halos, _ = network_halos(net, grid)
-    layer_tiled = np.repeat(tiled, [lk.stop - lk.start for lk in net.links])
-    per_dim = np.array([tiled_dims(layer, grid) for layer in net.layers])
-    switch = np.zeros(len(net.layers))
-    for i in range(1, len(net.links)):
-        if tiled[i] != tiled[i - 1]:
-            switch[net.links[i].start] += ctx.cut_elems[i - 1]
-    bw, alpha, in_node = spatial_tier(p, ctx.hw.gpus_per_node, LINK)
+    """The halo and redistribution pieces of the spatial dimension (:func:`spatial_exchanges`)."""
+    x = spatial_exchanges(ctx, s, tiled)
+    bw, alpha, in_node = spatial_tier(s.sp_degree, ctx.hw.gpus_per_node, LINK)
     where = "in one node" if in_node else "over the network"
-    return _SpatialComm(p, np.where(layer_tiled, halos, 0.0), per_dim, switch, bw, alpha, where)
+    return _SpatialComm(s.sp_degree, x.halo_elems, x.supersteps, x.switch_elems, bw, alpha, where)
 
 
 def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
@@ -194,10 +188,10 @@ def _group_words(s: Strategy, c: _Chain) -> str:
 
 def _pipeline(ctx: Context, s: Strategy, c: _Chain, balance: list[int]) -> tuple[Any, list[Any], list[tuple[int, int]]]:
     """(pipeline seconds, each stage's last backward end, its layers) of the priced split."""
-    net, g = ctx.net, ctx.hw.gpus_per_node
+    net = ctx.net
     bounds = np.concatenate([[0], np.cumsum(balance)]).astype(int)
     ranges = [(net.links[bounds[i]].start, net.links[bounds[i + 1] - 1].stop) for i in range(s.pp)]
-    st_f, st_b, send_f, send_b = [], [], [0] * s.pp, [0] * s.pp
+    st_f, st_b = [], []
     stage_words: list[str] = []
     for i, (a, z) in enumerate(ranges):
         extra: Any = 0
@@ -208,13 +202,11 @@ def _pipeline(ctx: Context, s: Strategy, c: _Chain, balance: list[int]) -> tuple
                 stage_words.append(f"stage {i}: " + "; ".join(words.values()))
         st_f.append(sp.Add(*c.fwd[a:z]) + extra)
         st_b.append(sp.Add(*c.bwd[a:z]) + extra)
-        if i < s.pp - 1:
-            last = bounds[i + 1] - 1
-            nbytes = held_samples(B_SYM, s.sp_degree, c.tiled[last]) * ctx.cut_elems[last] * E
-            net_tier = cut_across_nodes(i, s, g)
-            send_f[i] = send_b[i + 1] = p2p(
-                nbytes, *((LINK.bw_net_per_gpu, LINK.alpha_net) if net_tier else (LINK.bw_intra, LINK.alpha_intra))
-            )
+
+    def held(link: int) -> Any:
+        return held_samples(B_SYM, s.sp_degree, c.tiled[link])
+
+    send_f, send_b = cut_sends(ctx, s, bounds, held, LINK, E)
     body, ends = pipeline_step(st_f, st_b, send_f, send_b, M, s.recompute)
     c.terms["pipeline"] = body
     if stage_words:

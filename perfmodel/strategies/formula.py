@@ -17,8 +17,8 @@ import sympy as sp
 
 from ..cost.collectives import Group, link_params, link_symbols, ring_tier
 from ..cost.compute import ComputeValues, layer_seconds
-from ..cost.formulas import ring_allgather, ring_allreduce, ring_reduce_scatter
 from ..errors import UsageError
+from .channels import exchange_s
 from .context import Context
 from .prediction import Prediction
 
@@ -80,7 +80,6 @@ OPS = {
     "reduce_scatter": ("rs", "reduce-scatter", "reduce-scattered"),
     "allreduce": ("ar", "allreduce", "all-reduced"),
 }
-_RING = {"allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter, "allreduce": ring_allreduce}
 
 MODULES: list[Any] = ["math", {"Max": max, "Min": min, "ceiling": math.ceil}]
 
@@ -223,8 +222,7 @@ def ring(op: str, n_bytes: Any, group: Group, count: int = 1) -> Any:
     """``count`` ring collectives ``op`` over ``group`` moving ``n_bytes`` in all (one latency each)."""
     bw, alpha, _ = tier(group)
     p = sp.Integer(group.size)
-    fn = _RING[op]
-    return fn(n_bytes, p, bw, alpha) + (count - 1) * fn(0, p, bw, alpha)
+    return exchange_s(op, n_bytes, p, bw, alpha) + (count - 1) * exchange_s(op, 0, p, bw, alpha)
 
 
 def count_words(k: int, noun: str) -> str:

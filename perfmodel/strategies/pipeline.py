@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.collectives import Group, allreduce, point_to_point
+from ..cost.collectives import Group, LinkParams, allreduce, link_params, p2p_expr, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import Num, smax
+from ..cost.formulas import Num, is_symbolic, smax
 from ..partition.stages import partition_min_max, partition_with_cut_costs
 from .context import Context
 from .spatial import ChainLayers
@@ -26,6 +26,7 @@ __all__ = [
     "pipeline_step",
     "pipeline_timing",
     "cut_across_nodes",
+    "cut_sends",
     "StageSplit",
     "stage_split",
     "stage_candidates",
@@ -91,6 +92,29 @@ def pipeline_timing(
     return PipelineTiming(total, float(compute), float(p2p), float(rec), float(bubble), ends, crit)
 
 
+def cut_sends(
+    ctx: Context,
+    s: Strategy,
+    bounds: Sequence[int] | np.ndarray,
+    held: Callable[[int], Num],
+    lp: LinkParams,
+    elem_bytes: Num,
+) -> tuple[list[Num], list[Num]]:
+    """Per stage, the point-to-point send after its forward pass (the tensor crossing the cut
+    after it, ``held(link)`` samples' worth) and after its backward pass (that tensor's
+    gradient, back over the cut before it), over the node's or the network's link
+    (:func:`cut_across_nodes`); numbers or symbols by ``lp``, ``held`` and ``elem_bytes``."""
+    g = ctx.hw.gpus_per_node
+    send_f: list[Num] = [0.0] * s.pp
+    send_b: list[Num] = [0.0] * s.pp
+    for i in range(s.pp - 1):
+        last = int(bounds[i + 1]) - 1
+        n_bytes = held(last) * ctx.cut_elems[last] * elem_bytes
+        if is_symbolic(n_bytes) or n_bytes > 0:  # nothing crosses an empty cut
+            send_f[i] = send_b[i + 1] = p2p_expr(n_bytes, lp, cut_across_nodes(i, s, g))
+    return send_f, send_b
+
+
 def cut_across_nodes(cut: int, s: Strategy, gpus_per_node: int) -> bool:
     """Whether the cut after stage ``cut`` crosses nodes: stages of ``sp`` GPUs each are
     placed in rank order, so it does where stage ``cut + 1`` starts a node and the pipeline
@@ -124,17 +148,12 @@ class StageSplit:
 def stage_split(ctx: Context, s: Strategy, layers: ChainLayers, balance: tuple[int, ...]) -> StageSplit:
     """Price split ``balance``: stage sums of the links' seconds, a point-to-point send of the
     tensor crossing each cut (over the network where the next stage sits in another node)."""
-    g, e = ctx.hw.gpus_per_node, ctx.elem_bytes
     bounds = np.concatenate([[0], np.cumsum(balance)]).astype(int)
     link_f, link_b = ctx.link_sum(layers.fwd), ctx.link_sum(layers.bwd)
     st_f = np.array([link_f[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
     st_b = np.array([link_b[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
-    send_f, send_b = np.zeros(s.pp), np.zeros(s.pp)
-    for i in range(s.pp - 1):
-        last = bounds[i + 1] - 1
-        t = point_to_point(layers.held(last) * ctx.cut_elems[last] * e, ctx.hw, cut_across_nodes(i, s, g))
-        send_f[i] = t
-        send_b[i + 1] = t
+    f, b = cut_sends(ctx, s, bounds, layers.held, link_params(ctx.hw), ctx.elem_bytes)
+    send_f, send_b = np.array(f, dtype=float), np.array(b, dtype=float)
     timing = pipeline_timing(st_f, st_b, send_f, send_b, s.mb, s.recompute)
     return StageSplit(tuple(int(x) for x in balance), bounds, st_f, st_b, send_f, send_b, timing)
 

@@ -1,10 +1,5 @@
-"""Price one parallel plan: dispatch to its dimensions, and the :class:`Prediction` of ``predict``.
-
-A plan is priced by the module of its outermost kind: hypergraph model parallelism
-(:mod:`.model_parallel`), filter/channel splits (:mod:`.channels`), or a plan over the layer
-chain (:mod:`.chain`: data, parameter server, spatial, pipeline and their hybrids). Each
-returns named terms that add up to the step (:class:`.Priced`).
-"""
+"""``predict``: a plan's priced terms (:func:`.compose.price`) as a :class:`Prediction`, with
+its speedup against one GPU training the same samples."""
 
 from __future__ import annotations
 
@@ -15,12 +10,9 @@ from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
 from .baseline import Baseline
-from .chain import price_chain
-from .channels import price_channel_split
+from .compose import price
 from .context import Context, context, weight_group
-from .dataparallel import check_dataparallel
 from .dimension import OPTIMIZER_LAUNCHES, Priced
-from .model_parallel import price_model_parallel
 from .prediction import EXCLUDED, Prediction, assumptions, baseline_text
 from .spec import Strategy, parse_strategy
 from .wording import exchange_assumption
@@ -43,29 +35,6 @@ __all__ = [
     "resolve_batch",
     "weight_group",
 ]
-
-
-def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
-    """Step terms, memory and details of plan ``s`` at ``global_batch`` (no 1-GPU baseline)."""
-    net, hw = ctx.net, ctx.hw
-    n_links = len(net.links)
-    if global_batch > MAX_BATCH:
-        raise BatchSplitError(
-            f"global batch {shown(global_batch)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)"
-        )
-    if s.gpus > hw.max_gpus:
-        raise StrategyError(
-            f"{s.gpus} GPUs exceed the profile's {hw.max_gpus} ({hw.gpus_per_node} x {hw.max_nodes} nodes)"
-        )
-    if s.pp > n_links:
-        raise StrategyError(f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})")
-    if s.comm == "dataparallel":
-        check_dataparallel(s, hw.gpus_per_node)
-    if s.mp > 1:
-        return price_model_parallel(ctx, s, global_batch)
-    if s.filter > 1 or s.channel > 1:
-        return price_channel_split(ctx, s, global_batch)
-    return price_chain(ctx, s, global_batch)
 
 
 # -- the public entry point ----------------------------------------------------------------

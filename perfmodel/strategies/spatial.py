@@ -32,6 +32,10 @@ __all__ = [
     "redistribution_s",
     "spatial_tier",
     "ChainLayers",
+    "SpatialExchanges",
+    "spatial_exchanges",
+    "halo_supersteps",
+    "tiled_dims",
     "held_samples",
     "sample_layers",
     "spatial_layers",
@@ -231,6 +235,38 @@ def tiled_dims(layer: Layer, grid: tuple[int, int, int]) -> int:
     return sum(1 for x in grid[3 - layer.spatial_dims :] if x > 1)
 
 
+@lru_cache(maxsize=512)
+def halo_supersteps(net: Network, grid: tuple[int, int, int]) -> np.ndarray:
+    """Per layer, the point-to-point supersteps of its halo exchange on ``grid``, forward and
+    backward: one per tiled dimension and pass (cached like :func:`network_halos`)."""
+    steps = np.array([2 * tiled_dims(layer, grid) for layer in net.layers], dtype=float)
+    steps.setflags(write=False)
+    return steps
+
+
+@dataclass(frozen=True)
+class SpatialExchanges:
+    """Per layer of a spatial plan whose links are ``tiled`` or not: the halo elements per
+    sample it receives (0 off the tiled links), the supersteps of that exchange, and the
+    elements per sample redistributed at its start (where the decomposition switches)."""
+
+    halo_elems: np.ndarray
+    supersteps: np.ndarray
+    switch_elems: np.ndarray
+
+
+def spatial_exchanges(ctx: Context, s: Strategy, tiled: Sequence[bool]) -> SpatialExchanges:
+    """The halo exchanges and redistributions of plan ``s`` with links ``tiled``."""
+    net = ctx.net
+    halos, _ = network_halos(net, s.sp)
+    layer_tiled = np.repeat(np.asarray(tiled, dtype=bool), [lk.stop - lk.start for lk in net.links])
+    switch = np.zeros(len(net.layers))
+    for i in range(1, len(net.links)):
+        if tiled[i] != tiled[i - 1]:
+            switch[net.links[i].start] += ctx.cut_elems[i - 1]
+    return SpatialExchanges(np.where(layer_tiled, halos, 0.0), halo_supersteps(net, s.sp), switch)
+
+
 def spatial_layers(ctx: Context, s: Strategy, m: float) -> ChainLayers:
     """A spatial group's micro-batch: each link tiled or sample-decomposed (every link that can
     be tiled, or by :func:`choose_decomposition` with ``decomp=auto``), with halo exchanges on
@@ -241,26 +277,20 @@ def spatial_layers(ctx: Context, s: Strategy, m: float) -> ChainLayers:
     lt_sp, ev_sp = ctx.times(m, grid)
     lt_sa, ev_sa = ctx.times(max(1, math.ceil(m / p)))
     halos, ok = network_halos(net, grid)
-    halo_t = np.zeros(len(net.layers))
-    for i, layer in enumerate(net.layers):
-        if halos[i] > 0:  # forward halo of activations, backward halo of their gradients
-            halo_t[i] = float(halo_exchange_s(halos[i], 2 * tiled_dims(layer, grid), m, e, bw, alpha))
     allowed = [bool(ok[lk.start : lk.stop].all()) for lk in net.links]
-    switch = np.zeros(len(net.links))
-    for i in range(1, len(net.links)):
-        if ctx.cut_elems[i - 1] > 0:
-            switch[i] = float(redistribution_s(ctx.cut_elems[i - 1], 1, p, m, e, bw, alpha))
     if s.decomp == "auto":
-        sp_cost = ctx.link_sum(lt_sp.fwd + lt_sp.bwd + halo_t)
+        # every layer's halo, and every cut's redistribution, should it switch
+        halo_all = np.where(halos > 0, halo_exchange_s(halos, halo_supersteps(net, grid), m, e, bw, alpha), 0.0)
+        cut = ctx.cut_elems[:-1]
+        switch = np.concatenate([[0.0], np.where(cut > 0, redistribution_s(cut, 1, p, m, e, bw, alpha), 0.0)])
+        sp_cost = ctx.link_sum(lt_sp.fwd + lt_sp.bwd + halo_all)
         choice, _ = choose_decomposition(net, sp_cost, ctx.link_sum(lt_sa.fwd + lt_sa.bwd), allowed, switch)
     else:  # tile every link whose layers can be tiled
         choice = list(allowed)
+    x = spatial_exchanges(ctx, s, choice)
+    halo = np.where(x.halo_elems > 0, halo_exchange_s(x.halo_elems, x.supersteps, m, e, bw, alpha), 0.0)
+    redist = np.where(x.switch_elems > 0, redistribution_s(x.switch_elems, 1, p, m, e, bw, alpha), 0.0)
     tiled = np.repeat(choice, [lk.stop - lk.start for lk in net.links])
-    halo = np.where(tiled, halo_t, 0.0)
-    redist = np.zeros(len(net.layers))
-    for i in range(1, len(net.links)):
-        if choice[i] != choice[i - 1]:
-            redist[net.links[i].start] += switch[i]
     fwd = np.where(tiled, lt_sp.fwd, lt_sa.fwd) + (halo + redist) / 2
     bwd = np.where(tiled, lt_sp.bwd, lt_sa.bwd) + (halo + redist) / 2
     saved_sp = ev_sp["saved_elems"] * e + ev_sp["saved_extra_bytes"]

@@ -1,10 +1,13 @@
-"""Plans over the layer chain: data, parameter server, spatial, pipeline and their hybrids.
+"""A plan's dimensions composed into the step's named terms (:func:`price`).
 
-The dimensions compose as follows: the spatial dimension (:mod:`.spatial`) gives each
+A plan is priced by the module of its outermost kind: hypergraph model parallelism
+(:mod:`.model_parallel`), filter/channel splits (:mod:`.channels`, with data parallelism
+across replicas), or a plan over the layer chain (:func:`price_chain`), where the dimensions
+compose as follows: the spatial dimension (:mod:`.spatial`) gives each
 layer's seconds and saved bytes on one GPU of a spatial group (or of whole samples); the
 pipeline dimension (:mod:`.pipeline`) cuts the chain into stages and times the micro-batches
 through them; the data dimension (:mod:`.data`) adds the gradient exchange among the GPUs
-sharing each weight (or a parameter server's); every plan ends with the optimizer step.
+sharing each weight (or :mod:`.parameter_server`'s); every plan ends with the optimizer step.
 Each term of the breakdown is computed once; the step is their sum (:class:`.Priced`).
 """
 
@@ -15,17 +18,44 @@ from typing import Any
 import numpy as np
 
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..errors import StrategyError
+from ..errors import BatchSplitError, StrategyError
+from ..limits import MAX_BATCH, shown
+from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes, weight_group
-from .data import BUCKET_BYTES, gradient_exchange, parameter_server_exchange
-from .dataparallel import dataparallel_step
+from .data import BUCKET_BYTES, gradient_exchange
+from .dataparallel import check_dataparallel, dataparallel_step
 from .dimension import Priced, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
+from .model_parallel import price_model_parallel
+from .parameter_server import parameter_server_exchange
 from .pipeline import StageSplit, stage_candidates, stage_split
 from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
 
-__all__ = ["price_chain", "chain_memory"]
+__all__ = ["price", "price_chain", "chain_memory"]
+
+
+def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
+    """Step terms, memory and details of plan ``s`` at ``global_batch`` (no 1-GPU baseline)."""
+    net, hw = ctx.net, ctx.hw
+    n_links = len(net.links)
+    if global_batch > MAX_BATCH:
+        raise BatchSplitError(
+            f"global batch {shown(global_batch)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)"
+        )
+    if s.gpus > hw.max_gpus:
+        raise StrategyError(
+            f"{s.gpus} GPUs exceed the profile's {hw.max_gpus} ({hw.gpus_per_node} x {hw.max_nodes} nodes)"
+        )
+    if s.pp > n_links:
+        raise StrategyError(f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})")
+    if s.comm == "dataparallel":
+        check_dataparallel(s, hw.gpus_per_node)
+    if s.mp > 1:
+        return price_model_parallel(ctx, s, global_batch)
+    if s.filter > 1 or s.channel > 1:
+        return price_channel_split(ctx, s, global_batch)
+    return price_chain(ctx, s, global_batch)
 
 
 def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
