@@ -102,6 +102,7 @@ def compare_chart(c: Comparison) -> Figure:
         ax.annotate(f"{r:.2f}x", (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom")
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_ylabel("throughput (samples/s)")
+    ax.margins(y=0.12)  # room for the ratio labels
     ax.set_title(f"{c.model} on {c.gpus} GPUs, {c.strategy} plan; ratio to the first", fontsize=10)
     return fig
 
