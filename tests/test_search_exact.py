@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
@@ -117,3 +119,17 @@ def test_orientations_of_one_spatial_grid_are_one_shape():
     r = plan("cosmoflow", 16, "abci-v100-16gb", global_batch=16, top=5)
     grids = [tuple(sorted(p.strategy.sp)) + (p.strategy.dp, p.strategy.pp, p.strategy.mb) for p in r.plans]
     assert len(set(grids)) == len(grids)
+
+
+@settings(max_examples=12, deadline=None)
+@given(gpus=st.sampled_from([2, 4, 8]), per_gpu=st.sampled_from([1, 2, 8, 64]), mb=st.integers(1, 8),
+       hw=st.sampled_from(["v100-16gb-dgx1", "p40-24gb-pcie"]))
+def test_no_data_parallel_plan_with_accumulation_beats_plans_first_row(gpus, per_gpu, mb, hw):
+    """The property behind the issue's misses, on random data-parallel plans with gradient
+    accumulation: whatever predict prices and fits, plan's first row is at least as fast."""
+    B = gpus * per_gpu
+    mb = min(mb, per_gpu)
+    p = predict("vgg16", gpus, f"dp={gpus},mb={mb}", hw, "fp32", global_batch=B, image_size=64)
+    r = plan("vgg16", gpus, hw, "fp32", B, image_size=64, kinds=("dp", "ps", "sp", "hybrid", "filter", "channel"))
+    if p.fits_in_memory:
+        assert r.plans[0].throughput_samples_per_s >= p.throughput_samples_per_s * (1 - 1e-12)
