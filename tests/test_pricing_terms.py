@@ -6,8 +6,12 @@ import ast
 from pathlib import Path
 
 import pytest
+import sympy as sp
 
-from perfmodel.strategies import predict
+from perfmodel.hardware import load_hardware
+from perfmodel.network import get_model
+from perfmodel.strategies import context, parse_strategy, predict
+from perfmodel.strategies.explain import StepFormula, explain_plan
 
 PACKAGE = Path(__file__).resolve().parents[1] / "perfmodel"
 
@@ -79,3 +83,33 @@ def test_modules_and_functions_fit_a_screen(path: Path) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             assert length <= 80, f"{path.name}: {node.name} is {length} lines"
+
+
+#: Plans of every chain kind and both split kinds on small networks (mp plans are covered in test_explain).
+_PLANS = [
+    ("resnet18", None, "dp=8,comm=tree"), ("resnet18", None, "pp=4,dp=2,mb=4,schedule=1f1b,recompute=true"),
+    ("resnet18", None, "sp=2x2,dp=2,decomp=auto"), ("vgg11", None, "dp=8,comm=ps-sharded"),
+    ("squeezenet1_1", None, "sp=2x2,pp=2,mb=2"), ("cosmoflow", 128, "sp=2x2x2"),
+    ("mobilenet_v2", None, "channel=4,dp=2"), ("alexnet", None, "filter=2,dp=4,comm=hierarchical"),
+]
+
+
+@pytest.mark.parametrize(("model", "size", "spec"), _PLANS, ids=[p[2] for p in _PLANS])
+@pytest.mark.parametrize("hardware", ["v100-16gb-dgx1", "h100-80gb-dgx"])
+def test_explain_is_predict_on_symbols(model: str, size: int | None, spec: str, hardware: str) -> None:
+    """explain evaluates the pricing's own functions on symbols: at the profile's values its
+    terms add up to predict's step, and a what-if equals predict on the changed profile."""
+    net = get_model(model, size)
+    hw = load_hardware(hardware)
+    s = parse_strategy(spec, 8)
+    f = explain_plan(context(net, hw, "amp", "sgd"), s, 8 * 4)
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+    faster = hw.what_if(inter_bandwidth_scale=2.0, intra_bandwidth_scale=3.0)
+    p = predict(net, 8, s, faster, "amp", global_batch=32)
+    changed = {"beta_net": float(f.all_values[_symbol(f, "beta_net")]) * 2,
+               "beta_intra": float(f.all_values[_symbol(f, "beta_intra")]) * 3}
+    assert f.time_s(changed) == pytest.approx(p.iteration_time_s, rel=1e-9)
+
+
+def _symbol(f: StepFormula, name: str) -> sp.Symbol:
+    return next(s for s in f.all_values if str(s) == name)

@@ -1,12 +1,14 @@
 """``explain``: the step time of a plan as a sympy formula in named symbols, and its value.
 
-The formula is built from the same pieces ``predict`` evaluates: each layer's symbolic
-counts (:mod:`perfmodel.network.counts`), the roofline of :func:`perfmodel.cost.formulas.kernel_time`,
-the collectives of :mod:`perfmodel.cost.formulas` (ring allreduce, all-gather,
-reduce-scatter, point-to-point) on the link symbols, the pipeline schedule and the
-bucketed overlap recurrence. Lambdified at the profile's values it gives the iteration
-time ``predict`` reports (a test holds them equal), and :meth:`StepFormula.evaluate`
-prices what-ifs (other hardware values) from the same formula.
+The formula is the pricing's own functions evaluated on symbols: each layer's roofline
+(:func:`perfmodel.cost.compute.layer_seconds` on ``ComputeValues.symbols()``), the
+collectives on the link symbols, the spatial dimension's halo and redistribution seconds,
+the pipeline's cut sends and fill-drain step (:func:`~perfmodel.strategies.pipeline.pipeline_step`),
+the bucketed overlap (:func:`~perfmodel.strategies.data.overlapped_exchange`), the
+parameter server's worst case and the optimizer step; the plan's decisions (stage split,
+tiled links, the mp partition) are the ones ``predict`` took. Lambdified at the profile's
+values it gives the iteration time ``predict`` reports (tests check it), and
+:meth:`StepFormula.evaluate` prices what-ifs (other hardware values) from the same formula.
 
 Filter and channel splits are closed forms: each pass's exchanges are grouped by
 collective, one term per collective with the summed elements per sample as a symbol
