@@ -27,6 +27,7 @@ __all__ = [
     "ceil",
     "where",
     "is_symbolic",
+    "ssum",
 ]
 
 Num = Any  # float | np.ndarray | sympy.Expr
@@ -65,6 +66,13 @@ def smin(*xs: Num) -> Num:
     for x in xs[1:]:
         out = np.minimum(out, x)
     return out
+
+
+def ssum(xs: Any) -> Num:
+    """The sum of a numpy array (a float) or of a sequence of numbers or sympy expressions."""
+    if isinstance(xs, np.ndarray):
+        return float(xs.sum())
+    return sp.Add(*xs) if _is_sym(*xs) else sum(xs)
 
 
 def log2(x: Num) -> Num:

@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..errors import UsageError
-from ..strategies.pipeline import PipelineTask, pipeline_tasks
+from ..strategies.pipeline import PipelineTask
 from ..units import GIB
 
 if TYPE_CHECKING:
@@ -533,16 +533,7 @@ def pipeline_gantt(p: Prediction) -> Figure:
     send_f = [float(s.get("send_forward_s", 0.0)) for s in stages]
     m = p.strategy.mb
     schedule = str(p.details.get("schedule", p.strategy.schedule))
-    # the schedule of the pricing's per-stage seconds and sends
-    ops = pipeline_tasks(
-        [float(s["forward_s"]) for s in stages],
-        [float(s["backward_s"]) for s in stages],
-        send_f,
-        [float(s.get("send_backward_s", 0.0)) for s in stages],
-        m,
-        schedule,
-        p.strategy.recompute,
-    )
+    ops = p.pipeline_schedule()  # the priced step's tasks
     n = len(stages)
     fig = _figure(12, 2.2 + 0.5 * n + 0.8)
     ax = fig.add_subplot()

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..cost.collectives import allreduce
+from ..cost.collectives import LinkParams, allreduce, allreduce_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import Num, smax
+from ..cost.formulas import Num, smax, ssum
 from .context import Context, weight_group
 from .spec import Strategy
 
@@ -66,26 +66,39 @@ def overlapped_exchange(
 
 
 def gradient_exchange(
-    ctx: Context, s: Strategy, bwd: np.ndarray, ranges: Sequence[tuple[int, int]], ends: Sequence[float], body_s: float
-) -> tuple[float, float]:
+    ctx: Context,
+    s: Strategy,
+    bwd: Sequence[Num] | np.ndarray,
+    ranges: Sequence[tuple[int, int]],
+    ends: Sequence[Num],
+    body_s: Num,
+    lp: LinkParams | None = None,
+) -> tuple[Num, Num]:
     """(exposed seconds, total allreduce seconds) of the gradient exchange among the GPUs
     sharing each weight (dp replicas x spatial tiles): every stage's layers ``ranges`` reduced
-    in buckets while its last backward micro-batch (``bwd`` per layer) runs up to ``ends``."""
+    in buckets while its last backward micro-batch (``bwd`` per layer) runs up to ``ends``.
+
+    On the profile's links (``lp=None``), or on ``lp``'s symbols with symbolic times
+    (``explain``): the same recurrence either way.
+    """
     if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
         return 0.0, 0.0
     group = weight_group(s, ctx.hw.gpus_per_node)
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
 
-    def reduce(nbytes: float) -> float:
-        return allreduce(nbytes, group, ctx.hw, s.comm)
+    def reduce(nbytes: float) -> Num:
+        if lp is None:
+            return allreduce(nbytes, group, ctx.hw, s.comm)
+        return allreduce_expr(nbytes, group, lp, s.comm)
 
-    end_max, total = 0.0, 0.0
+    end_max: Num = None
+    total: Num = 0.0
     for (a, b), end_s in zip(ranges, ends, strict=True):
         last_bwd = bwd[a:b][::-1]
-        start = end_s - float(last_bwd.sum())
+        start = end_s - ssum(last_bwd)
         if s.overlap == "none":  # the exchange starts when the backward pass has ended
-            start, last_bwd = end_s, np.zeros_like(last_bwd)
+            start, last_bwd = end_s, [0.0] * len(last_bwd)
         end, tot = overlapped_exchange(last_bwd, grad[a:b][::-1], reduce, start)
-        end_max = max(end_max, float(end))
-        total += float(tot)
-    return max(0.0, end_max - body_s), total
+        end_max = end if end_max is None else smax(end_max, end)
+        total = total + tot
+    return smax(0, end_max - body_s), total

@@ -31,11 +31,10 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from ..cost.collectives import allreduce_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import ceil, smax
 from .context import Context, weight_group
-from .data import overlapped_exchange
+from .data import gradient_exchange
 from .dimension import optimizer_step_s
 from .explain_split import explain_mp, explain_split
 from .formula import (
@@ -283,20 +282,10 @@ def _explain_chain(
         _parameter_server(ctx, s, c)
     elif s.comm == "dataparallel" and s.dp > 1:
         c.terms["gradient_exchange_exposed"], c.legend["gradient_exchange_exposed"] = _dataparallel(ctx, s, c.fwd)
-    elif s.dp * s.sp_degree > 1:
-        group = weight_group(s, ctx.hw.gpus_per_node)
-        grad, bwd_c = ctx.cc.params * GRAD_BYTES_PER_PARAM, c.bwd_with_comm()
-        end_max: Any = 0
-        for (a, z), end_s in zip(ranges, ends, strict=True):
-            bw_rev = bwd_c[a:z][::-1]
-            start = end_s - sp.Add(*bw_rev)
-            if s.overlap == "none":  # the exchange starts when the backward pass has ended
-                start, bw_rev = end_s, [0] * len(bw_rev)
-            end, _ = overlapped_exchange(
-                bw_rev, grad[a:z][::-1], lambda n: allreduce_expr(n, group, LINK, s.comm), start
-            )
-            end_max = end if end_max == 0 else smax(end_max, end)
-        c.terms["gradient_exchange_exposed"] = smax(0, end_max - body)
+    else:
+        exposed, _ = gradient_exchange(ctx, s, c.bwd_with_comm(), ranges, ends, body, LINK)
+        if s.dp * s.sp_degree > 1:
+            c.terms["gradient_exchange_exposed"] = exposed
     params_gpu = max(int(st["params"]) for st in details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
     c.terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, SYMBOLS)
     return finish(c.terms, values, pred, legend=c.legend, meaning=c.meaning)

@@ -10,6 +10,7 @@ import numpy as np
 from ..units import GIB
 from .baseline import Baseline
 from .context import Context
+from .pipeline import PipelineTask, pipeline_tasks
 from .spec import Strategy
 from .wording import precision_assumption
 
@@ -58,6 +59,22 @@ class Prediction:
     @property
     def dominant(self) -> str:
         return max(self.breakdown, key=lambda k: self.breakdown[k])
+
+    def pipeline_schedule(self) -> list[PipelineTask]:
+        """The tasks of the priced pipeline step (:func:`~.pipeline.pipeline_tasks` on the
+        stages' seconds and sends the pricing used); empty for a plan without stages."""
+        stages = self.details.get("stages") if self.strategy.pp > 1 else None
+        if not isinstance(stages, list) or len(stages) < 2:
+            return []
+        return pipeline_tasks(
+            [float(st["forward_s"]) for st in stages],
+            [float(st["backward_s"]) for st in stages],
+            [float(st.get("send_forward_s", 0.0)) for st in stages],
+            [float(st.get("send_backward_s", 0.0)) for st in stages],
+            self.strategy.mb,
+            str(self.details.get("schedule", self.strategy.schedule)),
+            self.strategy.recompute,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
