@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.collectives import link_params
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..errors import BatchSplitError, StrategyError
 from ..limits import MAX_BATCH, shown
 from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, gradient_exchange
-from .dataparallel import check_dataparallel, dataparallel_step
+from .dataparallel import check_dataparallel, dataparallel_parts
 from .dimension import Priced, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
 from .model_parallel import price_model_parallel
@@ -91,13 +92,15 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     if s.is_ps:
         exposed, details["parameter_server"] = parameter_server_exchange(ctx, s, body)
     elif s.comm == "dataparallel" and s.dp > 1:
-        dps = dataparallel_step(
-            layers.fwd, layers.bwd, float(ctx.cc.params.sum()) * 4, float(ctx.cc.params.sum()) * GRAD_BYTES_PER_PARAM,
-            input_batch_bytes(net.input_shape, m_t), float(ctx.times(m_t)[1]["out_elems"][-1]) * ctx.elem_bytes,
-            s.dp, ctx.hw,
+        lp = link_params(ctx.hw)
+        params = float(ctx.cc.params.sum())
+        parts = dataparallel_parts(
+            layers.fwd, params * 4, params * GRAD_BYTES_PER_PARAM, input_batch_bytes(net.input_shape, m_t),
+            m_t * float(ctx.cc.evaluate(1.0)["out_elems"][-1]) * ctx.elem_bytes, s.dp, lp.bw_intra, lp.alpha_intra,
+            ctx.hw.kernel_launch_s,
         )
-        exposed = s.mb * (dps.body_s + dps.reduce_s) - body
-        details["dataparallel"] = {k: s.mb * v for k, v in vars(dps).items()}
+        exposed = s.mb * float(sum(parts.values()))
+        details["dataparallel"] = {k: s.mb * float(v) for k, v in parts.items()}
     else:
         exposed, total_comm = gradient_exchange(ctx, s, layers.bwd, ranges, ends, body)
         if s.dp * s.sp_degree > 1:

@@ -15,66 +15,43 @@ outputs" (pytorch.org/tutorials/intermediate/ddp_tutorial.html).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
+from ..cost.formulas import Num, smax, ssum
 from ..errors import StrategyError
-from ..hardware import Hardware
 from .spec import Strategy
 
-__all__ = ["DataParallelStep", "dataparallel_step", "check_dataparallel"]
+__all__ = ["dataparallel_parts", "check_dataparallel"]
 
 
-@dataclass(frozen=True)
-class DataParallelStep:
-    """Seconds of each part of a ``torch.nn.DataParallel`` step (one GPU's compute included)."""
+def dataparallel_parts(
+    fwd_s: Sequence[Num] | np.ndarray, weight_bytes: float, grad_bytes: float, input_bytes: Num,
+    output_bytes: Num, gpus: int, bw: Num, alpha: Num, launch_s: Num,
+) -> dict[str, Num]:
+    """What one micro-batch of ``torch.nn.DataParallel`` over ``gpus`` GPUs of one node adds
+    to a replica's own forward and backward, by part (seconds; numbers or symbols).
 
-    scatter_s: float
-    replicate_s: float
-    forward_s: float
-    gather_s: float
-    backward_s: float
-    reduce_s: float
-
-    @property
-    def body_s(self) -> float:
-        return self.scatter_s + self.replicate_s + self.forward_s + self.gather_s + self.backward_s
-
-    @property
-    def exchange_s(self) -> float:
-        """What the exchange adds to the replicas' own compute (all of it exposed)."""
-        return self.scatter_s + self.replicate_s + self.gather_s + self.reduce_s
-
-
-def dataparallel_step(
-    fwd_s: np.ndarray, bwd_s: np.ndarray, weight_bytes: float, grad_bytes: float,
-    input_bytes: float, output_bytes: float, gpus: int, hw: Hardware,
-) -> DataParallelStep:
-    """One ``DataParallel`` step over ``gpus`` GPUs of one node.
-
-    ``fwd_s``/``bwd_s`` are one replica's per-layer seconds; ``input_bytes`` and
-    ``output_bytes`` one replica's share of the batch and of the network's output. GPU 0's
-    link carries the scatter and gather of the ``gpus - 1`` other shares; the weights are
-    broadcast and the gradients reduced as pipelined NCCL broadcast / reduce
-    (``bytes/beta + (gpus - 1) * alpha``). Forward layers whose kernels are launched by the
-    one interpreter for every GPU take ``max(layer seconds, gpus x launch overhead)``;
-    backward runs in autograd's per-device threads (no GIL) at the replica's own speed.
+    ``fwd_s`` is one replica's per-layer forward seconds; ``input_bytes`` and ``output_bytes``
+    one replica's share of the batch and of the network's output. GPU 0's link (``bw``,
+    ``alpha``) carries the scatter and the gather of the ``gpus - 1`` other shares; the fp32
+    weights are broadcast and the fp32 gradients reduced as pipelined NCCL broadcast / reduce
+    (``bytes/bw + (gpus - 1) * alpha``), the reduce after backward; forward layers whose
+    kernels one interpreter launches for every GPU take ``max(layer seconds, gpus x launch)``
+    (backward runs in autograd's per-device threads, at the replica's own speed).
     """
     n = gpus
     if n <= 1:
-        return DataParallelStep(0.0, 0.0, float(fwd_s.sum()), 0.0, float(bwd_s.sum()), 0.0)
-    beta = hw.intra.effective_bandwidth_bytes_per_s
-    alpha = hw.intra.latency_s
-    pipelined = (n - 1) * alpha
-    return DataParallelStep(
-        scatter_s=(n - 1) * input_bytes / beta + (n - 1) * alpha,
-        replicate_s=weight_bytes / beta + pipelined,
-        forward_s=float(np.maximum(fwd_s, n * hw.kernel_launch_s).sum()),
-        gather_s=(n - 1) * output_bytes / beta + (n - 1) * alpha,
-        backward_s=float(bwd_s.sum()),
-        reduce_s=grad_bytes / beta + pipelined,
-    )
+        return {}
+    hops = (n - 1) * alpha
+    return {
+        "scatter_s": (n - 1) * input_bytes / bw + hops,
+        "replicate_s": weight_bytes / bw + hops,
+        "forward_launches_s": ssum([smax(f, n * launch_s) - f for f in fwd_s]),
+        "gather_s": (n - 1) * output_bytes / bw + hops,
+        "reduce_s": grad_bytes / bw + hops,
+    }
 
 
 def check_dataparallel(s: Strategy, gpus_per_node: int) -> None:

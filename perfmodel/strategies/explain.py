@@ -32,9 +32,10 @@ import numpy as np
 import sympy as sp
 
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import ceil, smax
+from ..cost.formulas import ceil
 from .context import Context, weight_group
 from .data import gradient_exchange
+from .dataparallel import dataparallel_parts
 from .dimension import optimizer_step_s
 from .explain_split import explain_mp, explain_split
 from .formula import (
@@ -251,21 +252,20 @@ def _parameter_server(ctx: Context, s: Strategy, c: _Chain) -> None:
 
 
 def _dataparallel(ctx: Context, s: Strategy, fwd: list[Any]) -> tuple[Any, str]:
-    """torch.nn.DataParallel's exposed seconds (strategies.dataparallel on expressions), per
-    micro-batch: scatter, weight broadcast, forward launches from one process, gather, reduce."""
+    """torch.nn.DataParallel's exposed seconds: :func:`.dataparallel.dataparallel_parts` on symbols."""
     n, net = s.dp, ctx.net
-    bw, alpha, tau = LINK.bw_intra, LINK.alpha_intra, SYMBOLS.launch_s
     params = float(ctx.cc.params.sum())
-    in_bytes = B_SYM * float(np.prod(net.input_shape)) * INPUT_BYTES_PER_ELEMENT
-    out_bytes = B_SYM * float(ctx.cc.evaluate(1.0)["out_elems"][-1]) * E
-    launches = sp.Add(*(smax(f, n * tau) - f for f in fwd))
-    per_mb = ((n - 1) * in_bytes / bw + params * 4 / bw + (n - 1) * out_bytes / bw
-              + params * GRAD_BYTES_PER_PARAM / bw + 4 * (n - 1) * alpha + launches)
+    parts = dataparallel_parts(
+        fwd, params * 4, params * GRAD_BYTES_PER_PARAM,
+        B_SYM * float(np.prod(net.input_shape)) * INPUT_BYTES_PER_ELEMENT,
+        B_SYM * float(ctx.cc.evaluate(1.0)["out_elems"][-1]) * E, n, LINK.bw_intra, LINK.alpha_intra,
+        SYMBOLS.launch_s,
+    )
     words = (f"torch.nn.DataParallel on {n} GPUs, per micro-batch: scatter (n - 1) input shares and gather "
              f"(n - 1) output shares through GPU 0's link, broadcast the fp32 weights and reduce the fp32 "
              f"gradients onto GPU 0 after backward ({params:,.0f} parameters), and each forward layer at least "
              f"n x tau (one process launches for every GPU)")
-    return M * per_mb, words
+    return M * sp.Add(*parts.values()), words
 
 
 def _explain_chain(
