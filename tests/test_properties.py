@@ -234,7 +234,7 @@ def test_memory_holds_at_least_the_weight_share(c: tuple[Any, ...]) -> None:
     net = c[0]
     split = s.pp * s.mp * s.filter * s.channel  # replicas (dp, sp tiles) each hold the whole share
     share = net.params * weight_bytes_per_param(p.precision) / split
-    assert p.memory["weights"] >= share * (1 - REL)
+    # the busiest GPU (the stage with the most memory in all) holds at least the average weight share
     assert p.memory_per_gpu_bytes >= share * (1 - REL)
     assert p.memory_per_gpu_bytes == pytest.approx(sum(p.memory.values()), rel=1e-12)
     assert all(v >= 0 for v in p.memory.values())

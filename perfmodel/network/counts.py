@@ -24,7 +24,8 @@ FLOP conventions (1 multiply-add = 2 FLOPs):
 Saved activations follow what autograd keeps: convolution, linear and batch-norm keep their
 input; ReLU, sigmoid and tanh their output; the other activations their input; max-pooling
 its input and int64 indices; average pooling its input; a broadcast multiply both operands;
-dropout a one-byte mask; add, concat, flatten and nearest upsampling nothing. Storage is
+dropout a one-byte mask (Dropout2d/3d: one fp32 scale per channel); add, concat, flatten and
+nearest upsampling nothing. Storage is
 counted once: in-place ops and views share their input's storage, except that an in-place
 activation whose backward reads its input (ReLU6, SiLU, ...; not ReLU, sigmoid, tanh) makes
 autograd save a copy of that input. The loss is excluded.
@@ -186,6 +187,9 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
         extra = 8 * n_out  # int64 indices
     elif kind == "attention":
         extra = 4 * (n_out // layer.out_shape[-1])  # fp32 log-sum-exp per query row
+    elif kind == "dropout" and layer.attr("channelwise"):
+        # nn.Dropout2d/3d multiply by a (N, C, 1, 1) noise tensor, saved for backward (fp32)
+        extra = 4 * layer.out_shape[0]
     elif kind == "dropout":
         extra = n_out  # bool mask
     for f, v in (
@@ -199,6 +203,9 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
         ("out_elems", n_out),
     ):
         coef[_FIELD[f], so] = v
+    if kind == "dropout" and layer.attr("channelwise"):  # per channel: not split by spatial tiles
+        coef[_FIELD["saved_extra_bytes"], so] = 0
+        coef[_FIELD["saved_extra_bytes"], 0] = extra
     return coef
 
 

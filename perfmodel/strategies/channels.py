@@ -271,8 +271,10 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     plan = split_plan(ctx.net, mode, n)
     scaled = _gpu_counts(ctx, plan, m)
     params = ctx.cc.params * plan.f_par
-    lt = layer_times(replace(ctx.cc, params=params), ctx.hw, ctx.precision, m, counts=scaled)
-    fwd_comm, bwd_comm = _exchange_seconds(ctx, plan, n, m)
+    m_t = per_replica / s.mb  # time at the mean micro-batch (memory at the largest, ``scaled``)
+    lt = layer_times(replace(ctx.cc, params=params), ctx.hw, ctx.precision, m_t,
+                     counts=scaled if m_t == m else _gpu_counts(ctx, plan, m_t))
+    fwd_comm, bwd_comm = _exchange_seconds(ctx, plan, n, m_t)
     key_f, key_b = BREAKDOWN_KEYS[mode]
     terms: dict[str, float] = {
         "compute": s.mb * float(lt.fwd.sum() + lt.bwd.sum()),
@@ -298,10 +300,10 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": s.comm}
     params_gpu = float(params.sum())
     terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, ctx.values)
-    # memory of the busiest GPU; the largest layer's output and input (and their gradients)
-    # live during its backward, as in the chain pricing
+    # memory of the busiest GPU; the gradients of the largest layer's output and input live
+    # during its backward, as in the chain pricing
     acts = float((scaled["saved_elems"] * e + scaled["saved_extra_bytes"]).sum())
-    transient = float(2 * scaled["out_elems"].max() * e * 2)
+    transient = float(2 * scaled["out_elems"].max() * e)
     # every GPU of a split group reads the replica's whole micro-batch
     memory = memory_parts(
         params_gpu, ctx.precision, ctx.optimizer, s.dp > 1, input_batch_bytes(ctx.net.input_shape, m), acts,
@@ -312,7 +314,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     return Priced.of(terms, memory, details)
 
 
-def _gpu_counts(ctx: Context, plan: SplitPlan, m: int) -> dict[str, np.ndarray]:
+def _gpu_counts(ctx: Context, plan: SplitPlan, m: float) -> dict[str, np.ndarray]:
     """The busiest GPU's counts for ``m`` samples, with the activations it saves: its share of
     every saved tensor, plus in filter mode the gathered copies their readers keep."""
     net = ctx.net
@@ -326,7 +328,7 @@ def _gpu_counts(ctx: Context, plan: SplitPlan, m: int) -> dict[str, np.ndarray]:
     return scaled
 
 
-def _exchange_seconds(ctx: Context, plan: SplitPlan, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+def _exchange_seconds(ctx: Context, plan: SplitPlan, n: int, m: float) -> tuple[np.ndarray, np.ndarray]:
     """Per layer, the seconds of the split group's collectives in forward and in backward."""
     # n consecutive ranks, placed as weight_group places n replicas of a one-GPU plan
     split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
@@ -374,5 +376,8 @@ def replica_exchange(
 
     grad_bytes = params * GRAD_BYTES_PER_PARAM
     rev = bwd[::-1]
-    end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, body - ssum(rev))
+    start = body - ssum(rev)
+    if s.overlap == "none":  # the exchange starts when the backward pass has ended
+        rev, start = [0.0] * len(rev), body
+    end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, start)
     return smax(0, end - body), total_comm, dp_group

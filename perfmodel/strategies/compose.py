@@ -18,11 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.collectives import link_params
+from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..errors import BatchSplitError, DataError, StrategyError
 from ..limits import MAX_BATCH, shown
 from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, gradient_exchange
+from .dataparallel import check_dataparallel, dataparallel_parts
 from .dimension import Priced, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
 from .model_parallel import price_model_parallel
@@ -48,6 +51,8 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         )
     if s.pp > n_links:
         raise StrategyError(f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})")
+    if s.comm == "dataparallel":
+        check_dataparallel(s, hw.gpus_per_node)
     if s.mp > 1:
         return _finite(ctx, s, price_model_parallel(ctx, s, global_batch))
     if s.filter > 1 or s.channel > 1:
@@ -74,15 +79,20 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         raise StrategyError("parameter servers (comm=ps-*) are modelled for data parallelism only (use dp=N)")
     per_replica, m = split_batch(global_batch, s)
     details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
+    # micro-batches of floor or ceil(per_replica / mb) samples: time at their mean (exactly
+    # per_replica samples per step), memory at the largest
+    m_t = per_replica / s.mb
     if s.sp_degree > 1:
-        layers = spatial_layers(ctx, s, m)
+        layers = spatial_layers(ctx, s, m_t)
+        mem_layers = layers if m_t == m else spatial_layers(ctx, s, m)
         details["spatial_links"] = [lk.name for lk, t in zip(net.links, layers.spatial_links, strict=True) if t]
         details["sample_links"] = [lk.name for lk, t in zip(net.links, layers.spatial_links, strict=True) if not t]
     else:
-        layers = sample_layers(ctx, m)
+        layers = sample_layers(ctx, m_t)
+        mem_layers = layers if m_t == m else sample_layers(ctx, m)
     workspace = transient_bytes(ctx, m, s.sp if s.sp_degree > 1 else (1, 1, 1)) + ctx.hw.framework_reserve_bytes
     if s.pp > 1:
-        split = _best_split(ctx, s, layers, per_replica, workspace, details)
+        split = _best_split(ctx, s, layers, mem_layers, per_replica, workspace, details)
         terms = _pipeline_terms(ctx, s, layers, split)
         bounds, ranges, ends = split.bounds, split.layer_ranges(ctx), split.timing.last_bwd_end_s
         body = split.timing.total_s
@@ -94,6 +104,16 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         ends = (body,)
     if s.is_ps:
         exposed, details["parameter_server"] = parameter_server_exchange(ctx, s, body)
+    elif s.comm == "dataparallel" and s.dp > 1:
+        lp = link_params(ctx.hw)
+        params = float(ctx.cc.params.sum())
+        parts = dataparallel_parts(
+            layers.fwd, params * 4, params * GRAD_BYTES_PER_PARAM, input_batch_bytes(net.input_shape, m_t),
+            m_t * float(ctx.cc.evaluate(1.0)["out_elems"][-1]) * ctx.elem_bytes, s.dp, lp.bw_intra, lp.alpha_intra,
+            ctx.hw.kernel_launch_s,
+        )
+        exposed = s.mb * float(sum(parts.values()))
+        details["dataparallel"] = {k: s.mb * float(v) for k, v in parts.items()}
     else:
         exposed, total_comm = gradient_exchange(ctx, s, layers.bwd, ranges, ends, body)
         if s.dp * s.sp_degree > 1:
@@ -104,7 +124,7 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     terms["optimizer_step"] = optimizer_step_s(_largest_stage_params(ctx, bounds), ctx.optimizer, ctx.values)
     details["bucket_bytes"] = BUCKET_BYTES
     details["sp_group_in_node"] = layers.in_node
-    memory = chain_memory(ctx, s, layers, bounds, per_replica, workspace)
+    memory = chain_memory(ctx, s, mem_layers, bounds, per_replica, workspace)
     return Priced.of(terms, memory, details)
 
 
@@ -145,7 +165,8 @@ def _largest_stage_params(ctx: Context, bounds: np.ndarray) -> float:
 
 
 def _best_split(
-    ctx: Context, s: Strategy, layers: ChainLayers, per_replica: int, workspace: float, details: dict[str, Any]
+    ctx: Context, s: Strategy, layers: ChainLayers, mem_layers: ChainLayers, per_replica: int, workspace: float,
+    details: dict[str, Any],
 ) -> StageSplit:
     """The fastest candidate split that fits in memory (the fastest if none fits); ``balance=`` pins it."""
     n_links = len(ctx.net.links)
@@ -160,7 +181,7 @@ def _best_split(
         exposed, _ = gradient_exchange(ctx, s, layers.bwd, sp_.layer_ranges(ctx), t.last_bwd_end_s, t.total_s)
         params = _largest_stage_params(ctx, sp_.bounds)
         steps.append(t.total_s + exposed + optimizer_step_s(params, ctx.optimizer, ctx.values))
-        fits.append(sum(chain_memory(ctx, s, layers, sp_.bounds, per_replica, workspace).values()) <= cap)
+        fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
     best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
     if not s.balance:
         details["balance_candidates"] = [list(c) for c in candidates]
@@ -186,12 +207,21 @@ def _best_split(
 def chain_memory(
     ctx: Context, s: Strategy, layers: ChainLayers, bounds: np.ndarray, per_replica: int, workspace: float
 ) -> dict[str, float]:
-    """Memory of the busiest GPU, each part at the stage where it is largest (an upper bound)."""
+    """Memory of the busiest GPU: every stage's parts added up, the largest stage's returned
+    (the input batch sits on the first stage's GPUs only)."""
     net, e = ctx.net, ctx.elem_bytes
     link_saved = ctx.link_sum(layers.saved)
+    link_params = ctx.link_sum(ctx.cc.params)
     n_links = len(net.links)
     link_in = np.array([ctx.cut_elems[i - 1] if i > 0 else float(np.prod(net.input_shape)) for i in range(n_links)])
-    mem_acts = 0.0
+    if s.pp > 1 and s.schedule == "gpipe":
+        inputs_held = layers.held(0) * per_replica / layers.m  # the replica's batch, cut into micro-batches there
+    elif s.pp > 1:
+        inputs_held = layers.held(0) * min(s.pp, s.mb)  # 1F1B: the first stage's micro-batches in flight
+    else:
+        inputs_held = layers.held(0)  # one micro-batch at a time
+    exchanged = s.dp * s.sp_degree > 1 and s.comm in ("ring", "tree", "hierarchical")
+    stages = []
     for i in range(len(bounds) - 1):
         a, b = int(bounds[i]), int(bounds[i + 1])
         stage_saved = float(link_saved[a:b].sum())
@@ -202,20 +232,7 @@ def chain_memory(
             acts = in_flight * stage_in + (float(link_saved[a:b].max()) if s.pp == 1 else stage_saved)
         else:
             acts = in_flight * stage_saved
-        mem_acts = max(mem_acts, acts)
-    if s.pp > 1 and s.schedule == "gpipe":
-        inputs_held = layers.held(0) * per_replica / layers.m  # the replica's batch, cut into micro-batches there
-    elif s.pp > 1:
-        inputs_held = layers.held(0) * min(s.pp, s.mb)  # 1F1B: the first stage's micro-batches in flight
-    else:
-        inputs_held = layers.held(0)  # one micro-batch at a time
-    exchanged = s.dp * s.sp_degree > 1 and not s.is_ps
-    return memory_parts(
-        _largest_stage_params(ctx, bounds),
-        ctx.precision,
-        ctx.optimizer,
-        exchanged,
-        input_batch_bytes(net.input_shape, inputs_held),
-        mem_acts,
-        workspace,
-    )
+        inputs = input_batch_bytes(net.input_shape, inputs_held) if i == 0 else 0.0
+        stages.append(memory_parts(float(link_params[a:b].sum()), ctx.precision, ctx.optimizer, exchanged, inputs,
+                                   acts, workspace))
+    return max(stages, key=lambda d: sum(d.values()))

@@ -92,10 +92,11 @@ def split_batch(global_batch: int, s: Strategy) -> tuple[int, int]:
 
 
 def transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int] = (1, 1, 1)) -> float:
-    """The largest layer's input plus output (and their gradients) live during its backward."""
+    """The gradients of the largest layer's output and input, which live during its backward
+    (the tensors themselves are saved activations, counted there)."""
     _, ev = ctx.times(m, grid)
     out = ev["out_elems"]
-    return float(2 * out.max() * ctx.elem_bytes * 2)
+    return float(2 * out.max() * ctx.elem_bytes)
 
 
 def weight_group(s: Strategy, gpus_per_node: int) -> Group:

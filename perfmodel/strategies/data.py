@@ -81,7 +81,7 @@ def gradient_exchange(
     On the profile's links (``lp=None``), or on ``lp``'s symbols with symbolic times
     (``explain``): the same recurrence either way.
     """
-    if s.dp * s.sp_degree == 1 or s.is_ps:
+    if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
         return 0.0, 0.0
     group = weight_group(s, ctx.hw.gpus_per_node)
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
@@ -95,7 +95,10 @@ def gradient_exchange(
     total: Num = 0.0
     for (a, b), end_s in zip(ranges, ends, strict=True):
         last_bwd = bwd[a:b][::-1]
-        end, tot = overlapped_exchange(last_bwd, grad[a:b][::-1], reduce, end_s - ssum(last_bwd))
+        start = end_s - ssum(last_bwd)
+        if s.overlap == "none":  # the exchange starts when the backward pass has ended
+            start, last_bwd = end_s, [0.0] * len(last_bwd)
+        end, tot = overlapped_exchange(last_bwd, grad[a:b][::-1], reduce, start)
         end_max = end if end_max is None else smax(end_max, end)
         total = total + tot
     return smax(0, end_max - body_s), total

@@ -36,6 +36,7 @@ from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import ceil
 from .context import Context, weight_group
 from .data import gradient_exchange
+from .dataparallel import dataparallel_parts
 from .dimension import optimizer_step_s
 from .explain_split import explain_mp, explain_split
 from .formula import (
@@ -52,6 +53,7 @@ from .formula import (
     layer_exprs,
     symbol_values,
 )
+from .memory import INPUT_BYTES_PER_ELEMENT
 from .parameter_server import parameter_server_comm_s, parameter_server_links
 from .pipeline import cut_sends, pipeline_step
 from .predict import predict_in, price
@@ -133,7 +135,8 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     """The symbolic step formula of plan ``s`` (see the module docstring)."""
     pred = predict_in(ctx, s, global_batch)
     priced = price(ctx, s, global_batch)
-    m = int(priced.details.get("micro_batch", 1))
+    # the mean micro-batch: uneven micro-batches are priced at their mean (chain, channels)
+    m = priced.details.get("samples_per_replica", priced.details.get("micro_batch", 1)) / s.mb
     values = symbol_values(ctx, weight_group(s, ctx.hw.gpus_per_node))
     values[B_SYM] = float(m)
     values[M] = float(s.mb)
@@ -249,6 +252,23 @@ def _parameter_server(ctx: Context, s: Strategy, c: _Chain) -> None:
     )
 
 
+def _dataparallel(ctx: Context, s: Strategy, fwd: list[Any]) -> tuple[Any, str]:
+    """torch.nn.DataParallel's exposed seconds: :func:`.dataparallel.dataparallel_parts` on symbols."""
+    n, net = s.dp, ctx.net
+    params = float(ctx.cc.params.sum())
+    parts = dataparallel_parts(
+        fwd, params * 4, params * GRAD_BYTES_PER_PARAM,
+        B_SYM * float(np.prod(net.input_shape)) * INPUT_BYTES_PER_ELEMENT,
+        B_SYM * float(ctx.cc.evaluate(1.0)["out_elems"][-1]) * E, n, LINK.bw_intra, LINK.alpha_intra,
+        SYMBOLS.launch_s,
+    )
+    words = (f"torch.nn.DataParallel on {n} GPUs, per micro-batch: scatter (n - 1) input shares and gather "
+             f"(n - 1) output shares through GPU 0's link, broadcast the fp32 weights and reduce the fp32 "
+             f"gradients onto GPU 0 after backward ({params:,.0f} parameters), and each forward layer at least "
+             f"n x tau (one process launches for every GPU)")
+    return M * sp.Add(*parts.values()), words
+
+
 def _explain_chain(
     ctx: Context, s: Strategy, details: dict[str, Any], values: dict[sp.Symbol, float], pred: Prediction
 ) -> StepFormula:
@@ -261,6 +281,8 @@ def _explain_chain(
         ends, ranges = [body], [(0, len(ctx.net.layers))]
     if s.is_ps:
         _parameter_server(ctx, s, c)
+    elif s.comm == "dataparallel" and s.dp > 1:
+        c.terms["gradient_exchange_exposed"], c.legend["gradient_exchange_exposed"] = _dataparallel(ctx, s, c.fwd)
     else:
         exposed, _ = gradient_exchange(ctx, s, c.bwd_with_comm(), ranges, ends, body, LINK)
         if s.dp * s.sp_degree > 1:

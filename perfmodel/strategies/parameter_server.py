@@ -34,25 +34,23 @@ def parameter_server(
     compute_s: float, grad_bytes: float, workers: int, server_bw: float, worker_bw: float,
     latency_s: float, sharded: bool,
 ) -> ParameterServerBounds:
-    """Step-time bounds with a central or sharded parameter server.
+    """Step-time bounds with a central or sharded parameter server, one overlap rule for both.
 
-    Central: each worker pushes ``G`` gradient bytes and pulls ``G`` weight bytes through
-    the server's link. Worst case all ``N`` push at once and share it: ``2*N*G/bw`` after
-    compute. Best case the transfers of one worker overlap the others' computation: the
-    server link is busy ``2*N*G/bw`` per step, so the step is
-    ``max(compute + 2*G/bw, 2*N*G/bw)``.
-    Sharded: each worker serves ``G/N``; each pushes and pulls ``(N - 1)/N * G`` over its
-    own link: worst ``compute + 2*(N - 1)/N*G/bw``, best the same traffic hidden behind
-    compute as far as it fits: ``max(compute, 2*(N - 1)/N*G/bw)``.
+    ``comm`` (:func:`parameter_server_comm_s`) is how long the busiest link carries one step's
+    pushes (``G`` gradient bytes per worker) and pulls (``G`` weight bytes): central, all
+    ``N`` workers' traffic through the server's link; sharded, each worker's
+    ``(N - 1)/N * G`` both ways over its own link.
+
+    * worst: the exchange is serialised after compute: ``compute + comm``;
+    * best: the exchange overlaps the next step's compute as far as the schedule allows (the
+      busiest link and the GPUs work at once, the slower of the two sets the pace):
+      ``max(compute, comm)``.
     """
     n, g = workers, grad_bytes
     if n <= 1:
         return ParameterServerBounds(compute_s, compute_s, 0.0)
     comm = float(parameter_server_comm_s(g, n, server_bw, worker_bw, latency_s, sharded))
-    if sharded:
-        return ParameterServerBounds(max(compute_s, comm), compute_s + comm, comm)
-    own = 2 * g / min(server_bw, worker_bw) + 2 * latency_s
-    return ParameterServerBounds(max(compute_s + own, comm), compute_s + comm, comm)
+    return ParameterServerBounds(max(compute_s, comm), compute_s + comm, comm)
 
 
 def parameter_server_comm_s(

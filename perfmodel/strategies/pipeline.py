@@ -221,7 +221,7 @@ def _reference_context(ctx: Context, name: str) -> Context:
     return hit[1]
 
 
-def _reference_splits(ref: Context, s: Strategy, m: int) -> list[tuple[int, ...]]:
+def _reference_splits(ref: Context, s: Strategy, m: float) -> list[tuple[int, ...]]:
     """The candidate splits of :func:`stage_candidates` computed on one reference context."""
     hw, e = ref.hw, ref.elem_bytes
     layers = spatial_layers(ref, s, m) if s.sp_degree > 1 else sample_layers(ref, m)

@@ -9,11 +9,13 @@ from ..errors import BatchSplitError, StrategyError, UsageError
 from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
+from .baseline import Baseline
 from .compose import price
 from .context import Context, context, weight_group
 from .dimension import OPTIMIZER_LAUNCHES, Priced
-from .prediction import EXCLUDED, Prediction, assumptions, baseline_text, speedup
+from .prediction import EXCLUDED, Prediction, assumptions, baseline_text
 from .spec import Strategy, parse_strategy
+from .wording import exchange_assumption
 
 __all__ = [
     "Prediction",
@@ -28,12 +30,14 @@ __all__ = [
     "assumptions",
     "baseline_text",
     "largest_batch_on_one_gpu",
+    "one_gpu_baseline",
     "one_gpu_step",
     "resolve_batch",
     "weight_group",
 ]
 
 
+# -- the public entry point ----------------------------------------------------------------
 def resolve_batch(gpus: int, batch_per_gpu: int | None, global_batch: int | None) -> int:
     if (batch_per_gpu is None) == (global_batch is None):
         raise UsageError("give exactly one of batch_per_gpu (--batch-per-gpu) and global_batch (--global-batch)")
@@ -92,6 +96,17 @@ def one_gpu_step(ctx: Context, batch: int) -> tuple[float, int] | None:
     return None
 
 
+def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None) -> Baseline | None:
+    """One GPU of the profile training ``batch`` samples per step (accumulating gradients over
+    the fewest micro-batches that fit); ``None`` if one sample does not fit. A one-GPU data
+    plan ``s`` is its own baseline (one GPU is exactly 1.0x)."""
+    if s is not None and s.gpus == 1 and s.kind == "data" and s.comm in ("ring", "tree", "hierarchical") \
+            and not s.recompute:
+        return Baseline(ctx.hw.name, batch, s.mb, price(ctx, s, batch).time_s)
+    one = one_gpu_step(ctx, batch)
+    return None if one is None else Baseline(ctx.hw.name, batch, one[1], one[0])
+
+
 def predict(
     model: str | Network,
     gpus: int,
@@ -107,9 +122,9 @@ def predict(
 
     The batch is ``batch_per_gpu`` samples per GPU (global batch = that times ``gpus``) or
     ``global_batch``. The speedup is against one GPU of the same profile training the same
-    samples (:func:`one_gpu_step`, accumulating gradients when they do not fit it at once):
-    the per-GPU batch for data-parallel plans (NVIDIA's convention; ``scale``'s weak
-    scaling), the global batch for the others (``scale``'s strong scaling).
+    global batch (:func:`one_gpu_baseline`, accumulating gradients when they do not fit it at
+    once), whatever the plan's kind; a one-GPU data plan is its own baseline (1.0x). The
+    baseline is :attr:`Prediction.baseline`.
     """
     if not isinstance(gpus, int) or gpus < 1:
         raise UsageError(f"GPU count must be a positive integer, got {gpus!r}")
@@ -123,24 +138,23 @@ def predict(
     return predict_in(ctx, s, B)
 
 
-def predict_in(ctx: Context, s: Strategy, B: int, baseline: bool = True) -> Prediction:
-    """:func:`predict` in a pricing context (the search and ``explain`` reuse theirs)."""
+def predict_in(
+    ctx: Context, s: Strategy, B: int, baseline: bool = True, base: Baseline | None = None
+) -> Prediction:
+    """:func:`predict` in a pricing context (the search and ``explain`` reuse theirs); the
+    speedup is over ``base`` (default: :func:`one_gpu_baseline` at ``B``)."""
     priced = price(ctx, s, B)
     hw = ctx.hw
     t = priced.time_s
     thr = B / t
-    ratio: float | None
+    ratio: float | None = None
     if not baseline:
-        ratio, base = None, "not computed"
+        base, text = None, "not computed"
     else:
-        weak = s.kind == "data" and B % s.gpus == 0
-        b1 = B // s.gpus if weak else B
-        one = one_gpu_step(ctx, b1)
-        if one is None:
-            ratio, base = None, f"none: one sample does not fit one GPU of {hw.name}"
-        else:
-            ratio = speedup(thr, b1, one[0])
-            base = baseline_text(hw.name, b1, one[1], weak)
+        if base is None:
+            base = one_gpu_baseline(ctx, B, s)
+        text = f"none: one sample does not fit one GPU of {hw.name}" if base is None else base.text()
+        ratio = None if base is None else base.speedup(thr)
     mem = sum(priced.memory.values())
     return Prediction(
         model=ctx.net.name,
@@ -154,13 +168,14 @@ def predict_in(ctx: Context, s: Strategy, B: int, baseline: bool = True) -> Pred
         iteration_time_s=float(t),
         throughput_samples_per_s=float(thr),
         speedup_vs_1gpu=None if ratio is None else float(ratio),
-        speedup_baseline=base,
+        speedup_baseline=text,
         memory_per_gpu_bytes=float(mem),
         memory_capacity_bytes=hw.device.memory_bytes,
         breakdown=priced.breakdown,
         memory=priced.memory,
-        assumptions=assumptions(ctx, base),
+        assumptions={**assumptions(ctx, text), "gradient_exchange": exchange_assumption(s)},
         details=priced.details,
+        baseline=base,
     )
 
 

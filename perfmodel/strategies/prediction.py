@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 
 from ..units import GIB
+from .baseline import Baseline
 from .context import Context
 from .pipeline import PipelineTask, pipeline_tasks
 from .spec import Strategy
+from .wording import precision_assumption
 
 __all__ = ["Prediction", "EXCLUDED", "assumptions", "baseline_text", "speedup"]
 
@@ -45,6 +47,7 @@ class Prediction:
     memory: dict[str, float]
     assumptions: dict[str, str]
     details: dict[str, Any] = field(default_factory=dict)
+    baseline: Baseline | None = None
 
     @property
     def fits_in_memory(self) -> bool:
@@ -89,6 +92,7 @@ class Prediction:
             "throughput_samples_per_s": self.throughput_samples_per_s,
             "speedup_vs_1gpu": self.speedup_vs_1gpu,
             "speedup_baseline": self.speedup_baseline,
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "parallel_efficiency": self.parallel_efficiency,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes,
             "memory_capacity_bytes": self.memory_capacity_bytes,
@@ -130,15 +134,9 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
     out = {
         "hardware": f"{hw.name}: {hw.description}",
         "hardware_source": hw.sources.get("profile", "") + (f" (file {hw.path})" if hw.path else ""),
-        "precision": {
-            "fp32": "fp32 everywhere (CUDA-core peak)",
-            "tf32": "fp32 storage, TF32 tensor-core math for convolutions and matmuls",
-            "amp": "mixed precision: fp16 tensor-core math and activations, fp32 master weights and gradients",
-            "bf16": "bf16 tensor-core math and activations, fp32 master weights and gradients",
-        }[ctx.precision],
-        "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)"}[
-            ctx.optimizer
-        ],
+        "precision": precision_assumption(hw, ctx.precision),
+        "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)",
+                      "sgd-plain": "SGD without momentum (no state buffer)"}[ctx.optimizer],
         "gradient_exchange": "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)",
         "memory_capacity": f"{hw.device.memory_bytes / GIB:.1f} GiB per GPU, "
         f"{hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",

@@ -185,7 +185,7 @@ class ChainLayers:
     and redistribution, which ``halo`` and ``redist`` give whole (both passes); saved bytes;
     per link whether it is tiled (else sample-decomposed); whether the group is in one node."""
 
-    m: int
+    m: float
     p: int
     fwd: np.ndarray
     bwd: np.ndarray
@@ -209,7 +209,7 @@ def held_samples(batch: Num, p: int, tiled: bool) -> Num:
     return batch / p if tiled else ceil(batch / p)
 
 
-def sample_layers(ctx: Context, m: int) -> ChainLayers:
+def sample_layers(ctx: Context, m: float) -> ChainLayers:
     """A micro-batch of ``m`` whole samples on one GPU."""
     lt, ev = ctx.times(m)
     saved = ev["saved_elems"] * ctx.elem_bytes + ev["saved_extra_bytes"]
@@ -267,7 +267,7 @@ def spatial_exchanges(ctx: Context, s: Strategy, tiled: Sequence[bool]) -> Spati
     return SpatialExchanges(np.where(layer_tiled, halos, 0.0), halo_supersteps(net, s.sp), switch)
 
 
-def spatial_layers(ctx: Context, s: Strategy, m: int) -> ChainLayers:
+def spatial_layers(ctx: Context, s: Strategy, m: float) -> ChainLayers:
     """A spatial group's micro-batch: each link tiled or sample-decomposed (every link that can
     be tiled, or by :func:`choose_decomposition` with ``decomp=auto``), with halo exchanges on
     tiled layers and a redistribution where the decomposition switches at a cut."""
