@@ -13,7 +13,7 @@ from perfmodel.strategies import predict
 from perfmodel.validation import load_measurements
 from perfmodel.validation.pricing import global_batch_of, price_row
 
-DATA = sorted((Path(perfmodel.__file__).parent / "data").glob("*.csv"))
+DATA = sorted((Path(perfmodel.__file__).parent / "data").glob("*runs.csv"))  # measured runs, not kernel timings
 ROWS = [(f.name, m) for f in DATA for m in load_measurements([f]).rows if global_batch_of(m) is not None]
 
 
