@@ -22,6 +22,7 @@ from perfmodel.strategies import predict
 from perfmodel.strategies.spec import parse_strategy
 from perfmodel.validation import load_measurements, validate
 from perfmodel.validation.devices import CPU_ROLE
+from perfmodel.validation.measure import TORCH_MISSING
 
 
 def _plan(spec: str, gpus: int, batch: int = 16, precision: str = "fp32") -> ExportPlan:
@@ -145,7 +146,7 @@ def test_export_and_plan_export_write_runnable_programs(tmp_path, capsys):
     ranked = plan("tiny_cnn", 2, "a100-80gb-dgx", "fp32")
     first = next(p for p in ranked.plans if not refusal(p.strategy))  # the fastest exportable plan
     written = _plan_literal(best.read_text())
-    assert written["strategy"] == first.strategy.spec()  # a dp plan here: no balance added
+    assert written["strategy"] == export_plan(first, "a100-80gb-dgx").strategy  # a pipeline pins its balance
     assert written["predicted_throughput"] == pytest.approx(first.throughput_samples_per_s, rel=1e-9)
     passed_over = [p for p in ranked.plans[: ranked.plans.index(first)]]
     assert all(f"({p.strategy.spec()}) not exported" in text for p in passed_over)
@@ -190,7 +191,7 @@ def test_export_says_when_this_python_cannot_run_the_program(tmp_path, capsys, m
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     code, text, err = _run(["export", "tiny_cnn", "-n", "2", "-s", "dp=2", "-o", str(tmp_path / "p.py")], capsys)
     assert code == 0, err
-    assert "running it needs torch" in text and "pip install perfmodel[torch]" in text
+    assert "running it needs torch" in text and TORCH_MISSING.split(": ")[-1] in text
 
 
 def test_plan_export_takes_the_fastest_exportable_plan(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,17 +47,17 @@ def test_no_plan_beats_linear_speedup_against_its_baseline(model, spec, B):
 @settings(max_examples=25, deadline=None)
 @given(P=st.integers(2, 64), mb=st.integers(1, 64))
 def test_micro_batch_rounding_never_prices_more_samples_than_the_batch(P, mb):
-    """Uneven micro-batches: the step of P samples in mb micro-batches costs no more compute
-    than P samples in one batch on the same GPU plus the per-micro-batch fixed costs (launches)."""
+    """Uneven micro-batches: P samples in mb micro-batches are priced as mb micro-batches of
+    their mean size (P/mb: exactly P samples per step, not mb * ceil(P/mb)), and never cost
+    less than the P samples in one batch on the same GPU (fewer samples were not priced)."""
     mb = min(mb, P)
     ctx = context(get_model("tiny_cnn"), load_hardware("a100-80gb-dgx"), "fp32", "sgd")
     one = price(ctx, Strategy(), P).breakdown["compute"]
-    many = price(ctx, Strategy(mb=mb), P).breakdown["compute"]
-    lt1, _ = ctx.times(1e-9)  # fixed per micro-batch seconds (launch overheads) at ~zero samples
-    fixed = float(lt1.fwd.sum() + lt1.bwd.sum())
-    assert many <= one + (mb - 1) * fixed * (1 + 1e-6) + 1e-12
-    # and it is never cheaper than the single batch (fewer samples were not priced)
-    assert many >= one * (1 - 1e-9)
+    priced = price(ctx, Strategy(mb=mb), P)
+    lt, _ = ctx.times(P / mb)
+    assert priced.breakdown["compute"] == pytest.approx(mb * float(lt.fwd.sum() + lt.bwd.sum()), rel=1e-12)
+    assert priced.details["samples_per_replica"] == P and priced.details["micro_batch"] == math.ceil(P / mb)
+    assert priced.breakdown["compute"] >= one * (1 - 1e-9)
 
 
 def test_dataparallel_is_slower_than_ddp_and_single_node_data_parallel_only():
