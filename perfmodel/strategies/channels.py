@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import allreduce, link_params, ring_tier
+from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, link_params, ring_tier
 from ..cost.compute import GRAD_BYTES_PER_PARAM, layer_times
-from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter
+from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, ssum
 from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
 from ..network.counts import CompiledCounts, saved_storages
@@ -29,6 +30,7 @@ __all__ = [
     "split_counts",
     "price_channel_split",
     "exchange_s",
+    "replica_exchange",
     "BREAKDOWN_KEYS",
 ]
 
@@ -289,7 +291,11 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     }
     bwd = lt.bwd + bwd_comm
     body = s.mb * float((lt.fwd + fwd_comm).sum() + bwd.sum())
-    terms["gradient_exchange_exposed"] = _replica_exchange(ctx, s, n, params, bwd, body, details)
+    exposed, total_comm, dp_group = replica_exchange(ctx, s, n, params, bwd, body)
+    terms["gradient_exchange_exposed"] = exposed
+    if s.dp > 1:
+        details["gradient_allreduce_s"] = total_comm
+        details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": s.comm}
     params_gpu = float(params.sum())
     terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, ctx.values)
     # memory of the busiest GPU; the largest layer's output and input (and their gradients)
@@ -344,23 +350,29 @@ def exchange_s(op: str, n_bytes: Num, p: Num, bw: Num, alpha: Num) -> Num:
     return _RINGS[op](n_bytes, p, bw, alpha)
 
 
-def _replica_exchange(
-    ctx: Context, s: Strategy, n: int, params: np.ndarray, bwd: np.ndarray, body: float, details: dict[str, Any]
-) -> float:
-    """Exposed seconds of each shard's gradient allreduce across the dp replicas, bucketed and
-    overlapped with the last micro-batch's backward (exchanges included); the replicas are
-    ``n`` ranks apart, as those of an ``n``-stage pipeline."""
-    if s.dp <= 1:
-        return 0.0
+def replica_exchange(
+    ctx: Context,
+    s: Strategy,
+    n: int,
+    params: np.ndarray,
+    bwd: Sequence[Num] | np.ndarray,
+    body: Num,
+    lp: LinkParams | None = None,
+) -> tuple[Num, Num, Group]:
+    """(exposed seconds, total allreduce seconds, the replicas' group) of each shard's gradient
+    allreduce across the dp replicas, bucketed and overlapped with the last micro-batch's
+    backward (``bwd`` per layer, exchanges included); the replicas are ``n`` ranks apart, as
+    those of an ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
     dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
+    if s.dp <= 1:
+        return 0.0, 0.0, dp_group
 
-    def reduce(nbytes: float) -> float:
-        return allreduce(nbytes, dp_group, ctx.hw, s.comm)
+    def reduce(nbytes: float) -> Num:
+        if lp is None:
+            return allreduce(nbytes, dp_group, ctx.hw, s.comm)
+        return allreduce_expr(nbytes, dp_group, lp, s.comm)
 
     grad_bytes = params * GRAD_BYTES_PER_PARAM
-    end, total_comm = overlapped_exchange(
-        bwd[::-1].tolist(), grad_bytes[::-1].tolist(), reduce, body - float(bwd.sum())
-    )
-    details["gradient_allreduce_s"] = total_comm
-    details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": s.comm}
-    return max(0.0, float(end) - body)
+    rev = bwd[::-1]
+    end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, body - ssum(rev))
+    return smax(0, end - body), total_comm, dp_group

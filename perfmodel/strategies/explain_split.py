@@ -14,9 +14,9 @@ from ..cost.collectives import allreduce_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import p2p, smax
 from ..partition.hypergraph import Hypergraph
-from .channels import BREAKDOWN_KEYS, split_counts, split_plan
+from .channels import BREAKDOWN_KEYS, replica_exchange, split_counts, split_plan
 from .context import Context, weight_group
-from .data import buckets, overlapped_exchange
+from .data import buckets
 from .dimension import optimizer_step_s
 from .formula import (
     B_SYM,
@@ -88,13 +88,7 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
             legend[key] = f"p = {n} GPUs {where}, per micro-batch; " + "; ".join(words)
     body = sp.Add(*terms.values())
     if s.dp > 1:
-        dp_group = weight_group(Strategy(dp=s.dp, pp=n), g)
-        bw_rev = bwd_c[::-1]
-        grad_rev = (params * GRAD_BYTES_PER_PARAM)[::-1]
-        end, _ = overlapped_exchange(
-            bw_rev, grad_rev, lambda n: allreduce_expr(n, dp_group, LINK, s.comm), body - sp.Add(*bw_rev)
-        )
-        terms["gradient_exchange_exposed"] = smax(0, end - body)
+        terms["gradient_exchange_exposed"], _, _ = replica_exchange(ctx, s, n, params, bwd_c, body, LINK)
         legend["gradient_exchange_exposed"] = (
             f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
             "overlapped with the last backward pass (exchanges included) as for data parallelism"
