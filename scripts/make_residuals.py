@@ -1,0 +1,46 @@
+"""Write perfmodel/data/residuals.json: the validation residuals the error bars are drawn from.
+
+    python scripts/make_residuals.py [--check]
+
+Prices every shipped and hold-out run (``perfmodel validate``, with and without single-GPU
+calibration), stores ``ln(predicted / measured)`` throughput with each run's group, and the
+intervals' leave-one-out coverage. Rerun it whenever the cost model or the runs change;
+``tests/test_intervals.py`` fails while the shipped file is stale. ``--check`` only compares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from perfmodel.validation.intervals import residuals_path
+from perfmodel.validation.residuals import residual_table
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the shipped table differs; write nothing")
+    args = ap.parse_args()
+    table = residual_table()
+    text = json.dumps(table, indent=1) + "\n"
+    path = residuals_path()
+    if args.check:
+        same = path.is_file() and path.read_text(encoding="utf-8") == text
+        print(f"{path}: {'current' if same else 'STALE (rerun scripts/make_residuals.py)'}")
+        sys.exit(0 if same else 1)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    print(f"wrote {path}: {len(table['rows'])} residuals")
+    for c in table["coverage"]:
+        if c["runs"] == "all" or c["level"] == 0.8:
+            print(f"  leave-one-{c['left_out']}-out, {c['runs']:>12} runs, level {c['level']:.0%}: "
+                  f"{c['covered']}/{c['tried']} = {c['coverage']:.1%}")
+
+
+if __name__ == "__main__":
+    main()
