@@ -15,6 +15,7 @@ from .errors import NoFeasiblePlanError, PerfmodelError, UsageError, closest_nam
 from .hardware import DEFAULT_HARDWARE, PRECISIONS, Hardware
 from .hardware import load_hardware as _load_hardware
 from .network import Network, get_model
+from .report.answers import FRAME_COLUMNS, answers_for, frame_columns
 from .search.enumerate import KINDS, candidates
 from .search.plan import DEFAULT_BATCH_PER_GPU, plan
 from .strategies.predict import Context, baseline_text, context, one_gpu_step, price
@@ -235,6 +236,7 @@ def _row(
         "dominant": max(r.breakdown, key=lambda k: r.breakdown[k]),
         "reason": None,
     }
+    row.update(frame_columns(ctx.net.name, ctx.hw, ctx.precision, s.kind, r.time_s, thr, mem))
     row.update({f"breakdown_{k}_s": v for k, v in r.breakdown.items()})
     return row
 
@@ -468,6 +470,7 @@ def plan_frame(
             "dominant": p.dominant,
             "why": why,
         }
+        row.update(answers_for(p, hw, net=load_model(model, image_size)).frame_row())
         row.update({f"breakdown_{k}_s": v for k, v in p.breakdown.items()})
         rows.append(row)
     df = _text_columns(pd.DataFrame(rows))
@@ -564,8 +567,9 @@ def scale(
         "memory_per_gpu_bytes",
         "dominant",
         "reason",
+        *FRAME_COLUMNS,
     ]
-    df = df[cols]
+    df = df.reindex(columns=cols)
     df.attrs.update(
         model=net.name,
         image_size=net.image_size,
@@ -616,7 +620,9 @@ def _best_of(
     p = r.plans[0]
     thr = p.throughput_samples_per_s
     speedup = math.nan if one is None else thr / (b1 / one[0])
+    mem = p.memory_per_gpu_bytes
     return {
+        **frame_columns(net.name, hw, ctx.precision, p.strategy.kind, p.iteration_time_s, thr, mem),
         "plan": p.strategy.spec(),
         "plan_kind": p.strategy.kind,
         "step_s": p.iteration_time_s,

@@ -149,3 +149,33 @@ def test_plan_rank_by_cost(capsys: pytest.CaptureFixture[str]) -> None:
 def test_epochs_without_a_dataset_for_unet_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_main(["predict", "unet", "--gpus", "1", "-s", "dp=1", "-b", "1", "--epochs", "1"], capsys)
     assert code == 2 and "--dataset-size" in err
+
+
+def test_api_frames_carry_intervals_and_headroom() -> None:
+    import perfmodel.api as api
+    from perfmodel.report.answers import FRAME_COLUMNS
+
+    df = api.predict_frame("resnet50", 8, ["dp=8", "pp=2,dp=4,mb=4"], batch_per_gpu=64)
+    for c in FRAME_COLUMNS:
+        assert c in df.columns, c
+    assert (df["samples_per_s_low"] < df["samples_per_s_high"]).all()
+    assert (df["memory_headroom_bytes"] == df["memory_capacity_bytes"] - df["memory_per_gpu_bytes"]).all()
+    top = api.plan_frame("resnet50", 8, top=2)
+    assert (top["largest_batch_per_gpu_that_fits"] >= 32).all()
+    sc = api.scale("resnet50", "1,8", strategies=["dp"])
+    assert sc["interval_runs"].min() >= 9
+
+
+def test_scale_time_and_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chart = tmp_path / "cost.png"
+    code, out, err = run_main(["scale", "resnet50", "--gpus", "1,2,4", "--strategies", "dp", "-H", "h100-80gb-dgx",
+                               "--epochs", "2", "--cost-chart", str(chart), "--format", "json"], capsys)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    for r in rows:
+        steps = math.ceil(2 * IMAGENET_1K_TRAIN_IMAGES / r["global_batch"])
+        assert r["time_to_train_s"] == pytest.approx(steps * r["step_s"])
+        assert r["cost"] == pytest.approx(r["time_to_train_s"] / 3600 * r["gpus"] * 6.88)
+    assert chart.stat().st_size > 10_000
+    code, _, err = run_main(["scale", "resnet50", "--gpus", "1,2", "--cost-chart", str(chart)], capsys)
+    assert code == 2 and "--epochs" in err

@@ -19,7 +19,7 @@ from ..strategies.train_cost import TrainingEstimate, default_dataset_size, trai
 from ..validation.intervals import DEFAULT_LEVEL, Interval, group_key, interval_for
 from ..validation.memory_margin import activation_error
 
-__all__ = ["Answers", "TrainingRequest", "answers_for", "price_of"]
+__all__ = ["Answers", "TrainingRequest", "answers_for", "price_of", "frame_columns", "FRAME_COLUMNS"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,21 @@ class Answers:
         if self.training is not None:
             out.append(self.training.text())
         return out
+
+    def frame_row(self) -> dict[str, Any]:
+        """An API frame row's columns (SI units): :data:`FRAME_COLUMNS` and the largest batch."""
+        lo, hi = self.throughput_interval
+        tlo, thi = self.step_interval_s
+        return {
+            "samples_per_s_low": lo,
+            "samples_per_s_high": hi,
+            "step_s_low": tlo,
+            "step_s_high": thi,
+            "interval_group": self.interval.group,
+            "interval_runs": self.interval.runs,
+            "memory_headroom_bytes": self.memory.headroom_bytes,
+            "largest_batch_per_gpu_that_fits": self.memory.largest_batch_per_gpu,
+        }
 
     def row(self) -> dict[str, Any]:
         """Extra columns of a plan table row (table units)."""
@@ -151,3 +166,33 @@ def _training(
     epochs = 1.0 if req.epochs is None else req.epochs
     return training_estimate(p, epochs, size, what, step, price, currency, source)
 
+
+
+#: The columns :func:`frame_columns` adds to an API frame row (SI units).
+FRAME_COLUMNS = (
+    "samples_per_s_low",
+    "samples_per_s_high",
+    "step_s_low",
+    "step_s_high",
+    "interval_group",
+    "interval_runs",
+    "memory_headroom_bytes",
+)
+
+
+def frame_columns(
+    model: str, hw: Hardware, precision: str, kind: str, step_s: float, samples_per_s: float, memory_bytes: float
+) -> dict[str, Any]:
+    """A frame row's 80% interval and memory headroom, from the row's own numbers (no pricing)."""
+    iv = interval_for(group_key(model, hw, precision, kind))
+    lo, hi = iv.throughput(samples_per_s)
+    tlo, thi = iv.step_time(step_s)
+    return {
+        "samples_per_s_low": lo,
+        "samples_per_s_high": hi,
+        "step_s_low": tlo,
+        "step_s_high": thi,
+        "interval_group": iv.group,
+        "interval_runs": iv.runs,
+        "memory_headroom_bytes": hw.device.memory_bytes - memory_bytes,
+    }
