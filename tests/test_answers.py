@@ -134,6 +134,7 @@ def test_plan_rows_carry_the_contract_and_headroom_column(capsys: pytest.Capture
             assert k in row, k
     code, out, _ = run_main(["plan", "resnet50", "--gpus", "8", "--top", "3"], capsys)
     assert code == 0 and "headroom_%" in out
+    assert "rank 1" in out and "measured runs of family=resnet, generation=ampere" in out
 
 
 def test_plan_rank_by_cost(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ import click
 
 from ..hardware import load_hardware
 from ..report import render_frame, to_json
-from ..report.answers import Answers, answers_for
+from ..report.answers import Answers, answers_for, interval_notes
 from ..search import KINDS, PlanResult, plan
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..units import GIB
@@ -156,6 +156,8 @@ def plan_cmd(
         emit(render_frame(_with_answers(plan_rows(r), answers, flat=True), "csv"))
     else:
         emit(render_plan(r, _with_answers(plan_rows(r), answers)))
+        notes = [(f"rank {i}", a.interval.group, a.interval.runs) for i, a in enumerate(answers, 1)]
+        emit("\n".join(interval_notes(notes)))
 
 
 def _with_answers(rows: list[dict[str, Any]], answers: list[Answers], flat: bool = False) -> list[dict[str, Any]]:

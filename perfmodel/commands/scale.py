@@ -13,6 +13,7 @@ import pandas as pd
 from ..api import SCALE_STRATEGIES, load_hardware, load_model, parse_gpu_list, scale
 from ..errors import UsageError
 from ..report import render_frame, to_json
+from ..report.answers import interval_notes
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..units import GIB
 from .answer_options import training_options, training_request
@@ -216,3 +217,7 @@ def scale_cmd(
         emit(render_frame(scale_table(df)))
         emit("")
         emit(f"speedup baseline: {a['baseline']}")
+        ok = df[df["interval_group"].notna()]
+        labels = [f"{s} at {g}" for s, g in zip(ok["strategy"], ok["gpus"], strict=True)]
+        runs = [int(n) for n in ok["interval_runs"].to_numpy(float)]
+        emit("\n".join(interval_notes(list(zip(labels, map(str, ok["interval_group"]), runs, strict=True)))))

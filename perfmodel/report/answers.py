@@ -19,7 +19,7 @@ from ..strategies.train_cost import TrainingEstimate, default_dataset_size, trai
 from ..validation.intervals import DEFAULT_LEVEL, Interval, group_key, interval_for
 from ..validation.memory_margin import activation_error
 
-__all__ = ["Answers", "TrainingRequest", "answers_for", "price_of", "frame_columns", "FRAME_COLUMNS"]
+__all__ = ["Answers", "TrainingRequest", "answers_for", "price_of", "frame_columns", "FRAME_COLUMNS", "interval_notes"]
 
 
 @dataclass(frozen=True)
@@ -196,3 +196,13 @@ def frame_columns(
         "interval_runs": iv.runs,
         "memory_headroom_bytes": hw.device.memory_bytes - memory_bytes,
     }
+
+
+def interval_notes(rows: list[tuple[str, str, int]]) -> list[str]:
+    """Lines naming each distinct interval group of (row label, group, runs), with the rows using it."""
+    seen: dict[tuple[str, int], list[str]] = {}
+    for label, group, runs in rows:
+        seen.setdefault((group, runs), []).append(label)
+    out = [f"  {', '.join(labels)}: {n} measured runs of {g}" for (g, n), labels in seen.items()]
+    head = f"{100 * DEFAULT_LEVEL:.0f}% ranges: conformal, from the shipped measured runs of the closest group"
+    return [head, *out] if out else []
