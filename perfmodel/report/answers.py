@@ -71,7 +71,7 @@ class Answers:
             f"{100 * iv.level:.0f}% interval: step {tlo * 1e3:.2f} - {thi * 1e3:.2f} ms, "
             f"throughput {lo:,.0f} - {hi:,.0f} samples/s (from {iv.runs} measured runs: {iv.group})",
         ]
-        if iv.fallback:
+        if iv.fallback or "(few" in iv.note:
             out.append(f"  note: {iv.note}")
         out.append(f"memory: {self.memory.text()}")
         if self.training is not None:
@@ -132,7 +132,9 @@ def answers_for(
     net = net or get_model(p.model, p.image_size)
     big = None
     if largest:
-        big = largest_batch_per_gpu(context(net, hw, p.precision, p.optimizer), p.strategy)
+        b0, rem = divmod(p.global_batch, p.gpus)
+        known = (b0, p.memory_per_gpu_bytes) if rem == 0 else None
+        big = largest_batch_per_gpu(context(net, hw, p.precision, p.optimizer), p.strategy, known=known)
     err = activation_error(p.model)
     note = f"{100 * abs(err.fraction):.1f}% of the activations ({err.note}); other parts not measured (no GPU data)"
     verdict = memory_verdict(p, err.fraction, note, big)

@@ -71,12 +71,15 @@ def memory_verdict(
     return MemoryVerdict(p.memory_per_gpu_bytes, p.memory_capacity_bytes, abs(activation_error) * acts, note, largest)
 
 
-def largest_batch_per_gpu(ctx: Context, s: Strategy, limit: int | None = None) -> int:
+def largest_batch_per_gpu(
+    ctx: Context, s: Strategy, limit: int | None = None, known: tuple[int, float] | None = None
+) -> int:
     """The largest samples per GPU (global batch / GPUs) at which plan ``s`` fits (0 if none does).
 
     Memory is close to affine in the batch, so the search guesses the crossing from the two
     bracketing batches (regula falsi on integers) and checks it by pricing; it falls back to
-    halving the bracket when a guess does not shrink it. A few ``price`` calls per plan.
+    halving the bracket when a guess does not shrink it. A few ``price`` calls per plan;
+    ``known`` = (batch per GPU, bytes) already priced saves one.
     """
     gpus = s.gpus
     cap = ctx.hw.device.memory_bytes
@@ -92,8 +95,11 @@ def largest_batch_per_gpu(ctx: Context, s: Strategy, limit: int | None = None) -
     lo, m_lo = first, need(first)
     if m_lo > cap:
         return 0
-    hi = min(top, 2 * lo)
-    m_hi = need(hi) if hi > lo else m_lo
+    if known is not None and first < known[0] <= top:  # a second point for free
+        hi, m_hi = known
+    else:
+        hi = min(top, 2 * lo)
+        m_hi = need(hi) if hi > lo else m_lo
     while m_hi <= cap:  # grow the bracket until it crosses the capacity
         if hi >= top:
             return top

@@ -232,8 +232,11 @@ def interval_for(key: GroupKey, level: float = DEFAULT_LEVEL, rows: Sequence[Res
         if len(vals) < need:
             continue
         lo, hi = _ranks(len(vals), level)
+        extremes = lo == 1 and hi == len(vals)
         if i == 0:
             note = f"closest group: {len(vals)} measured runs"
+            if extremes:
+                note += " (few: the interval spans all of them, from the lowest to the highest residual)"
         else:
             n0 = sum(all(getattr(r.key, f) == getattr(key, f) for f in GROUP_FIELDS) for r in table)
             note = (
