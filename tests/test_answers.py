@@ -20,7 +20,7 @@ from perfmodel.strategies.predict import context, price
 from perfmodel.strategies.spec import parse_strategy
 from perfmodel.strategies.train_cost import IMAGENET_1K_TRAIN_IMAGES, default_dataset_size, training_estimate
 from perfmodel.units import GIB
-from perfmodel.validation import profile_toml
+from perfmodel.validation import profile_toml, shipped_path
 
 CONTRACT = (
     "throughput_interval_samples_per_s",
@@ -180,3 +180,21 @@ def test_scale_time_and_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert chart.stat().st_size > 10_000
     code, _, err = run_main(["scale", "resnet50", "--gpus", "1,2", "--cost-chart", str(chart)], capsys)
     assert code == 2 and "--epochs" in err
+
+
+def test_calibrated_profile_gets_the_calibrated_narrower_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_toml = tmp_path / "cal.toml"
+    code, _, err = run_main(["calibrate", str(shipped_path()), "-H", "v100-16gb-dgx1",
+                             "-o", str(out_toml)], capsys)
+    assert code == 0, err
+    widths = {}
+    for hw in ("v100-16gb-dgx1", str(out_toml)):
+        code, out, _ = run_main(["predict", "resnet50", "--gpus", "8", "-s", "dp=8", "-b", "256", "-H", hw,
+                                 "--format", "json"], capsys)
+        d = json.loads(out)
+        lo, hi = d["throughput_interval_samples_per_s"]
+        widths[hw] = (hi - lo) / d["throughput_samples_per_s"]
+        assert d["interval"]["group"].endswith("uncalibrated" if hw == "v100-16gb-dgx1" else ", calibrated")
+    assert widths[str(out_toml)] < widths["v100-16gb-dgx1"]
