@@ -20,11 +20,30 @@ from perfmodel.validation.intervals import residuals_path
 from perfmodel.validation.residuals import residual_table
 
 
+def coverage_markdown(coverage: list[dict]) -> str:
+    """The README's table: coverage per level, leaving one run out (all, by calibration) or its table."""
+    cell = {(c["left_out"], c["level"], c["runs"]): c for c in coverage}
+    n = {k: cell[("run", 0.8, k)]["tried"] for k in ("all", "uncalibrated", "calibrated")}
+    lines = [
+        f"| interval level | leave one run out ({n['all']} runs) | uncalibrated ({n['uncalibrated']}) | "
+        f"calibrated ({n['calibrated']}) | leave the table out |",
+        "|---|---|---|---|---|",
+    ]
+    for level in sorted({c["level"] for c in coverage}):
+        vals = [cell[("run", level, k)]["coverage"] for k in ("all", "uncalibrated", "calibrated")]
+        vals.append(cell[("source", level, "all")]["coverage"])
+        lines.append(f"| {level:.0%} | " + " | ".join(f"{100 * v:.1f}%" for v in vals) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the shipped table differs; write nothing")
+    ap.add_argument("--markdown", action="store_true", help="also print the README's coverage table")
     args = ap.parse_args()
     table = residual_table()
+    if args.markdown:
+        print(coverage_markdown(table["coverage"]))
     text = json.dumps(table, indent=1) + "\n"
     path = residuals_path()
     if args.check:
