@@ -198,3 +198,10 @@ def test_calibrated_profile_gets_the_calibrated_narrower_interval(
         widths[hw] = (hi - lo) / d["throughput_samples_per_s"]
         assert d["interval"]["group"].endswith("uncalibrated" if hw == "v100-16gb-dgx1" else ", calibrated")
     assert widths[str(out_toml)] < widths["v100-16gb-dgx1"]
+
+
+def test_explain_carries_the_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["explain", "resnet50", "--gpus", "8", "-s", "dp=8", "--format", "json"], capsys)
+    d = json.loads(out)
+    lo, hi = d["iteration_time_interval_s"]
+    assert code == 0 and lo < hi and d["interval"]["runs"] >= 9
