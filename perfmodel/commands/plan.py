@@ -164,6 +164,6 @@ def _with_answers(rows: list[dict[str, Any]], answers: list[Answers], flat: bool
     """Plan rows with each plan's interval, headroom (and time, cost) before the 'why' column."""
     out = []
     for row, a in zip(rows, answers, strict=True):
-        extra = {k: v for k, v in a.fields().items() if not isinstance(v, dict | list)} if flat else a.row()
+        extra = a.flat_fields() if flat else a.row()
         out.append({**{k: v for k, v in row.items() if k != "why"}, **extra, "why": row["why"]})
     return out

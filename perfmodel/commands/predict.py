@@ -105,8 +105,7 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     if fmt == "json":
         emit(to_json({**p.to_dict(), **ans.fields()}))
     elif fmt == "csv":
-        fields = {k: v for k, v in ans.fields().items() if not isinstance(v, dict | list)}
-        emit(render_frame([{**prediction_row(p), **fields}], "csv"))
+        emit(render_frame([{**prediction_row(p), **ans.flat_fields()}], "csv"))
     else:
         text = render_prediction(p).split("\n")
         emit("\n".join(text[:3] + ans.lines() + text[3:]))

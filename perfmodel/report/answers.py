@@ -62,6 +62,18 @@ class Answers:
             d.update(self.training.to_dict())
         return d
 
+    def flat_fields(self) -> dict[str, Any]:
+        """:meth:`fields` for CSV: ``[low, high]`` as ``*_low``/``*_high``, the interval's keys prefixed."""
+        out: dict[str, Any] = {}
+        for k, v in self.fields().items():
+            if isinstance(v, list):
+                out[f"{k}_low"], out[f"{k}_high"] = v
+            elif isinstance(v, dict):
+                out.update({f"{k}_{kk}": vv for kk, vv in v.items() if not isinstance(vv, dict | list)})
+            elif v is not None:
+                out[k] = v
+        return out
+
     def lines(self) -> list[str]:
         """Text lines for a prediction's report."""
         lo, hi = self.throughput_interval
