@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import run_main
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.errors import ProfileError, UsageError
 from perfmodel.hardware import load_hardware
@@ -205,3 +207,25 @@ def test_explain_carries_the_interval(capsys: pytest.CaptureFixture[str]) -> Non
     d = json.loads(out)
     lo, hi = d["iteration_time_interval_s"]
     assert code == 0 and lo < hi and d["interval"]["runs"] >= 9
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from(["resnet18", "vgg11", "mobilenet_v2", "googlenet"]),
+    st.sampled_from(["v100-16gb-dgx1", "p100-16gb-nvlink", "a100-40gb-dgx", "p40-24gb-pcie"]),
+    st.sampled_from(["fp32", "amp"]),
+    st.sampled_from(["dp=4", "pp=2,dp=2,mb=2", "pp=4,mb=4", "sp=2x1,dp=2", "filter=2,dp=2"]),
+)
+def test_largest_batch_property(model: str, hw: str, precision: str, spec: str) -> None:
+    """On random plans: the batch found fits and one more sample per GPU does not (or nothing fits)."""
+    h = load_hardware(hw)
+    ctx = context(get_model(model), h, precision, "sgd")
+    s = parse_strategy(spec, 4)
+    b = largest_batch_per_gpu(ctx, s)
+    cap = h.device.memory_bytes
+    if b == 0:
+        first = max(1, math.ceil(s.mb * s.dp / 4))
+        assert sum(price(ctx, s, first * 4).memory.values()) > cap
+        return
+    assert sum(price(ctx, s, b * 4).memory.values()) <= cap
+    assert sum(price(ctx, s, (b + 1) * 4).memory.values()) > cap
