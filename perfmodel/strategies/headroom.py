@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import PerfmodelError
 from ..limits import MAX_BATCH
-from ..units import GIB
+from ..units import GIB, MIB
 from .predict import Context, Prediction, price
 from .spec import Strategy
 
@@ -44,7 +44,8 @@ class MemoryVerdict:
 
     def text(self) -> str:
         """One line: 'fits: 10.5 of 16.0 GiB (34% headroom)' or 'does not fit: needs ..., ... over'."""
-        margin = f"; model error +/-{self.margin_bytes / GIB:.2f} GiB"
+        m = self.margin_bytes
+        margin = f"; model error +/-{m / GIB:.2f} GiB" if m >= 0.1 * GIB else f"; model error +/-{m / MIB:.0f} MiB"
         if self.fits:
             out = (
                 f"fits: {self.needed_bytes / GIB:.1f} of {self.capacity_bytes / GIB:.1f} GiB "
