@@ -56,9 +56,18 @@ def test_table_has_both_sets_and_calibrated_rows(fresh: dict) -> None:
 @pytest.mark.parametrize(("level", "lo", "hi"), [(0.5, 0.40, 0.68), (0.8, 0.72, 0.93), (0.9, 0.84, 0.98)])
 def test_leave_one_out_coverage_is_near_the_level(fresh: dict, level: float, lo: float, hi: float) -> None:
     """Each run's residual against the interval built without it: about ``level`` of them inside."""
-    c = next(x for x in fresh["coverage"] if x["left_out"] == "run" and x["level"] == level and x["runs"] == "all")
+    c = next(x for x in fresh["coverage"]
+             if x["left_out"] == "run" and x["level"] == level and x["runs"] == "all" and x["grouping"] == "closest")
     assert c["tried"] >= 150
     assert lo <= c["coverage"] <= hi
+
+
+def test_grouping_narrows_the_intervals(fresh: dict) -> None:
+    """The closest group's intervals are narrower than one pooled group's, covering as much."""
+    cov = {x["grouping"]: x for x in fresh["coverage"]
+           if x["left_out"] == "run" and x["level"] == 0.8 and x["runs"] == "all"}
+    assert cov["closest"]["median_width_ratio"] < cov["pooled"]["median_width_ratio"]
+    assert cov["closest"]["coverage"] >= cov["pooled"]["coverage"] - 0.02
 
 
 def test_min_runs_follows_the_conformal_ranks() -> None:

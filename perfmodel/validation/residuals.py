@@ -10,8 +10,10 @@ the CLI only reads that file.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,37 +128,38 @@ def as_interval_rows(residuals: list[Residual]) -> tuple[ResidualRow, ...]:
 
 
 def coverage_report(rows: tuple[ResidualRow, ...]) -> list[dict[str, Any]]:
-    """Leave-one-out coverage per level, for all runs and by calibrated state, leaving out one
-    run at a time and (harsher) every run of its source table."""
+    """Leave-one-out coverage and median width (high / low) per level, for all runs and by
+    calibrated state, leaving out one run at a time and (harsher) every run of its source table;
+    and, for comparison, one pooled group per calibrated state instead of the closest group."""
+    pooled = tuple(dataclasses.replace(r, key=GroupKey("*", "*", "*", "*", r.key.calibrated)) for r in rows)
     out = []
-    for by in ("run", "source"):
-        for level in COVERAGE_LEVELS:
-            for subset in ("all", "uncalibrated", "calibrated"):
-                idx = [
-                    i for i, r in enumerate(rows)
-                    if subset == "all" or r.key.calibrated == (subset == "calibrated")
-                ]
-                covered = tried = 0
-                for i in idx:
-                    c, t = _one_out(rows, i, level, by)
-                    covered += c
-                    tried += t
-                out.append(
-                    {"left_out": by, "level": level, "runs": subset, "covered": covered, "tried": tried,
-                     "coverage": covered / tried if tried else None}
-                )
+    cases = [(by, level, subset, "closest") for by in ("run", "source") for level in COVERAGE_LEVELS
+             for subset in ("all", "uncalibrated", "calibrated")]
+    cases.append(("run", 0.8, "all", "pooled"))
+    for by, level, subset, grouping in cases:
+        table = rows if grouping == "closest" else pooled
+        idx = [i for i, r in enumerate(table) if subset == "all" or r.key.calibrated == (subset == "calibrated")]
+        hits = [_one_out(table, i, level, by) for i in idx]
+        scored = [h for h in hits if h is not None]
+        covered = sum(c for c, _ in scored)
+        out.append(
+            {"left_out": by, "level": level, "runs": subset, "grouping": grouping, "covered": covered,
+             "tried": len(scored), "coverage": covered / len(scored) if scored else None,
+             "median_width_ratio": statistics.median(w for _, w in scored) if scored else None}
+        )
     return out
 
 
-def _one_out(rows: tuple[ResidualRow, ...], i: int, level: float, by: str) -> tuple[int, int]:
+def _one_out(rows: tuple[ResidualRow, ...], i: int, level: float, by: str) -> tuple[int, float] | None:
+    """(1 if run ``i`` falls in the interval of the others, the interval's high / low), None if none."""
     r = rows[i]
     same_table = (r.set, r.source)
     rest = rows[:i] + rows[i + 1 :] if by == "run" else tuple(x for x in rows if (x.set, x.source) != same_table)
     try:
         iv = interval_for(r.key, level, rest)
     except DataError:
-        return 0, 0
-    return int(iv.low_log_ratio <= r.log_ratio <= iv.high_log_ratio), 1
+        return None
+    return int(iv.low_log_ratio <= r.log_ratio <= iv.high_log_ratio), math.exp(iv.high_log_ratio - iv.low_log_ratio)
 
 
 def residual_table() -> dict[str, Any]:
