@@ -13,8 +13,8 @@ import sys
 import time
 
 from perfmodel.network import NetBuilder
+from perfmodel.partition.stages import brute_force_partition, partition_min_max
 from perfmodel.search import plan
-from perfmodel.strategies.pipeline import brute_force_partition, partition_min_max
 from perfmodel.strategies.spatial import choose_decomposition
 
 

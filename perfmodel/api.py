@@ -585,6 +585,8 @@ def scale(
             if one is None
             else baseline_text(hw.name, b1, one[1], bpg is not None)
         ),
+        baseline_batch=b1,
+        baseline_micro_batches=0 if one is None else one[1],
         baseline_step_s=math.nan if one is None else one[0],
         baseline_samples_per_s=math.nan if one is None else b1 / one[0],
     )

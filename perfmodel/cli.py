@@ -20,6 +20,7 @@ COMMANDS = (
     ("predict", "predict"),
     ("explain", "explain"),
     ("scale", "scale"),
+    ("compare", "compare"),
     ("validate", "validate"),
     ("calibrate", "calibrate"),
     ("measure", "measure"),
@@ -78,7 +79,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: exit 1 for bad data, 2 for usage errors, a one-line message, no traceback."""
     args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
+    # --debug is a flag of the group; accept it anywhere on the line (before "--")
+    end = args.index("--") if "--" in args else len(args)
+    debug = "--debug" in args[:end]
+    if debug:
+        args = ["--debug"] + [a for i, a in enumerate(args) if not (i < end and a == "--debug")]
     try:
         cli.main(args=args, prog_name="perfmodel", standalone_mode=False)
     except PerfmodelError as e:

@@ -258,13 +258,13 @@ def test_available_kinds_are_known() -> None:
 
 
 def test_predict_and_scale_measure_speedup_against_the_same_one_gpu_run() -> None:
-    """predict's baseline is scale's weak-scaling one for data-parallel plans and its strong-scaling
-    one for the others: one GPU training the same samples, accumulating gradients if needed."""
+    """predict's baseline is scale's strong-scaling one for every plan: one GPU training the same
+    global batch, accumulating gradients if needed (issue 15: one baseline per answer)."""
     from perfmodel.strategies import predict
 
-    weak = api.scale("vgg16", [8], batch_per_gpu=64, strategies=["dp"])
-    p = predict("vgg16", 8, str(weak["plan"].iloc[0]), batch_per_gpu=64)
-    assert p.speedup_vs_1gpu == pytest.approx(float(weak["speedup_x"].iloc[0]), rel=1e-12)
+    dp = api.scale("vgg16", [8], global_batch=512, strategies=["dp"])
+    p = predict("vgg16", 8, str(dp["plan"].iloc[0]), global_batch=512)
+    assert p.speedup_vs_1gpu == pytest.approx(float(dp["speedup_x"].iloc[0]), rel=1e-12)
     # 4,096 samples do not fit one 80 GB GPU: the baseline accumulates, in both
     strong = api.scale("vgg16", [8], global_batch=4096, strategies=["pp"])
     q = predict("vgg16", 8, str(strong["plan"].iloc[0]), global_batch=4096)

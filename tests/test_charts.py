@@ -12,15 +12,10 @@ from matplotlib.figure import Figure
 
 from perfmodel import api
 from perfmodel.errors import UsageError
-from perfmodel.report.charts import (
-    pipeline_gantt,
-    pipeline_ops,
-    plan_chart,
-    save_chart,
-    scale_chart,
-)
+from perfmodel.report.charts import pipeline_gantt, plan_chart, save_chart, scale_chart
 from perfmodel.search import plan
 from perfmodel.strategies import predict
+from perfmodel.strategies.pipeline import pipeline_tasks, pipeline_timing
 
 KINDS = ("dp", "ps", "pp", "hybrid")
 
@@ -127,8 +122,11 @@ def test_gantt_of_a_plan_without_pipeline_is_a_breakdown_bar() -> None:
 
 
 def _check_schedule(fwd: list[float], bwd: list[float], m: int, schedule: str, d: float) -> float:
-    ops = pipeline_ops(fwd, bwd, m, schedule, d)
+    """Tasks with a send of ``d`` after every pass that crosses a cut (it occupies the sender)."""
     n = len(fwd)
+    send_f = [d] * (n - 1) + [0.0]
+    send_b = [0.0] + [d] * (n - 1)
+    ops = pipeline_tasks(fwd, bwd, send_f, send_b, m, schedule)
     assert len(ops) == 2 * n * m
     end = {(o.stage, o.backward, o.micro_batch): o.end_s for o in ops}
     start = {(o.stage, o.backward, o.micro_batch): o.start_s for o in ops}
@@ -137,9 +135,10 @@ def _check_schedule(fwd: list[float], bwd: list[float], m: int, schedule: str, d
         assert all(a.end_s <= b.start_s + 1e-15 for a, b in zip(mine, mine[1:], strict=False))
         for k in range(m):
             if s > 0:
-                assert start[(s, False, k)] >= end[(s - 1, False, k)] + d - 1e-15
+                assert start[(s, False, k)] >= end[(s - 1, False, k)] - 1e-15
+                assert end[(s - 1, False, k)] - start[(s - 1, False, k)] == pytest.approx(fwd[s - 1] + d)
             if s < n - 1:
-                assert start[(s, True, k)] >= end[(s + 1, True, k)] + d - 1e-15
+                assert start[(s, True, k)] >= end[(s + 1, True, k)] - 1e-15
             assert start[(s, True, k)] >= end[(s, False, k)] - 1e-15
     return max(o.end_s for o in ops)
 
@@ -171,6 +170,41 @@ def test_save_chart_by_extension(tmp_path: Path) -> None:
     assert b"<svg" in (tmp_path / "c.svg").read_bytes()[:2000]
     with pytest.raises(UsageError, match="unknown extension"):
         save_chart(fig, tmp_path / "c.jpg")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gpipe_tasks_end_when_the_priced_pipeline_ends(seed: int) -> None:
+    """The Gantt chart's schedule is the pricing's: same stage seconds and sends, same end."""
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(2, 6)), int(rng.integers(1, 9))
+    fwd, bwd = rng.uniform(0.1, 1, n), rng.uniform(0.1, 2, n)
+    send = rng.uniform(0, 0.2, n - 1)
+    send_f, send_b = np.append(send, 0.0), np.insert(send, 0, 0.0)
+    tasks = pipeline_tasks(fwd, bwd, send_f, send_b, m, "gpipe")
+    timing = pipeline_timing(fwd, bwd, send_f, send_b, m, recompute=False)
+    assert max(t.end_s for t in tasks) == pytest.approx(timing.total_s, rel=1e-12)
+    # the first stage ends the step; a later stage's last backward ends no later than the
+    # pricing dates it (as late as the step's end allows) for its gradient exchange
+    for s in range(n):
+        last = max(t.end_s for t in tasks if t.stage == s and t.backward)
+        assert last <= timing.last_bwd_end_s[s] * (1 + 1e-12)
+    assert max(t.end_s for t in tasks if t.stage == 0) == pytest.approx(timing.last_bwd_end_s[0], rel=1e-12)
+
+
+def test_gantt_draws_the_priced_sends() -> None:
+    p = predict("vgg16", 8, "pp=4,dp=2,mb=8", "a100-80gb-dgx", batch_per_gpu=16)
+    stages = p.details["stages"]
+    assert all(st["send_forward_s"] > 0 for st in stages[:-1]) and stages[-1]["send_forward_s"] == 0
+    sends = sum(st["send_forward_s"] + st["send_backward_s"] for st in stages)
+    assert sends > 0
+    title = pipeline_gantt(p).get_suptitle()
+    assert "sends between stages" in title
+    tasks = p.pipeline_schedule()
+    assert len(tasks) == 2 * 4 * 8
+    # the drawn pipeline ends where the priced one does (GPipe, no recomputation)
+    pipeline = p.iteration_time_s - p.breakdown["gradient_exchange_exposed"] - p.breakdown["optimizer_step"]
+    assert max(t.end_s for t in tasks) == pytest.approx(pipeline, rel=1e-9)
+    assert predict("resnet50", 8, "dp=8", "a100-80gb-dgx", batch_per_gpu=8).pipeline_schedule() == []
 
 
 # -- the CLI -------------------------------------------------------------------------------

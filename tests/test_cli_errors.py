@@ -139,7 +139,7 @@ CASES: list[tuple[str, str, int, str]] = [
     # predict: choices
     (P, "resnet50 --gpus 8 -s dp=8 --format xml", 2, "'xml' is not one of 'table', 'json', 'csv'"),
     (P, "resnet50 --gpus 8 -s dp=8 --precision fp8", 2, "'fp8' is not one of"),
-    (P, "resnet50 --gpus 8 -s dp=8 --optimizer lamb", 2, "'lamb' is not one of 'sgd', 'adam'"),
+    (P, "resnet50 --gpus 8 -s dp=8 --optimizer lamb", 2, "'lamb' is not one of 'sgd', 'sgd-plain', 'adam'"),
     (P, "resnet50 --gpus 8 -s dp=8 --bogus", 2, "no such option"),
     (P, "resnet50", 2, "missing option '--gpus'"),
     (P, "", 2, "missing argument 'model'"),
@@ -169,7 +169,7 @@ CASES: list[tuple[str, str, int, str]] = [
     ("plan", "tiny_cnn --gpus 8 -B 0", 2, "global batch must be >= 1"),
     ("plan", "tiny_cnn --gpus 8 -B -5", 2, "global batch must be >= 1"),
     ("plan", f"tiny_cnn --gpus 8 -B {HUGE}", 2, "is too large"),
-    ("plan", "tiny_cnn --gpus 8 -B 7 --strategies dp,pp,sp", 2, "no plan can split global batch 7 over 8 gpus"),
+    ("plan", "tiny_cnn --gpus 8 -B 7 --strategies dp,pp", 2, "no plan can split global batch 7 over 8 gpus"),
     ("plan", "tiny_cnn --gpus 8 --top 0", 2, "0 is not in the range 1<=x<=100"),
     ("plan", "tiny_cnn --gpus 8 --top 1000", 2, "not in the range"),
     ("plan", "tiny_cnn --gpus 8 --strategies foo", 2, "unknown strategy kinds ['foo'] (valid: dp, ps"),
@@ -179,7 +179,7 @@ CASES: list[tuple[str, str, int, str]] = [
     ("plan", "tiny_cnn --gpus 8 --chart {out}.txt", 2, "unknown extension '.txt'"),
     ("plan", "tiny_cnn --gpus 8 --chart /nonexistent/x.png", 2, "does not exist"),
     ("plan", "tiny_cnn --gpus 8 -H {v2_toml}", 1, "schema_version"),
-    ("plan", "resnet50 --gpus 1 -B 100000", 1, "no plan of resnet50 fits in 80.0 gib per gpu"),
+    ("plan", "cosmoflow --gpus 1 -H abci-v100-16gb -B 4", 1, "no plan of cosmoflow fits in 16.0 gib per gpu"),
     # explain
     ("explain", "resnt50 --gpus 8 -s dp=8", 1, "did you mean resnet50"),
     ("explain", "tiny_cnn --gpus 8 -s dp=4", 2, "multiply to 4, not 8"),
@@ -296,6 +296,14 @@ CASES: list[tuple[str, str, int, str]] = [
     ("plan", "tiny_cnn --gpus 2 --rank-by time", 2, "--rank-by time needs --epochs"),
     ("plan", "tiny_cnn --gpus 2 --rank-by speed", 2, "'speed' is not one of"),
     ("scale", "tiny_cnn --gpus 1,2 --cost-chart {out}.png", 2, "--cost-chart needs --epochs"),
+    # compare
+    ("compare", "resnt50 --gpus 8 -H a100-80gb-dgx", 1, "did you mean resnet50"),
+    ("compare", "resnet50 --gpus 8", 2, "missing option '--hardware'"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx,nope", 1, "unknown hardware 'nope'"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx --precision fp8", 2, "unknown precision 'fp8'"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx -s dp=3", 2, "multiply to 3, not 8"),
+    ("compare", "resnet50 --gpus 8 -H , ", 2, "at least one --hardware"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx -b 2 -B 16", 2, "at most one of"),
 ]
 
 
@@ -355,7 +363,9 @@ def test_measure_without_torch(capsys: pytest.CaptureFixture[str]) -> None:
         pytest.skip("torch is installed")
     code, out, err = run_main(["measure", "tiny_cnn", "--steps", "1", "--warmup", "0"], capsys)
     assert code == 1 and out == ""
-    assert err.splitlines() == ["error: torch is not installed: pip install perfmodel[torch]"]
+    assert err.splitlines() == [
+        'error: torch is not installed: pip install torch (from a perfmodel checkout: pip install -e ".[torch]")'
+    ]
 
 
 def test_bare_perfmodel_prints_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,7 @@ from perfmodel.network.builder import NetBuilder
 from perfmodel.network.graph import Network
 from perfmodel.strategies import parse_strategy
 from perfmodel.strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
-from perfmodel.strategies.predict import Context, _predict, context
+from perfmodel.strategies.predict import Context, context, predict_in
 
 
 def _sym(f: StepFormula, name: str) -> sp.Symbol:
@@ -37,7 +37,7 @@ def _sym(f: StepFormula, name: str) -> sp.Symbol:
     ("cosmoflow", 16, "pp=2,sp=2x2x2", 2),  # tiled stages carry halos and a redistribution
     ("alexnet", 8, "dp=8,comm=ps-sharded", 256),
 ])
-def test_formula_equals_predict(model: str, gpus: int, spec: str, batch: int) -> None:
+def test_formula_equalspredict_in(model: str, gpus: int, spec: str, batch: int) -> None:
     ctx = context(get_model(model, 128 if model == "resnet18" and "sp=" in spec else None),
                   load_hardware("a100-80gb-dgx"), "amp", "sgd")
     f = explain_plan(ctx, parse_strategy(spec, gpus), batch)
@@ -81,7 +81,7 @@ SPLIT_CASES = [
 
 
 @pytest.mark.parametrize("model, hw, spec", SPLIT_CASES)
-def test_split_and_mp_formula_equals_predict(model: str, hw: str, spec: str) -> None:
+def test_split_and_mp_formula_equalspredict_in(model: str, hw: str, spec: str) -> None:
     gpus = _degree(spec)
     f = explain_plan(_ctx(model, hw), parse_strategy(spec, gpus), 8 * gpus)
     assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
@@ -180,7 +180,7 @@ def test_what_if_equals_predict_on_changed_hardware(model: str, hw: str, spec: s
     f = explain_plan(ctx, s, 8 * gpus)
     tier = "intra" if symbol == "beta_intra" else "inter"
     hw2 = ctx.hw.what_if(**{f"{tier}_bandwidth_scale": scale})
-    expected = _predict(context(ctx.net, hw2, "amp", "sgd"), s, 8 * gpus, baseline=False).iteration_time_s
+    expected = predict_in(context(ctx.net, hw2, "amp", "sgd"), s, 8 * gpus, baseline=False).iteration_time_s
     new = f.time_s({symbol: f.all_values[_sym(f, symbol)] * scale})
     assert new == pytest.approx(expected, rel=1e-9)
     assert new != pytest.approx(f.iteration_time_s, rel=1e-6)  # the link matters in each case
@@ -280,7 +280,7 @@ def _sp_ctx(model: str, size: int | None, hw: str) -> Context:
 
 
 @pytest.mark.parametrize("model, size, hw, gpus, spec, batch", SPATIAL_CASES)
-def test_spatial_formula_equals_predict(model: str, size: int | None, hw: str, gpus: int, spec: str,
+def test_spatial_formula_equalspredict_in(model: str, size: int | None, hw: str, gpus: int, spec: str,
                                         batch: int) -> None:
     ctx = _sp_ctx(model, size, hw)
     s = parse_strategy(spec, gpus)
@@ -336,7 +336,7 @@ def test_spatial_what_if_equals_predict_on_changed_hardware(model: str, size: in
     tier = "intra" if kind == "intra" else "inter"
     what = "bandwidth" if name == "beta" else "latency"
     hw2 = ctx.hw.what_if(**{f"{tier}_{what}_scale": scale})
-    expected = _predict(context(ctx.net, hw2, "amp", "sgd"), s, batch, baseline=False).iteration_time_s
+    expected = predict_in(context(ctx.net, hw2, "amp", "sgd"), s, batch, baseline=False).iteration_time_s
     new = f.time_s({symbol: f.all_values[_sym(f, symbol)] * scale})
     assert new == pytest.approx(expected, rel=1e-9)
     assert new != pytest.approx(f.iteration_time_s, rel=1e-6)

@@ -46,7 +46,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # -- the CLI -------------------------------------------------------------------------------
 #: Commands the fuzzer may call (tiny models only: each call is fast).
 COMMANDS = ["predict", "plan", "explain", "scale", "partition", "show", "models", "hardware",
-            "validate", "calibrate", "measure", "nonsense"]
+            "validate", "calibrate", "measure", "compare", "nonsense"]
 model = st.sampled_from(["tiny_cnn"] * 12 + ["resnt", "", "TINY_CNN", "-"])
 junk = st.sampled_from(["", "-", "--", "x", "0", "-1", "1e9", "nan", "inf", "2.5", "\u00e9", "--help", "\x00",
                         "a" * 200, "dp=2", "--debug", "1,2", "/nonexistent/x.png", "x.txt", str(10**30)])
@@ -106,6 +106,8 @@ def argv(draw: st.DrawFn) -> list[str]:
         "predict": [m, "--gpus", g, "-s", spec],
         "explain": [m, "--gpus", g, "-s", spec],
         "plan": [m, "--gpus", g],
+        "compare": [m, "--gpus", g, "-H", draw(often(st.sampled_from(["a100-80gb-dgx,v100-16gb-dgx1",
+                                                                    "p40-24gb-pcie"])))],
         "scale": [m, "--gpus", draw(gpu_list)],
         "partition": [m, "-k", draw(often(st.sampled_from(["2", "3", "4"]), small_int))],
         "show": [m],

@@ -31,14 +31,8 @@ from perfmodel.partition.kahypar_backend import kahypar_partition
 from perfmodel.partition.metrics import imbalance, is_acyclic, max_allowed_weight, quotient_edges
 from perfmodel.partition.plan import Partition, clear_cache, network_hypergraph
 from perfmodel.strategies import predict
-from perfmodel.strategies.model_parallel import (
-    Segments,
-    gradient_ready_s,
-    greedy_schedule,
-    replay,
-    segments,
-    simulate,
-)
+from perfmodel.strategies.mp_schedule import gradient_ready_s, greedy_schedule, replay, simulate
+from perfmodel.strategies.mp_segments import Segments, segments
 from perfmodel.strategies.pipeline import pipeline_timing
 
 pytest.importorskip("kahypar")

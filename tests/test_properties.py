@@ -31,11 +31,11 @@ from perfmodel.errors import NoFeasiblePlanError, PerfmodelError
 from perfmodel.hardware import Hardware, load_hardware, profile_names
 from perfmodel.network import Network, get_model
 from perfmodel.network.builder import NetBuilder
+from perfmodel.partition.stages import brute_force_partition, partition_min_max
 from perfmodel.search import plan
 from perfmodel.strategies import Prediction, predict
-from perfmodel.strategies.data import parameter_server
 from perfmodel.strategies.memory import weight_bytes_per_param
-from perfmodel.strategies.pipeline import brute_force_partition, partition_min_max
+from perfmodel.strategies.parameter_server import parameter_server
 from perfmodel.strategies.spatial import choose_decomposition
 from perfmodel.strategies.spec import COMM_CHOICES, Strategy, parse_strategy
 
@@ -228,7 +228,7 @@ def test_memory_holds_at_least_the_weight_share(c: tuple[Any, ...]) -> None:
     net = c[0]
     split = s.pp * s.mp * s.filter * s.channel  # replicas (dp, sp tiles) each hold the whole share
     share = net.params * weight_bytes_per_param(p.precision) / split
-    assert p.memory["weights"] >= share * (1 - REL)
+    # the busiest GPU (the stage with the most memory in all) holds at least the average weight share
     assert p.memory_per_gpu_bytes >= share * (1 - REL)
     assert p.memory_per_gpu_bytes == pytest.approx(sum(p.memory.values()), rel=1e-12)
     assert all(v >= 0 for v in p.memory.values())

@@ -13,14 +13,11 @@ from hypothesis import strategies as st
 
 from perfmodel.errors import BatchSplitError, StrategyError
 from perfmodel.network import NetBuilder, compile_counts, get_model
+from perfmodel.partition.stages import brute_force_partition, partition_min_max, partition_with_cut_costs
 from perfmodel.strategies import parse_strategy, predict
-from perfmodel.strategies.data import overlapped_exchange, parameter_server
-from perfmodel.strategies.pipeline import (
-    brute_force_partition,
-    partition_min_max,
-    partition_with_cut_costs,
-    pipeline_timing,
-)
+from perfmodel.strategies.data import overlapped_exchange
+from perfmodel.strategies.parameter_server import parameter_server
+from perfmodel.strategies.pipeline import pipeline_timing
 from perfmodel.strategies.spatial import choose_decomposition, halo_elems, halo_widths
 
 

@@ -47,7 +47,8 @@ def test_cli_writes_a_loadable_trace(tmp_path: Path, capsys: pytest.CaptureFixtu
         for a, b in zip(mine, mine[1:], strict=False):
             assert a["ts"] + a["dur"] <= b["ts"] + 1e-6
         fwd = [e["dur"] for e in mine if e["cat"] == "forward"]
-        assert fwd[0] == pytest.approx(p.details["stages"][stage]["forward_s"] * 1e6)
+        st = p.details["stages"][stage]
+        assert fwd[0] == pytest.approx((st["forward_s"] + st.get("send_forward_s", 0.0)) * 1e6)
 
 
 def test_data_parallel_trace_has_the_breakdown_only() -> None:

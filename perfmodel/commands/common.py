@@ -45,8 +45,10 @@ def precision_option(f: F) -> F:
 
 
 def optimizer_option(f: F) -> F:
-    return click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd", show_default=True,
-                        help="sgd (with momentum) or adam: sets optimizer state and update cost.")(f)
+    return click.option("--optimizer", type=click.Choice(["sgd", "sgd-plain", "adam"]), default="sgd",
+                        show_default=True,
+                        help="sgd (with momentum), sgd-plain (without) or adam: sets optimizer state and "
+                        "update cost.")(f)
 
 
 def image_size_option(f: F) -> F:

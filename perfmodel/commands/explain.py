@@ -12,7 +12,7 @@ from ..network import get_model
 from ..report import to_json
 from ..report.answers import answers_for
 from ..strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
-from ..strategies.predict import _resolve_batch, context
+from ..strategies.predict import context, resolve_batch
 from ..strategies.spec import parse_strategy
 from .common import (
     emit,
@@ -100,7 +100,7 @@ def explain_cmd(
         batch_per_gpu = 32
     net = get_model(model, image_size)
     s = parse_strategy(strategy, gpus)
-    B = _resolve_batch(gpus, batch_per_gpu, global_batch)
+    B = resolve_batch(gpus, batch_per_gpu, global_batch)
     ctx = context(net, load_hardware(hardware), precision, optimizer)
     f = explain_plan(ctx, s, B)
     new = f.evaluate(what_if) if what_if else None

@@ -14,7 +14,17 @@ from ..report import render_frame, to_json
 from ..validation.measure import DEVICES, MeasureResult, measure
 from .common import emit, format_option, image_size_option
 
-__all__ = ["measure_cmd", "layers_frame", "predicted_times"]
+__all__ = ["measure_cmd", "layers_frame", "predicted_times", "cpu_timed_gpu_profile"]
+
+
+def cpu_timed_gpu_profile(device: str, hardware: str | None) -> str:
+    """A warning when a CPU was timed but the row is labelled with a (GPU) hardware profile."""
+    if hardware is None or device != "cpu":
+        return ""
+    return (
+        f"timed on the CPU but labelled {hardware} (a GPU profile): the row does not measure that "
+        f"GPU; run on the GPU (--device cuda) or leave out --hardware"
+    )
 
 
 def predicted_times(r: MeasureResult, hardware: str) -> tuple[list[tuple[float, float]], float]:
@@ -119,8 +129,8 @@ def measure_cmd(
 ) -> None:
     """Time forward and backward of MODEL, per layer and per training step, on this machine.
 
-    Needs torch (pip install perfmodel[torch]). The network is built from perfmodel's own
-    layer IR, so what is timed is exactly what the cost model prices.
+    Needs torch (pip install torch; from a checkout pip install -e ".[torch]"). The network is
+    built from perfmodel's own layer IR, so what is timed is exactly what the cost model prices.
     """
     if output is not None:
         if output.suffix.lower() != ".csv":
@@ -136,6 +146,9 @@ def measure_cmd(
         first = (str(e).strip().splitlines() or ["unknown error"])[0]
         hint = " (try a smaller --batch)" if "out of memory" in first.lower() else ""
         raise UsageError(f"measure: torch failed on {model} at batch {batch}: {first}{hint}") from None
+    cpu_warning = cpu_timed_gpu_profile(r.device, hardware)
+    if cpu_warning:
+        click.echo(f"warning: {cpu_warning}", err=True)
     predicted, step_pred = predicted_times(r, hardware) if hardware else (None, None)
     row = r.measurement_row(hardware or "unspecified")
     if step_pred is not None:
@@ -167,6 +180,8 @@ def measure_cmd(
     if step_pred is not None:
         err = 100.0 * (step_pred - r.step_time_s) / r.step_time_s
         lines.append(f"model ({hardware}): step {step_pred * 1e3:.3f} ms, error {err:+.1f}% of the measured step")
+    if cpu_warning:
+        lines.append(f"warning: {cpu_warning}")
     if not hardware:
         lines.append("hardware column: 'unspecified' (give --hardware NAME to make the row validatable)")
     lines.append(f"environment: {env}")

@@ -42,12 +42,15 @@ def plan_frame(r: PlanResult) -> pd.DataFrame:
 def plan_rows(r: PlanResult) -> list[dict[str, Any]]:
     """The ranked plans as rows (dicts), the columns of the printed table."""
     rows = []
-    for i, (p, why) in enumerate(zip(r.plans, r.reasons, strict=True), 1):
+    alts = r.alternatives or tuple(() for _ in r.plans)
+    for i, (p, why, alt) in enumerate(zip(r.plans, r.reasons, alts, strict=True), 1):
         rows.append(
             {
                 "rank": i,
                 "strategy": p.strategy.spec(),
                 "kind": p.strategy.kind,
+                "collective": p.strategy.comm,
+                "alternatives_samples/s": ", ".join(f"{c} {t:,.0f}" for c, t in alt) or "-",
                 "step_ms": p.iteration_time_s * 1e3,
                 "samples/s": p.throughput_samples_per_s,
                 "speedup_x": p.speedup_vs_1gpu,
@@ -69,7 +72,7 @@ def render_plan(r: PlanResult, rows: list[dict[str, Any]] | None = None) -> str:
         "",
         render_frame(plan_rows(r) if rows is None else rows),
         "",
-        f"speedup: {best.speedup_baseline}",
+        f"speedup and efficiency of every row: {best.speedup_baseline}",
     ]
     for p in r.infeasible:
         lines.append(

@@ -65,7 +65,7 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @gpus_option
 @click.option("--strategy", "-s", required=True,
               help="Plan spec, e.g. dp=8 | pp=4,dp=2,mb=8 | sp=2x2,dp=2 | dp=8,comm=ps-central. "
-                   "Keys: dp sp pp mp filter channel mb schedule comm recompute balance decomp "
+                   "Keys: dp sp pp mp filter channel mb schedule comm recompute balance decomp overlap "
                    "(decomp=auto: spatial or sample decomposition chosen per link).")
 @hardware_option
 @precision_option

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from .common import (
     precision_option,
 )
 
-__all__ = ["scale_cmd", "scale_table", "GpuList"]
+__all__ = ["scale_cmd", "scale_table", "GpuList", "baseline_object"]
 
 
 class GpuList(click.ParamType):  # type: ignore[type-arg]
@@ -45,6 +45,20 @@ class GpuList(click.ParamType):  # type: ignore[type-arg]
             return parse_gpu_list(str(value))
         except UsageError as e:
             self.fail(str(e), param, ctx)
+
+
+def baseline_object(attrs: Mapping[Any, Any]) -> dict[str, Any] | None:
+    """The one baseline every row's speedup uses, as plan's and predict's JSON carry it."""
+    if not attrs.get("baseline_micro_batches"):
+        return None
+    return {
+        "gpus": 1,
+        "hardware": attrs["hardware"],
+        "batch": attrs["baseline_batch"],
+        "micro_batches": attrs["baseline_micro_batches"],
+        "step_time_s": attrs["baseline_step_s"],
+        "throughput_samples_per_s": attrs["baseline_samples_per_s"],
+    }
 
 
 def scale_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -201,9 +215,8 @@ def scale_cmd(
         save_chart(scale_chart(df), chart)
     a = df.attrs
     if fmt == "json":
-        emit(
-            to_json({"setting": {k: v for k, v in a.items()}, "rows": df.to_dict(orient="records")})
-        )
+        emit(to_json({"setting": {k: v for k, v in a.items()}, "baseline": baseline_object(a),
+                      "rows": df.to_dict(orient="records")}))
     elif fmt == "csv":
         emit(render_frame(df, "csv"))
     else:

@@ -26,6 +26,7 @@ __all__ = [
     "allgather",
     "reduce_scatter",
     "point_to_point",
+    "p2p_expr",
     "ALGORITHMS",
 ]
 
@@ -126,12 +127,17 @@ def reduce_scatter(n_bytes_total: float, group: Group, hw: Hardware) -> float:
     return float(f.ring_reduce_scatter(n_bytes_total, group.size, bw, alpha))
 
 
+def p2p_expr(n_bytes: Any, lp: LinkParams, across_nodes: bool) -> Any:
+    """Seconds to send ``n_bytes`` from one GPU to another over the node's or the network's
+    link (numbers or sympy, by ``lp``)."""
+    if across_nodes:
+        return f.p2p(n_bytes, lp.bw_net_per_gpu, lp.alpha_net)
+    return f.p2p(n_bytes, lp.bw_intra, lp.alpha_intra)
+
+
 def point_to_point(n_bytes: float, hw: Hardware, across_nodes: bool) -> float:
     """Seconds to send ``n_bytes`` from one GPU to another (a pipeline cut, a halo)."""
     if n_bytes <= 0:
         return 0.0
-    lp = link_params(hw)
-    if across_nodes:
-        return float(f.p2p(n_bytes, lp.bw_net_per_gpu, lp.alpha_net))
-    return float(f.p2p(n_bytes, lp.bw_intra, lp.alpha_intra))
+    return float(p2p_expr(n_bytes, link_params(hw), across_nodes))
 

@@ -2,12 +2,13 @@
 
 Every function here takes plain floats, numpy arrays or sympy expressions and uses only
 arithmetic and :func:`smax`, so the formula ``explain`` prints is the formula ``predict``
-evaluates. Notation follows the BSP model (SOURCES.md work 4): a superstep costs
+evaluates. Notation follows the BSP model (docs/SOURCES.md work 4): a superstep costs
 ``w + g*h + L`` (work, time per byte times bytes, synchronisation latency).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -23,17 +24,30 @@ __all__ = [
     "ring_reduce_scatter",
     "p2p",
     "log2",
+    "ceil",
+    "where",
+    "is_symbolic",
+    "ssum",
 ]
 
 Num = Any  # float | np.ndarray | sympy.Expr
 
 
-def _is_sym(*xs: Num) -> bool:
+def is_symbolic(*xs: Num) -> bool:
+    """Whether any of ``xs`` is a sympy expression (the formula is being explained)."""
     return any(isinstance(x, sp.Basic) for x in xs)
+
+
+_is_sym = is_symbolic
+
+#: Plain numbers, which take Python's max/min (the search's hot path: no numpy call).
+_SCALARS = (float, int, np.float64)
 
 
 def smax(*xs: Num) -> Num:
     """max() for numbers, numpy arrays (elementwise) and sympy expressions."""
+    if all(type(x) in _SCALARS for x in xs):
+        return max(xs)
     if _is_sym(*xs):
         return sp.Max(*xs, evaluate=False)
     out = xs[0]
@@ -44,6 +58,8 @@ def smax(*xs: Num) -> Num:
 
 def smin(*xs: Num) -> Num:
     """min() for numbers, numpy arrays (elementwise) and sympy expressions."""
+    if all(type(x) in _SCALARS for x in xs):
+        return min(xs)
     if _is_sym(*xs):
         return sp.Min(*xs, evaluate=False)
     out = xs[0]
@@ -52,8 +68,34 @@ def smin(*xs: Num) -> Num:
     return out
 
 
+def ssum(xs: Any) -> Num:
+    """The sum of a numpy array (a float) or of a sequence of numbers or sympy expressions."""
+    if isinstance(xs, np.ndarray):
+        return float(xs.sum())
+    return sp.Add(*xs) if _is_sym(*xs) else sum(xs)
+
+
 def log2(x: Num) -> Num:
     return sp.log(x, 2) if _is_sym(x) else np.log2(x)
+
+
+def ceil(x: Num) -> Num:
+    """Smallest integer >= ``x``: ``sympy.ceiling`` on expressions, ``math.ceil`` semantics on numbers."""
+    if _is_sym(x):
+        return sp.ceiling(x)
+    return np.ceil(x) if isinstance(x, np.ndarray) else float(math.ceil(x))
+
+
+def where(condition: Any, if_true: Num, if_false: Num) -> Num:
+    """``if_true`` where the numeric ``condition`` holds, else ``if_false``.
+
+    The condition is always a number or a boolean array (a property of the network or the
+    plan, never of the hardware), so on sympy operands, which are priced one layer at a
+    time, it is a plain boolean and picks one branch; on arrays it is ``numpy.where``.
+    """
+    if isinstance(condition, np.ndarray) and condition.ndim > 0:
+        return np.where(condition, if_true, if_false)
+    return if_true if bool(condition) else if_false
 
 
 def kernel_time(work_flops: Num, peak_flops_per_s: Num, efficiency: Num, half_work_flops: Num) -> Num:

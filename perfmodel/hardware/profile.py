@@ -186,9 +186,6 @@ class Hardware:
             hw = dataclasses.replace(hw, name=f"{self.name} (what-if: {what})")
         return hw
 
-    def source_summary(self) -> str:
-        return "; ".join(f"{k}: {v}" for k, v in self.sources.items())
-
 
 _LINK_SCALES = {
     "intra_bandwidth_scale": ("intra", "bandwidth_bytes_per_s"),

@@ -245,10 +245,15 @@ class NetBuilder:
         return self._add(Layer(self._name("flatten", name), "flatten", (x,), (ins,), (math.prod(ins),),
                                block=self._block))
 
-    def dropout(self, x: str, p: float = 0.5, inplace: bool = False, name: str | None = None) -> str:
+    def dropout(
+        self, x: str, p: float = 0.5, inplace: bool = False, name: str | None = None, channelwise: bool = False
+    ) -> str:
+        """Dropout; ``channelwise`` zeroes whole channels (``nn.Dropout2d``/``3d``), keeping a
+        per-channel scale for backward instead of a per-element mask."""
         ins = self.shape(x)
+        attrs: tuple[tuple[str, float], ...] = (("p", p),) + ((("channelwise", 1.0),) if channelwise else ())
         return self._add(Layer(self._name("dropout", name), "dropout", (x,), (ins,), ins, inplace=inplace,
-                               block=self._block, attrs=(("p", p),)))
+                               block=self._block, attrs=attrs))
 
     def upsample(self, x: str, scale: int = 2, mode: str = "nearest", name: str | None = None) -> str:
         ins = self.shape(x)

@@ -24,7 +24,8 @@ FLOP conventions (1 multiply-add = 2 FLOPs):
 Saved activations follow what autograd keeps: convolution, linear and batch-norm keep their
 input; ReLU, sigmoid and tanh their output; the other activations their input; max-pooling
 its input and int64 indices; average pooling its input; a broadcast multiply both operands;
-dropout a one-byte mask; add, concat, flatten and nearest upsampling nothing. Storage is
+dropout a one-byte mask (Dropout2d/3d: one fp32 scale per channel); add, concat, flatten and
+nearest upsampling nothing. Storage is
 counted once: in-place ops and views share their input's storage, except that an in-place
 activation whose backward reads its input (ReLU6, SiLU, ...; not ReLU, sigmoid, tanh) makes
 autograd save a copy of that input. The loss is excluded.
@@ -51,6 +52,7 @@ __all__ = [
     "CompiledCounts",
     "layer_counts",
     "network_counts",
+    "saved_storages",
     "compile_counts",
     "ELEMENTWISE_FLOPS",
     "COUNT_FIELDS",
@@ -91,15 +93,6 @@ def _scale_column(ndim: int) -> int:
 _COLUMN_SCALES: tuple[sp.Expr, sp.Expr, sp.Expr] = (sp.Integer(1), 1 / (S_H * S_W), 1 / (S_D * S_H * S_W))
 
 
-def spatial_scale(ndim: int) -> sp.Expr:
-    """The fraction of a tensor with ``ndim`` spatial dimensions that one tile holds."""
-    if ndim == 2:
-        return 1 / (S_H * S_W)
-    if ndim == 3:
-        return 1 / (S_D * S_H * S_W)
-    return sp.Integer(1)
-
-
 @dataclass(frozen=True)
 class LayerCounts:
     """Counts of one layer for a batch ``b`` on one tile (sympy expressions; params an int)."""
@@ -132,7 +125,7 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
     """The counts of ``layer`` per sample as coefficients, shape ``(len(COUNT_FIELDS), 3)``: column
     0 of whole tensors, 1 of tensors split by a 2-D tile, 2 by a 3-D tile; ``saved_storages`` maps
     each tensor storage this layer is the first to save to its elements per sample (see
-    :func:`_saved_storages`)."""
+    :func:`saved_storages`)."""
     so = _scale_column(layer.spatial_dims)
     si = _scale_column(len(layer.in_shape) - 1)
     n_out = layer.out_elems
@@ -177,6 +170,9 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
     extra = 0
     if kind == "maxpool":
         extra = 8 * n_out  # int64 indices
+    elif kind == "dropout" and layer.attr("channelwise"):
+        # nn.Dropout2d/3d multiply by a (N, C, 1, 1) noise tensor, saved for backward (fp32)
+        extra = 4 * layer.out_shape[0]
     elif kind == "dropout":
         extra = n_out  # bool mask
     for f, v in (
@@ -190,6 +186,9 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
         ("out_elems", n_out),
     ):
         coef[_FIELD[f], so] = v
+    if kind == "dropout" and layer.attr("channelwise"):  # per channel: not split by spatial tiles
+        coef[_FIELD["saved_extra_bytes"], so] = 0
+        coef[_FIELD["saved_extra_bytes"], 0] = extra
     return coef
 
 
@@ -228,7 +227,7 @@ def _saved_tensors(layer: Layer) -> tuple[str, ...]:
     return ()
 
 
-def _saved_storages(net: Network) -> list[dict[str, int]]:
+def saved_storages(net: Network) -> list[dict[str, int]]:
     """Per layer: the storages it is the first to save (keyed by the tensor it saves), with elements."""
     storage = _storage_of(net)
     seen: set[str] = set()
@@ -249,7 +248,7 @@ def _saved_storages(net: Network) -> list[dict[str, int]]:
 
 def _network_coefficients(net: Network) -> np.ndarray:
     """Coefficients of every layer, shape ``(len(COUNT_FIELDS), 3, n_layers)``."""
-    saved = _saved_storages(net)
+    saved = saved_storages(net)
     per_layer = [
         layer_coefficients(layer, all(t == "input" for t in layer.inputs), saved[i])
         for i, layer in enumerate(net.layers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -11,7 +12,7 @@ from ..cost.compute import LayerTimes, layer_times
 from ..errors import UsageError
 from ..hardware import REFERENCE_PROFILE, Hardware, load_hardware
 from ..network import Network, compile_counts
-from ..network.channel_split import Share, channel_split
+from ..network.channel_split import LayerSplit, Share, channel_split
 from ..units import BYTES_PER_ELEMENT
 
 __all__ = [
@@ -115,10 +116,6 @@ class Hypergraph:
         """The net of every pin (same length as ``pins``)."""
         return np.repeat(np.arange(self.num_nets), np.diff(self.offsets))
 
-    @property
-    def total_seconds(self) -> float:
-        return float(self.unit_seconds.sum())
-
 
 def build_hypergraph(
     net: Network,
@@ -154,12 +151,47 @@ def build_hypergraph(
     e = BYTES_PER_ELEMENT[precision]
     splits = channel_split(net, g)
 
-    # the units of each layer: its non-empty parts (part index, channels)
+    names, unit_layer, share, channels, unit_of = _units(net, splits)
+    net_names, offsets, pins, elems = _nets(net, splits, names, unit_of)
+
+    layer_of = np.asarray(unit_layer, dtype=int)
+    share_arr = np.asarray(share, dtype=float)
+    sec = per_sample[layer_of] * share_arr
+    fwd_sec = lt.fwd[layer_of] * share_arr
+    total = float(sec.sum())
+    weights = np.maximum(1, np.rint(sec / total * WEIGHT_SCALE)).astype(np.int64)
+    net_elems = np.asarray(elems, dtype=np.int64)
+    return Hypergraph(
+        model=net.name,
+        granularity=granularity,
+        groups=g,
+        elem_bytes=e,
+        unit_names=tuple(names),
+        unit_layer=layer_of,
+        unit_share=share_arr,
+        unit_seconds=sec,
+        unit_weights=weights,
+        net_names=tuple(net_names),
+        offsets=np.asarray(offsets, dtype=np.int64),
+        pins=np.asarray(pins, dtype=np.int64),
+        net_elems=net_elems,
+        net_bytes=(2 * net_elems * e).astype(float),
+        unit_channels=tuple(channels),
+        unit_fwd_seconds=fwd_sec,
+    )
+
+
+_Units = tuple[list[str], list[int], list[float], list[Share], list[dict[int, int]]]
+
+
+def _units(net: Network, splits: Sequence[LayerSplit]) -> _Units:
+    """The units of each layer, its non-empty parts: names, layer, share of the layer's output
+    channels, the channels, and per layer its part index -> unit."""
     names: list[str] = []
     unit_layer: list[int] = []
     share: list[float] = []
     channels: list[Share] = []
-    unit_of: list[dict[int, int]] = []  # per layer: part index -> unit
+    unit_of: list[dict[int, int]] = []
     for i, (layer, ls) in enumerate(zip(net.layers, splits, strict=True)):
         mine: dict[int, int] = {}
         live = [j for j in range(len(ls.parts)) if ls.parts[j]]
@@ -171,6 +203,14 @@ def build_hypergraph(
             share.append(ls.size(j) / ls.channels)
             channels.append(ls.parts[j])
         unit_of.append(mine)
+    return names, unit_layer, share, channels, unit_of
+
+
+def _nets(
+    net: Network, splits: Sequence[LayerSplit], names: list[str], unit_of: list[dict[int, int]]
+) -> tuple[list[str], list[int], list[int], list[int]]:
+    """One net per unit whose tensor is read: (names, offsets, pins, elements per sample). A
+    reader whose part j reads only part j of the tensor joins that unit's net, others every one."""
 
     def aligned(reader: int, tensor: str) -> bool:
         """Whether part j of layer ``reader`` reads only part j of ``tensor`` (every time it reads it)."""
@@ -199,29 +239,4 @@ def build_hypergraph(
             pins.extend(members)
             offsets.append(len(pins))
             elems.append(per_channel * splits[i].size(j))
-
-    layer_of = np.asarray(unit_layer, dtype=int)
-    share_arr = np.asarray(share, dtype=float)
-    sec = per_sample[layer_of] * share_arr
-    fwd_sec = lt.fwd[layer_of] * share_arr
-    total = float(sec.sum())
-    weights = np.maximum(1, np.rint(sec / total * WEIGHT_SCALE)).astype(np.int64)
-    net_elems = np.asarray(elems, dtype=np.int64)
-    return Hypergraph(
-        model=net.name,
-        granularity=granularity,
-        groups=g,
-        elem_bytes=e,
-        unit_names=tuple(names),
-        unit_layer=layer_of,
-        unit_share=share_arr,
-        unit_seconds=sec,
-        unit_weights=weights,
-        net_names=tuple(net_names),
-        offsets=np.asarray(offsets, dtype=np.int64),
-        pins=np.asarray(pins, dtype=np.int64),
-        net_elems=net_elems,
-        net_bytes=(2 * net_elems * e).astype(float),
-        unit_channels=tuple(channels),
-        unit_fwd_seconds=fwd_sec,
-    )
+    return net_names, offsets, pins, elems

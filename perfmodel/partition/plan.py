@@ -12,10 +12,10 @@ import numpy as np
 from ..errors import UsageError
 from ..hardware import Hardware
 from ..network import Network
-from ..strategies.pipeline import partition_min_max
 from .hypergraph import GRANULARITIES, Hypergraph, build_hypergraph, channel_groups_for
 from .kahypar_backend import kahypar_partition
 from .metrics import imbalance, km1_volume, part_loads
+from .stages import partition_min_max
 
 __all__ = [
     "DEFAULT_EPSILON",

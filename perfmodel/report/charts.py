@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..errors import UsageError
+from ..strategies.pipeline import PipelineTask
 from ..units import GIB
 
 if TYPE_CHECKING:
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHART_SUFFIXES",
-    "PipelineOp",
-    "pipeline_ops",
     "scale_chart",
     "plan_chart",
     "pipeline_gantt",
@@ -513,77 +511,6 @@ def _stacked(
 
 
 # -- pipeline schedule ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class PipelineOp:
-    """One forward or backward pass of one micro-batch on one stage, in seconds from step start."""
-
-    stage: int
-    micro_batch: int
-    backward: bool
-    start_s: float
-    end_s: float
-
-
-def _orders(stages: int, micro: int, schedule: str) -> list[list[tuple[bool, int]]]:
-    """Each stage's sequence of (backward?, micro-batch): GPipe or 1F1B (PipeDream-Flush)."""
-    out = []
-    for s in range(stages):
-        if schedule == "1f1b":
-            warm = min(stages - s - 1, micro)
-            seq = [(False, m) for m in range(warm)]
-            for i in range(micro - warm):
-                seq += [(False, warm + i), (True, i)]
-            seq += [(True, m) for m in range(micro - warm, micro)]
-        else:
-            seq = [(False, m) for m in range(micro)] + [(True, m) for m in reversed(range(micro))]
-        out.append(seq)
-    return out
-
-
-def pipeline_ops(
-    fwd_s: Sequence[float],
-    bwd_s: Sequence[float],
-    micro_batches: int,
-    schedule: str = "gpipe",
-    transfer_s: float = 0.0,
-    recompute: bool = False,
-) -> list[PipelineOp]:
-    """Simulate one synchronous pipeline step: each stage runs its schedule in order, a pass
-    starting when its stage is free and its input (the previous stage's forward, the next
-    stage's backward) has arrived ``transfer_s`` later. With ``recompute`` a backward pass
-    re-runs its forward first, except for the micro-batch whose activations are still held."""
-    n, m = len(fwd_s), micro_batches
-    orders = _orders(n, m, schedule)
-    done: dict[tuple[int, bool, int], float] = {}
-    ops: list[PipelineOp] = []
-    pos, free = [0] * n, [0.0] * n
-    last_fwd = m - 1
-    while len(ops) < 2 * n * m:
-        progressed = False
-        for s in range(n):
-            while pos[s] < len(orders[s]):
-                back, mb = orders[s][pos[s]]
-                dep: tuple[int, bool, int] | None
-                if back:
-                    dep = (s + 1, True, mb) if s + 1 < n else (s, False, mb)
-                else:
-                    dep = (s - 1, False, mb) if s > 0 else None
-                if dep is not None and dep not in done:
-                    break
-                ready = 0.0 if dep is None else done[dep] + (transfer_s if dep[0] != s else 0.0)
-                dur = (bwd_s[s] + (fwd_s[s] if recompute and mb != last_fwd else 0.0)) if back else fwd_s[s]
-                start = max(free[s], ready)
-                end = start + dur
-                done[(s, back, mb)] = end
-                ops.append(PipelineOp(s, mb, back, start, end))
-                free[s] = end
-                pos[s] += 1
-                progressed = True
-        if not progressed:  # pragma: no cover - the orders above cannot deadlock
-            raise RuntimeError("pipeline schedule deadlocked")
-    return ops
-
-
 def pipeline_gantt(p: Prediction) -> Figure:
     """A pipeline plan's step as a Gantt chart (stages against time, forward and backward
     micro-batches, the idle bubble, then the exposed gradient exchange and the optimizer step);
@@ -603,58 +530,65 @@ def pipeline_gantt(p: Prediction) -> Figure:
     if not ok:
         return _breakdown_bar(p, head)
     assert isinstance(stages, list)
-    fwd = [float(s["forward_s"]) for s in stages]
-    bwd = [float(s["backward_s"]) for s in stages]
+    send_f = [float(s.get("send_forward_s", 0.0)) for s in stages]
     m = p.strategy.mb
     schedule = str(p.details.get("schedule", p.strategy.schedule))
-    transfer = p.breakdown.get("pipeline_p2p", 0.0) / (2 * m)
-    ops = pipeline_ops(fwd, bwd, m, schedule, transfer, p.strategy.recompute)
-    t_pipe = max(o.end_s for o in ops)
+    ops = p.pipeline_schedule()  # the priced step's tasks
     n = len(stages)
     fig = _figure(12, 2.2 + 0.5 * n + 0.8)
     ax = fig.add_subplot()
+    t = _draw_tasks(ax, ops, n, m)
+    handles = _gantt_handles(p, ax, n, t)
+    t += sum(d for d in (p.breakdown.get(k, 0.0) for k in _GANTT_TAIL) if d > 0)
     ms = 1e3
-    ax.barh(
-        range(n),
-        [t_pipe * ms] * n,
-        color="#EEEEEE",
-        hatch="..",
-        edgecolor="#BBBBBB",
-        height=0.8,
-        lw=0,
+    ax.set_yticks(range(n), [_stage_label(i, s) for i, s in enumerate(stages)], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the start of the step (ms)")
+    ax.set_ylabel("pipeline stage (one GPU each, per replica)")
+    ax.set_xlim(0, t * ms * 1.01)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
+    sched = "1F1B (one forward, one backward)" if schedule == "1f1b" else "GPipe (all forwards, then all backwards)"
+    sends = [x for x in send_f if x > 0]
+    xfer = ""
+    if sends:
+        xfer = f"; sends between stages {min(sends) * 1e6:.0f}-{max(sends) * 1e6:.0f} \u00b5s (in the passes)"
+    _title(
+        fig,
+        head,
+        f"{m} micro-batches of {p.details.get('micro_batch', '?')} samples, {sched} schedule"
+        f"{xfer}; model step time {p.iteration_time_s * ms:.2f} ms, drawn schedule {t * ms:.2f} ms",
     )
-    f_col, b_col = "#4C72B0", "#DD8452"
-    label_ok = m <= 16
+    return fig
+
+
+#: The step's parts after the pipeline, drawn on every stage: (breakdown key, words).
+_GANTT_TAIL = {"gradient_exchange_exposed": "exposed gradient exchange", "optimizer_step": "optimizer step"}
+_FWD_COLOUR, _BWD_COLOUR = "#4C72B0", "#DD8452"
+
+
+def _draw_tasks(ax: Axes, ops: Sequence[PipelineTask], n: int, m: int) -> float:
+    """The idle background and every task of the schedule; returns when the last task ends."""
+    t_pipe = max(o.end_s for o in ops)
+    ms = 1e3
+    ax.barh(range(n), [t_pipe * ms] * n, color="#EEEEEE", hatch="..", edgecolor="#BBBBBB", height=0.8, lw=0)
     for o in ops:
         w = (o.end_s - o.start_s) * ms
-        ax.barh(
-            o.stage,
-            w,
-            left=o.start_s * ms,
-            color=b_col if o.backward else f_col,
-            height=0.8,
-            edgecolor="white",
-            lw=0.6,
-        )
-        if label_ok and w > 0.018 * t_pipe * ms:
-            ax.text(
-                (o.start_s + o.end_s) / 2 * ms,
-                o.stage,
-                str(o.micro_batch),
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="white",
-            )
-    t = t_pipe
-    tail = [
-        ("gradient_exchange_exposed", "exposed gradient exchange"),
-        ("optimizer_step", "optimizer step"),
-    ]
+        colour = _BWD_COLOUR if o.backward else _FWD_COLOUR
+        ax.barh(o.stage, w, left=o.start_s * ms, color=colour, height=0.8, edgecolor="white", lw=0.6)
+        if m <= 16 and w > 0.018 * t_pipe * ms:
+            mid = (o.start_s + o.end_s) / 2 * ms
+            ax.text(mid, o.stage, str(o.micro_batch), ha="center", va="center", fontsize=7, color="white")
+    return t_pipe
+
+
+def _gantt_handles(p: Prediction, ax: Axes, n: int, t_pipe: float) -> list[Any]:
+    """The legend of the tasks and the bubble; draws the parts after the pipeline (with theirs)."""
+    ms = 1e3
     handles: list[Any] = [
-        Patch(color=f_col, label="forward pass of a micro-batch (number inside)"),
+        Patch(color=_FWD_COLOUR, label="forward pass of a micro-batch (number inside)"),
         Patch(
-            color=b_col,
+            color=_BWD_COLOUR,
             label="backward pass" + (" (with recomputation)" if p.strategy.recompute else ""),
         ),
         Patch(
@@ -665,29 +599,15 @@ def pipeline_gantt(p: Prediction) -> Figure:
         ),
     ]
     colours: dict[str, str] = {}
-    for key, text in tail:
+    t = t_pipe
+    for key, text in _GANTT_TAIL.items():
         d = p.breakdown.get(key, 0.0)
         if d > 0:
             c = _colour(key, colours)
             ax.barh(range(n), [d * ms] * n, left=t * ms, color=c, height=0.8, edgecolor="white", lw=0.6)
             handles.append(Patch(color=c, label=f"{text} ({d * ms:.2f} ms, all stages)"))
             t += d
-    ax.set_yticks(range(n), [_stage_label(i, s) for i, s in enumerate(stages)], fontsize=9)
-    ax.invert_yaxis()
-    ax.set_xlabel("time since the start of the step (ms)")
-    ax.set_ylabel("pipeline stage (one GPU each, per replica)")
-    ax.set_xlim(0, t * ms * 1.01)
-    ax.grid(True, axis="x", alpha=0.3)
-    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=8.5)
-    sched = "1F1B (one forward, one backward)" if schedule == "1f1b" else "GPipe (all forwards, then all backwards)"
-    xfer = f"; each transfer between stages {transfer * 1e6:.0f} \u00b5s" if transfer > 0 else ""
-    _title(
-        fig,
-        head,
-        f"{m} micro-batches of {p.details.get('micro_batch', '?')} samples, {sched} schedule"
-        f"{xfer}; model step time {p.iteration_time_s * ms:.2f} ms, drawn schedule {t * ms:.2f} ms",
-    )
-    return fig
+    return handles
 
 
 def _stage_label(i: int, stage: dict[str, Any]) -> str:

@@ -6,8 +6,9 @@ complete events (``ph: "X"``) carry ``name``, ``cat``, ``ts`` and ``dur`` in mic
 
 Process 0 is the step of one GPU as the model prices it: the breakdown's parts one after the
 other (they add up to the step time). For a pipeline, process 1 has one thread per stage with
-every micro-batch's forward and backward pass in the schedule (GPipe or 1F1B) the Gantt chart
-draws, followed by the exposed gradient exchange and the optimizer step.
+every micro-batch's forward and backward pass (each with the send that follows it) as the
+pricing schedules them (:meth:`Prediction.pipeline_schedule`, GPipe or 1F1B, what the Gantt
+chart draws), followed by the exposed gradient exchange and the optimizer step.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from ..strategies.predict import Prediction
-from .charts import pipeline_ops
 
 __all__ = ["trace_events", "write_trace", "US_PER_S"]
 
@@ -87,12 +87,9 @@ def trace_events(p: Prediction) -> dict[str, Any]:
 
 
 def _pipeline_events(p: Prediction, stages: list[Any]) -> list[dict[str, Any]]:
-    fwd = [float(s["forward_s"]) for s in stages]
-    bwd = [float(s["backward_s"]) for s in stages]
+    ops = p.pipeline_schedule()
     m = p.strategy.mb
     schedule = str(p.details.get("schedule", p.strategy.schedule))
-    transfer = p.breakdown.get("pipeline_p2p", 0.0) / (2 * m)
-    ops = pipeline_ops(fwd, bwd, m, schedule, transfer, p.strategy.recompute)
     per_stage = p.gpus // p.strategy.pp
     out = [_meta(1, 0, "process_name", f"pipeline schedule ({schedule}, {m} micro-batches)")]
     for i in range(len(stages)):

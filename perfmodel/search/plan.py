@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,12 +11,17 @@ from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
 from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
-from ..strategies.predict import Context, Prediction, _predict, assumptions, context, price
+from ..strategies.baseline import Baseline
+from ..strategies.predict import Context, Prediction, assumptions, context, one_gpu_baseline, predict_in, price
 from ..strategies.spec import Strategy
 from ..units import GIB
+from .accumulate import fewest_micro_batches
 from .enumerate import KINDS, candidates, variants
 
-__all__ = ["PlanResult", "plan", "default_global_batch", "default_batches", "DEFAULT_BATCH_PER_GPU"]
+__all__ = [
+    "PlanResult", "plan", "default_global_batch", "default_batches", "DEFAULT_BATCH_PER_GPU", "distinct_shapes",
+    "shape_key", "Pricer",
+]
 
 #: Default samples per GPU when no global batch is given: 32, the per-GPU batch of Goyal et
 #: al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour" (2017), section 5.
@@ -44,14 +50,22 @@ class PlanResult:
     min_memory_bytes: float
     assumptions: dict[str, str]
     infeasible: tuple[Prediction, ...] = field(default=())
+    #: per plan, the other allreduce algorithms for its shape and their throughputs
+    alternatives: tuple[tuple[tuple[str, float], ...], ...] = field(default=())
+    #: the one-GPU run every row's speedup and efficiency are measured against
+    baseline: Baseline | None = None
 
     def to_dict(self) -> dict[str, Any]:
         plans = []
-        for p, why in zip(self.plans, self.reasons, strict=True):
+        alts = self.alternatives or tuple(() for _ in self.plans)
+        for p, why, alt in zip(self.plans, self.reasons, alts, strict=True):
             d = p.to_dict()
             d["why"] = why
+            d["collective"] = p.strategy.comm
+            d["alternatives"] = [{"comm": c, "throughput_samples_per_s": t} for c, t in alt]
             plans.append(d)
         return {
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "plans": plans,
             "search": {
                 "candidates": self.candidates,
@@ -153,43 +167,23 @@ def _search(
         raise UsageError(f"global batch must be >= 1, got {shown(B)}")
     if B > MAX_BATCH:
         raise UsageError(f"global batch {shown(B)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)")
-    n_cand = rejected = 0
-    priced: list[tuple[float, float, Strategy, float]] = []
-
-    def consider(s: Strategy) -> None:
-        nonlocal n_cand, rejected
-        n_cand += 1
-        try:
-            r = price(ctx, s, B)
-        except PerfmodelError:
-            rejected += 1
-            return
-        if s.sp_degree > 1 and not r.details.get("spatial_links"):
-            rejected += 1  # every link fell back to sample decomposition: that is data parallelism
-            return
-        mem = sum(r.memory.values())
-        if mem > hw.device.memory_bytes and s.pp > 1 and not s.recompute:
-            try:
-                s2 = s.with_(recompute=True)
-                r2 = price(ctx, s2, B)
-                n_cand += 1
-                if sum(r2.memory.values()) < mem:
-                    s, r, mem = s2, r2, sum(r2.memory.values())
-            except PerfmodelError:
-                rejected += 1
-        priced.append((B / r.time_s, mem, s, r.time_s))
-
-    # phase 1: every structure with its default options; phase 2: the options of the best ones
+    pricer = Pricer(ctx, B)
+    # phase 1: every structure with its default options (and the fewest micro-batches that
+    # fit, when it does not); phase 2: the options of the best ones
     for s in candidates(net, gpus, B, hw.gpus_per_node, kinds):
-        consider(s)
-    leaders = sorted(priced, key=lambda x: (x[1] > hw.device.memory_bytes, -x[0]))[:VARIANT_LEADERS]
+        pricer.consider(s)
+    leaders = sorted(pricer.priced, key=lambda x: (x[1] > hw.device.memory_bytes, -x[0]))[:VARIANT_LEADERS]
     for _, _, s, _ in leaders:
         for v in variants(s, gpus, hw.gpus_per_node):
-            consider(v)
+            pricer.consider(v)
+    priced = pricer.priced
     if not priced:
+        why = f"{pricer.n_cand} candidates, all rejected" if pricer.n_cand else "no candidate divides the batch"
+        if pricer.errors:
+            why += f": {pricer.errors[0]}"
         raise UsageError(
-            f"no plan can split global batch {B} over {gpus} GPUs for {net.name} "
-            f"(use a global batch that is a multiple of {gpus})"
+            f"no plan can split global batch {B} over {gpus} GPUs for {net.name} ({why}; try a global batch "
+            f"that is a multiple of {gpus}, or more strategy kinds)"
         )
     cap = hw.device.memory_bytes
     fitting = [x for x in priced if x[1] <= cap]
@@ -201,27 +195,126 @@ def _search(
             f"or a GPU with more memory)",
             min_mem,
         )
-    # rank: throughput, then less memory; one entry per distinct spec
-    fitting.sort(key=lambda x: (-x[0], x[1], x[2].spec()))
-    chosen: list[Strategy] = []
-    seen: set[str] = set()
-    for _, _, s, _ in fitting:
-        key = s.with_(schedule="gpipe").spec()  # 1F1B and GPipe tie on time; keep the leaner
-        if key not in seen:
-            seen.add(key)
-            chosen.append(s)
-        if len(chosen) >= top:
-            break
-    preds = [_predict(ctx, s, B) for s in chosen]
+    chosen, alternatives = distinct_shapes(fitting, top)
+    base = one_gpu_baseline(ctx, B)
+    preds = [predict_in(ctx, s, B, base=base) for s in chosen]
     reasons = [_why(p, preds[0]) for p in preds]
     over = sorted((x for x in priced if x[1] > cap), key=lambda x: -x[0])[:1]
-    infeasible = tuple(_predict(ctx, x[2], B, baseline=False) for x in over)
-    a = assumptions(ctx)
+    infeasible = tuple(predict_in(ctx, x[2], B, baseline=False) for x in over)
+    a = assumptions(ctx, preds[0].speedup_baseline)
     a["global_batch"] = f"{B} samples per step{default_note}"
     a["search"] = (
-        "dp x sp x pp factorisations, spatial grids, micro-batches, schedules, allreduce algorithms,"
-        " parameter servers, filter/channel/mp splits"
+        "dp x sp x pp factorisations, spatial grids (below one sample per GPU too), gradient accumulation "
+        "(the fewest micro-batches that fit, every kind), pipeline micro-batches, schedules, allreduce "
+        "algorithms, parameter servers, filter/channel/mp splits; one row per plan shape"
     )
     return PlanResult(
-        tuple(preds), tuple(reasons), n_cand, len(priced), rejected, time.perf_counter() - t0, B, min_mem, a, infeasible
+        tuple(preds), tuple(reasons), pricer.n_cand, len(priced), pricer.rejected, time.perf_counter() - t0, B,
+        min_mem, a, infeasible, tuple(alternatives), base,
     )
+
+
+Priced = tuple[float, float, Strategy, float]
+
+
+class Pricer:
+    """Prices candidates once each at one global batch and keeps (throughput, memory, plan, step)."""
+
+    def __init__(self, ctx: Context, B: int) -> None:
+        self.ctx, self.B = ctx, B
+        self.cap = ctx.hw.device.memory_bytes
+        self.priced: list[Priced] = []
+        self.errors: list[str] = []
+        self.seen: set[Strategy] = set()
+        self.n_cand = self.rejected = 0
+
+    def evaluate(self, s: Strategy) -> Priced | None:
+        """Price ``s``; a spatial group below one sample per GPU tiles (``decomp=spatial``)
+        when the per-link choice would leave GPUs idle; a pipeline over memory tries recompute."""
+        if s in self.seen:
+            return None
+        self.seen.add(s)
+        self.n_cand += 1
+        ctx, B = self.ctx, self.B
+        try:
+            r = price(ctx, s, B)
+            if s.sp_degree > 1 and not r.details.get("spatial_links"):
+                # every link fell back to sample decomposition: that is data parallelism, unless
+                # GPUs would idle (below one sample each) or it does not fit (tiles hold less)
+                below = math.ceil(B // s.dp / s.mb) < s.sp_degree
+                if s.decomp != "auto" or not (below or sum(r.memory.values()) > self.cap):
+                    self.rejected += 1
+                    return None
+                s = s.with_(decomp="spatial")
+                r = price(ctx, s, B)
+        except PerfmodelError as e:
+            self.rejected += 1
+            self.errors.append(str(e))
+            return None
+        mem = sum(r.memory.values())
+        if mem > self.cap and s.pp > 1 and not s.recompute:
+            try:
+                s2 = s.with_(recompute=True)
+                r2 = price(ctx, s2, B)
+                self.n_cand += 1
+                if sum(r2.memory.values()) < mem:
+                    s, r, mem = s2, r2, sum(r2.memory.values())
+            except PerfmodelError:
+                self.rejected += 1
+        return B / r.time_s, mem, s, r.time_s
+
+    def consider(self, s: Strategy) -> None:
+        """Price ``s``; if it does not fit, also the fewest micro-batches with which it does."""
+        got = self.evaluate(s)
+        if got is None:
+            return
+        self.priced.append(got)
+        s, mem = got[2].with_(decomp=s.decomp), got[1]  # accumulate the candidate as enumerated
+        per_replica = self.B // s.dp
+        if mem <= self.cap or s.mp > 1 or per_replica <= s.mb:
+            return
+        one = self.evaluate(s.with_(mb=per_replica))
+        if one is None:
+            return
+        self.priced.append(one)
+        mb = fewest_micro_batches(per_replica, s.mb, mem, one[1], self.cap)
+        for _ in range(4):  # the affine estimate is exact up to rounding; step on if it was not
+            if mb is None or mb >= per_replica:
+                return
+            got = self.evaluate(s.with_(mb=mb))
+            if got is None:
+                return
+            self.priced.append(got)
+            if got[1] <= self.cap:
+                return
+            m = math.ceil(per_replica / mb)
+            mb = math.ceil(per_replica / (m - 1)) if m > 1 else None
+
+
+def shape_key(s: Strategy) -> Strategy:
+    """The plan's shape: degrees, micro-batches, recompute, balance, decomposition; not how
+    gradients are exchanged (allreduce algorithm or parameter server), the pipeline schedule
+    (1F1B and GPipe tie on time) or the orientation of a spatial grid (sp=1x2 and sp=2x1 are
+    one shape; the faster orientation stands for it)."""
+    d, h, w = sorted(s.sp)
+    return s.with_(comm="ring", schedule="gpipe", sp=(d, h, w))
+
+
+def distinct_shapes(fitting: list[Priced], top: int) -> tuple[list[Strategy], list[tuple[tuple[str, float], ...]]]:
+    """The ``top`` fastest distinct shapes (each as its fastest variant) and, per shape, the
+    other allreduce algorithms' throughputs."""
+    fitting = sorted(fitting, key=lambda x: (-x[0], x[1], x[2].spec()))
+    groups: dict[Strategy, list[Priced]] = {}
+    for x in fitting:
+        groups.setdefault(shape_key(x[2]), []).append(x)
+    chosen: list[Strategy] = []
+    alternatives: list[tuple[tuple[str, float], ...]] = []
+    for members in list(groups.values())[:top]:
+        best = members[0][2]
+        chosen.append(best)
+        alts: dict[str, float] = {}
+        for thr, _, s, _ in members[1:]:
+            if s.comm != best.comm and s.comm not in alts:
+                alts[s.comm] = thr
+        alternatives.append(tuple(alts.items()))
+    return chosen, alternatives

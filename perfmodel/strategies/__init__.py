@@ -1,8 +1,36 @@
-"""Parallel strategies: the spec language and the pricing of data, spatial, pipeline and hybrid plans."""
+"""Parallel strategies: the spec language, each dimension's pricing, ``predict`` and ``explain``."""
 
 from __future__ import annotations
 
-from .predict import Prediction, predict
+from .context import Context, context, weight_group
+from .dimension import Priced
+from .predict import (
+    EXCLUDED,
+    Prediction,
+    assumptions,
+    baseline_text,
+    largest_batch_on_one_gpu,
+    one_gpu_step,
+    predict,
+    predict_in,
+    price,
+)
 from .spec import Strategy, parse_strategy
 
-__all__ = ["Prediction", "predict", "Strategy", "parse_strategy"]
+__all__ = [
+    "Context",
+    "EXCLUDED",
+    "Prediction",
+    "Priced",
+    "Strategy",
+    "assumptions",
+    "baseline_text",
+    "context",
+    "largest_batch_on_one_gpu",
+    "one_gpu_step",
+    "parse_strategy",
+    "predict",
+    "predict_in",
+    "price",
+    "weight_group",
+]

@@ -3,31 +3,36 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import allgather, allreduce, reduce_scatter
+from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, link_params, ring_tier
 from ..cost.compute import GRAD_BYTES_PER_PARAM, layer_times
+from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, ssum
 from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
-from ..network.counts import CompiledCounts, _saved_storages
+from ..network.counts import CompiledCounts, saved_storages
 from ..network.graph import Network
-from ..network.layers import MATMUL_KINDS, numel
+from ..network.layers import MATMUL_KINDS, Layer, numel
+from .context import Context, split_batch, weight_group
 from .data import BUCKET_BYTES, overlapped_exchange
-from .memory import (
-    input_batch_bytes,
-    optimizer_bytes_per_param,
-    optimizer_traffic_bytes_per_param,
-    weight_bytes_per_param,
-)
+from .dimension import Priced, memory_parts, optimizer_step_s
+from .memory import input_batch_bytes
 from .spec import Strategy
 
-if TYPE_CHECKING:
-    from .predict import Context, _Priced
-
-__all__ = ["Exchange", "SplitPlan", "split_plan", "split_counts", "price_channel_split", "BREAKDOWN_KEYS"]
+__all__ = [
+    "Exchange",
+    "SplitPlan",
+    "split_plan",
+    "split_counts",
+    "price_channel_split",
+    "exchange_s",
+    "replica_exchange",
+    "BREAKDOWN_KEYS",
+]
 
 #: Breakdown keys of the layer-parallel exchanges, per split kind: (forward, backward).
 BREAKDOWN_KEYS = {
@@ -103,80 +108,94 @@ def split_plan(net: Network, mode: str, n: int) -> SplitPlan:
     if mode not in BREAKDOWN_KEYS:
         raise StrategyError(f"unknown layer split '{mode}' (valid: {', '.join(BREAKDOWN_KEYS)})")
     layers = net.layers
-    n_layers = len(layers)
-    ones = np.ones(n_layers)
+    ones = np.ones(len(layers))
     shares = channel_split(net, n, split_matmul=mode == "filter")
     plan = SplitPlan(mode, n, ones.copy(), ones.copy(), ones.copy(), ones.copy(), {"input": 1.0}, shares=shares)
     if n == 1:  # no split: plain data parallelism
         plan.held.update((layer.name, 1.0) for layer in layers)
         return plan
-    split: dict[str, bool] = {"input": False}
-    sliced_full: set[str] = set()  # replicated tensors whose gradient comes back split
-
-    def slice_back(t: str, i: int) -> None:
-        # a layer read only its block of replicated tensor t: its input gradient is split,
-        # and the replicated producers upstream need it whole (the network input needs none)
-        if t != "input" and not split[t] and t not in sliced_full:
-            sliced_full.add(t)
-            plan.exchanges.append(Exchange(i, "bwd", "allgather", t, numel(net.shape_of(t))))
-
+    walk = _Walk(net, plan)
     for i, (layer, share) in enumerate(zip(layers, shares, strict=True)):
-        c_out = layer.out_shape[0]
         if share.role == "own":  # filter: ceil(F/n) output channels from the whole input
-            if c_out < n:
-                raise StrategyError(
-                    f"filter={n} exceeds the {c_out} output channels of {layer.name} "
-                    f"(valid: filter <= {c_out})"
-                )
+            walk.own(i, layer, share)
+        elif layer.kind in MATMUL_KINDS and not share.split:  # channel: split by input channels
+            walk.by_input(i, layer)
+        else:
+            walk.per_channel(i, layer, share)
+    return plan
+
+
+class _Walk:
+    """:func:`split_plan`'s walk: which tensors are split so far, and the plan it fills."""
+
+    def __init__(self, net: Network, plan: SplitPlan) -> None:
+        self.net, self.plan, self.n = net, plan, plan.n
+        self.split: dict[str, bool] = {"input": False}
+        self.sliced_full: set[str] = set()  # replicated tensors whose gradient comes back split
+
+    def _set(self, i: int, name: str, f_in: float, f_out: float, f: float, split: bool, held: float) -> None:
+        p = self.plan
+        p.f_in[i], p.f_out[i], p.f_work[i], p.f_par[i] = f_in, f_out, f, f
+        self.split[name] = split
+        p.held[name] = held
+
+    def slice_back(self, t: str, i: int) -> None:
+        """A layer read only its block of replicated tensor ``t``: its input gradient is split,
+        and the replicated producers upstream need it whole (the network input needs none)."""
+        if t != "input" and not self.split[t] and t not in self.sliced_full:
+            self.sliced_full.add(t)
+            self.plan.exchanges.append(Exchange(i, "bwd", "allgather", t, numel(self.net.shape_of(t))))
+
+    def own(self, i: int, layer: Layer, share: LayerSplit) -> None:
+        """Filter: the layer computes ``ceil(F/n)`` output channels from its whole input."""
+        c_out, n, plan = layer.out_shape[0], self.n, self.plan
+        if c_out < n:
+            raise StrategyError(
+                f"filter={n} exceeds the {c_out} output channels of {layer.name} (valid: filter <= {c_out})"
+            )
+        f = share.largest_fraction
+        for t in layer.inputs:
+            if self.split[t] and t not in plan.gathered:
+                plan.gathered[t] = i
+                elems = numel(self.net.shape_of(t))
+                plan.exchanges.append(Exchange(i, "fwd", "allgather", t, elems))
+                plan.exchanges.append(Exchange(i, "bwd", "reduce_scatter", t, elems))
+            elif not self.split[t] and t != "input" and t not in self.sliced_full:
+                # a replicated input: every GPU adds a partial input gradient
+                self.sliced_full.add(t)
+                plan.exchanges.append(Exchange(i, "bwd", "allreduce", t, numel(self.net.shape_of(t))))
+        self._set(i, layer.name, 1.0, f, f, True, f)
+
+    def by_input(self, i: int, layer: Layer) -> None:
+        """Channel: the layer reads its block of input channels and all-reduces its partial output."""
+        c_in, n = layer.in_shape[0], self.n
+        if c_in < n:
+            if all(t == "input" for t in layer.inputs):
+                # too few input channels to split (an RGB image over 4 GPUs): run it whole
+                self.plan.replicated.append(layer.name)
+                self.split[layer.name] = False
+                self.plan.held[layer.name] = 1.0
+                return
+            raise StrategyError(
+                f"channel={n} exceeds the {c_in} input channels of {layer.name} (valid: channel <= {c_in})"
+            )
+        f = _part(c_in, n)
+        self.plan.exchanges.append(Exchange(i, "fwd", "allreduce", layer.name, numel(layer.out_shape)))
+        for t in layer.inputs:
+            self.slice_back(t, i)
+        self._set(i, layer.name, f, 1.0, f, False, 1.0)
+
+    def per_channel(self, i: int, layer: Layer, share: LayerSplit) -> None:
+        """A layer acting per channel: on the split tensor if any input is split (or an evenly
+        grouped convolution), else replicated."""
+        if share.split:
             f = share.largest_fraction
-            plan.f_in[i], plan.f_out[i], plan.f_work[i], plan.f_par[i] = 1.0, f, f, f
             for t in layer.inputs:
-                if split[t] and t not in plan.gathered:
-                    plan.gathered[t] = i
-                    elems = numel(net.shape_of(t))
-                    plan.exchanges.append(Exchange(i, "fwd", "allgather", t, elems))
-                    plan.exchanges.append(Exchange(i, "bwd", "reduce_scatter", t, elems))
-                elif not split[t] and t != "input" and t not in sliced_full:
-                    # a replicated input: every GPU adds a partial input gradient
-                    sliced_full.add(t)
-                    elems = numel(net.shape_of(t))
-                    plan.exchanges.append(Exchange(i, "bwd", "allreduce", t, elems))
-            split[layer.name] = True
-            plan.held[layer.name] = f
-            continue
-        if layer.kind in MATMUL_KINDS and not share.split:  # channel: split by input channels
-            c_in = layer.in_shape[0]
-            if c_in < n:
-                if all(t == "input" for t in layer.inputs):
-                    # too few input channels to split (an RGB image over 4 GPUs): run it whole
-                    plan.replicated.append(layer.name)
-                    split[layer.name] = False
-                    plan.held[layer.name] = 1.0
-                    continue
-                raise StrategyError(
-                    f"channel={n} exceeds the {c_in} input channels of {layer.name} "
-                    f"(valid: channel <= {c_in})"
-                )
-            f = _part(c_in, n)
-            plan.f_in[i], plan.f_out[i], plan.f_work[i], plan.f_par[i] = f, 1.0, f, f
-            elems = numel(layer.out_shape)
-            plan.exchanges.append(Exchange(i, "fwd", "allreduce", layer.name, elems))
-            for t in layer.inputs:
-                slice_back(t, i)
-            split[layer.name] = False
-            plan.held[layer.name] = 1.0
-            continue
-        if share.split:  # per channel on the split tensor (or an evenly grouped convolution)
-            f = share.largest_fraction
-            for t in layer.inputs:
-                slice_back(t, i)
+                self.slice_back(t, i)
         else:
             f = 1.0
-            plan.replicated.append(layer.name)
-        plan.f_in[i] = plan.f_out[i] = plan.f_work[i] = plan.f_par[i] = f
-        split[layer.name] = share.split
-        plan.held[layer.name] = f
-    return plan
+            self.plan.replicated.append(layer.name)
+        self._set(i, layer.name, f, f, f, share.split, f)
 
 
 def _check(s: Strategy) -> tuple[str, int]:
@@ -216,7 +235,7 @@ def split_counts(cc: CompiledCounts, plan: SplitPlan, batch: float) -> dict[str,
     return scaled
 
 
-def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced:
+def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     """Step time, breakdown and memory of a filter- or channel-split plan (``filter=N,dp=D``).
 
     The ``N`` GPUs of a split group are consecutive ranks (inside a node when ``N`` fits one)
@@ -247,102 +266,118 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> _Priced
     The exchanges sit on the critical path (no overlap with compute); the gradient
     allreduce across replicas overlaps the last micro-batch's backward as in DDP.
     """
-    from .predict import OPTIMIZER_LAUNCHES, _Priced, _split_batch, weight_group
-
     mode, n = _check(s)
-    net, hw, cc = ctx.net, ctx.hw, ctx.cc
-    per_replica, m = _split_batch(global_batch, s)
-    e = ctx.elem_bytes
-    plan = split_plan(net, mode, n)
-
-    scaled = split_counts(cc, plan, m)
-    saved = np.zeros(len(net.layers))
-    for i, mine in enumerate(_saved_storages(net)):
-        saved[i] = sum(elems * plan.held[t] for t, elems in mine.items())
-    for t, i in plan.gathered.items():
-        saved[i] += numel(net.shape_of(t))  # the gathered copy its readers keep
-    scaled["saved_elems"] = m * saved
-    cc_gpu = replace(cc, params=cc.params * plan.f_par)
-    lt = layer_times(cc_gpu, hw, ctx.precision, m, counts=scaled)
-
-    # exchanges inside the split group: n consecutive ranks, placed as weight_group places n
-    # replicas of a one-GPU plan
-    split_group = weight_group(Strategy(dp=n), hw.gpus_per_node)
-    fwd_comm = np.zeros(len(net.layers))
-    bwd_comm = np.zeros(len(net.layers))
-    for x in plan.exchanges:
-        nbytes = m * x.elems_per_sample * e
-        if x.op == "allgather":
-            secs = allgather(nbytes, split_group, hw)
-        elif x.op == "reduce_scatter":
-            secs = reduce_scatter(nbytes, split_group, hw)
-        else:
-            secs = allreduce(nbytes, split_group, hw, "ring")
-        (fwd_comm if x.phase == "fwd" else bwd_comm)[x.layer] += secs
-    fwd = lt.fwd + fwd_comm
-    bwd = lt.bwd + bwd_comm
-    per_mb = float(fwd.sum() + bwd.sum())
-    t_body = s.mb * per_mb
+    per_replica, m = split_batch(global_batch, s)
+    plan = split_plan(ctx.net, mode, n)
+    scaled = _gpu_counts(ctx, plan, m)
+    params = ctx.cc.params * plan.f_par
+    m_t = per_replica / s.mb  # time at the mean micro-batch (memory at the largest, ``scaled``)
+    lt = layer_times(replace(ctx.cc, params=params), ctx.hw, ctx.precision, m_t,
+                     counts=scaled if m_t == m else _gpu_counts(ctx, plan, m_t))
+    fwd_comm, bwd_comm = _exchange_seconds(ctx, plan, n, m_t)
     key_f, key_b = BREAKDOWN_KEYS[mode]
-    breakdown: dict[str, float] = {
+    terms: dict[str, float] = {
         "compute": s.mb * float(lt.fwd.sum() + lt.bwd.sum()),
         key_f: s.mb * float(fwd_comm.sum()),
         key_b: s.mb * float(bwd_comm.sum()),
     }
-
-    # gradient allreduce of each shard across the dp replicas, bucketed and overlapped with the
-    # last micro-batch's backward; the replicas are n ranks apart, as those of an n-stage pipeline
-    grad_bytes = cc.params * plan.f_par * GRAD_BYTES_PER_PARAM
-    dp_group = weight_group(Strategy(dp=s.dp, pp=n), hw.gpus_per_node)
+    split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
+    e = ctx.elem_bytes
     details: dict[str, Any] = {
         "micro_batch": m,
         "samples_per_replica": per_replica,
-        "layer_split": {"kind": mode, "gpus": n, "per_node": split_group.per_node,
-                        "nodes": split_group.nodes},
+        "layer_split": {"kind": mode, "gpus": n, "per_node": split_group.per_node, "nodes": split_group.nodes},
         "exchanged_tensors": len({x.tensor for x in plan.exchanges}),
-        "exchange_bytes_per_step": float(
-            s.mb * m * e * sum(x.elems_per_sample for x in plan.exchanges)),
+        "exchange_bytes_per_step": float(s.mb * m * e * sum(x.elems_per_sample for x in plan.exchanges)),
         "replicated_layers": list(plan.replicated),
     }
-    exposed = 0.0
+    bwd = lt.bwd + bwd_comm
+    body = s.mb * float((lt.fwd + fwd_comm).sum() + bwd.sum())
+    exposed, total_comm, dp_group = replica_exchange(ctx, s, n, params, bwd, body)
+    terms["gradient_exchange_exposed"] = exposed
     if s.dp > 1:
-        comm = s.comm
-
-        def reduce(nbytes: float) -> float:
-            return allreduce(nbytes, dp_group, hw, comm)
-
-        start = t_body - float(bwd.sum())
-        end, total_comm = overlapped_exchange(
-            bwd[::-1].tolist(), grad_bytes[::-1].tolist(), reduce, start)
-        exposed = max(0.0, end - t_body)
         details["gradient_allreduce_s"] = total_comm
-        details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": comm}
-    breakdown["gradient_exchange_exposed"] = float(exposed)
-
-    params_gpu = float((cc.params * plan.f_par).sum())
-    mem_bw = hw.device.memory_bandwidth_bytes_per_s * hw.compute[ctx.precision].memory
-    t_opt = (params_gpu * optimizer_traffic_bytes_per_param(ctx.optimizer) / mem_bw
-             + OPTIMIZER_LAUNCHES * hw.kernel_launch_s)
-    breakdown["optimizer_step"] = t_opt
-    total = t_body + exposed + t_opt
-    parts = sum(breakdown.values())
-    if abs(parts - total) > 1e-9 * max(total, 1e-12):
-        breakdown["compute"] += total - parts
-
-    # memory of the busiest GPU; the largest layer's output and input (and their gradients)
-    # live during its backward, as in price()
+        details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": s.comm}
+    params_gpu = float(params.sum())
+    terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, ctx.values)
+    # memory of the busiest GPU; the gradients of the largest layer's output and input live
+    # during its backward, as in the chain pricing
     acts = float((scaled["saved_elems"] * e + scaled["saved_extra_bytes"]).sum())
-    transient = float(2 * scaled["out_elems"].max() * e * 2)
-    memory = {
-        "weights": params_gpu * weight_bytes_per_param(ctx.precision),
-        "gradients": params_gpu * GRAD_BYTES_PER_PARAM,
-        "optimizer_state": params_gpu * optimizer_bytes_per_param(ctx.optimizer),
-        "gradient_buckets": params_gpu * GRAD_BYTES_PER_PARAM if s.dp > 1 else 0.0,
-        # every GPU of a split group reads the replica's whole micro-batch
-        "input_batch": input_batch_bytes(net.input_shape, m),
-        "activations": acts,
-        "workspace": transient + hw.framework_reserve_bytes,
-    }
+    transient = float(2 * scaled["out_elems"].max() * e)
+    # every GPU of a split group reads the replica's whole micro-batch
+    memory = memory_parts(
+        params_gpu, ctx.precision, ctx.optimizer, s.dp > 1, input_batch_bytes(ctx.net.input_shape, m), acts,
+        transient + ctx.hw.framework_reserve_bytes,
+    )
     details["bucket_bytes"] = BUCKET_BYTES
     details["params_per_gpu"] = params_gpu
-    return _Priced(total, breakdown, memory, details)
+    return Priced.of(terms, memory, details)
+
+
+def _gpu_counts(ctx: Context, plan: SplitPlan, m: float) -> dict[str, np.ndarray]:
+    """The busiest GPU's counts for ``m`` samples, with the activations it saves: its share of
+    every saved tensor, plus in filter mode the gathered copies their readers keep."""
+    net = ctx.net
+    scaled = split_counts(ctx.cc, plan, m)
+    saved = np.zeros(len(net.layers))
+    for i, mine in enumerate(saved_storages(net)):
+        saved[i] = sum(elems * plan.held[t] for t, elems in mine.items())
+    for t, i in plan.gathered.items():
+        saved[i] += numel(net.shape_of(t))  # the gathered copy its readers keep
+    scaled["saved_elems"] = m * saved
+    return scaled
+
+
+def _exchange_seconds(ctx: Context, plan: SplitPlan, n: int, m: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, the seconds of the split group's collectives in forward and in backward."""
+    # n consecutive ranks, placed as weight_group places n replicas of a one-GPU plan
+    split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
+    fwd_comm = np.zeros(len(ctx.net.layers))
+    bwd_comm = np.zeros(len(ctx.net.layers))
+    bw, alpha = ring_tier(split_group, link_params(ctx.hw, split_group))
+    for x in plan.exchanges:
+        nbytes = m * x.elems_per_sample * ctx.elem_bytes
+        secs = float(exchange_s(x.op, nbytes, split_group.size, bw, alpha)) if split_group.size > 1 else 0.0
+        (fwd_comm if x.phase == "fwd" else bwd_comm)[x.layer] += secs
+    return fwd_comm, bwd_comm
+
+
+#: The ring collective of each exchange kind (Thakur, Rabenseifner & Gropp 2005).
+_RINGS = {"allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter, "allreduce": ring_allreduce}
+
+
+def exchange_s(op: str, n_bytes: Num, p: Num, bw: Num, alpha: Num) -> Num:
+    """Seconds of one ring collective ``op`` of ``n_bytes`` (the gathered or reduced size) over
+    the ``p`` GPUs of a split group at ``bw``/``alpha``; numbers or symbols (``explain``)."""
+    return _RINGS[op](n_bytes, p, bw, alpha)
+
+
+def replica_exchange(
+    ctx: Context,
+    s: Strategy,
+    n: int,
+    params: np.ndarray,
+    bwd: Sequence[Num] | np.ndarray,
+    body: Num,
+    lp: LinkParams | None = None,
+) -> tuple[Num, Num, Group]:
+    """(exposed seconds, total allreduce seconds, the replicas' group) of each shard's gradient
+    allreduce across the dp replicas, bucketed and overlapped with the last micro-batch's
+    backward (``bwd`` per layer, exchanges included); the replicas are ``n`` ranks apart, as
+    those of an ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
+    dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
+    if s.dp <= 1:
+        return 0.0, 0.0, dp_group
+
+    def reduce(nbytes: float) -> Num:
+        if lp is None:
+            return allreduce(nbytes, dp_group, ctx.hw, s.comm)
+        return allreduce_expr(nbytes, dp_group, lp, s.comm)
+
+    grad_bytes = params * GRAD_BYTES_PER_PARAM
+    rev = bwd[::-1]
+    start = body - ssum(rev)
+    if s.overlap == "none":  # the exchange starts when the backward pass has ended
+        rev, start = [0.0] * len(rev), body
+    end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, start)
+    return smax(0, end - body), total_comm, dp_group

@@ -1,85 +1,104 @@
-"""Data parallelism: bucketed gradient allreduce overlapped with backward, and parameter servers."""
+"""Data parallelism: gradients in DDP's buckets, each allreduced once ready, overlapped with backward."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
+
+from ..cost.collectives import LinkParams, allreduce, allreduce_expr
+from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..cost.formulas import Num, smax, ssum
+from .context import Context, weight_group
+from .spec import Strategy
 
 #: A sequence of floats or a numpy array of them.
 FloatSeq = Sequence[float] | np.ndarray
 
-__all__ = ["BUCKET_BYTES", "overlapped_exchange", "ParameterServerBounds", "parameter_server"]
+__all__ = ["BUCKET_BYTES", "buckets", "overlapped_exchange", "gradient_exchange"]
 
 #: PyTorch DDP's default bucket size, ``bucket_cap_mb=25`` (torch.nn.parallel.DistributedDataParallel docs).
 BUCKET_BYTES = 25 * 2**20
 
 
+def buckets(grad_bytes: FloatSeq, bucket_bytes: float = BUCKET_BYTES) -> list[tuple[int, float]]:
+    """DDP's buckets over gradients in backward order: (index of the gradient that fills a
+    bucket, the bucket's bytes); the last bucket holds what is left."""
+    out, acc = [], 0.0
+    for i, g in enumerate(grad_bytes.tolist() if isinstance(grad_bytes, np.ndarray) else grad_bytes):
+        acc += g
+        if acc >= bucket_bytes:
+            out.append((i, acc))
+            acc = 0.0
+    if acc > 0:
+        out.append((len(grad_bytes) - 1, acc))
+    return out
+
+
 def overlapped_exchange(
-    bwd_s: FloatSeq,
+    bwd_s: Sequence[Num] | np.ndarray,
     grad_bytes: FloatSeq,
-    comm: Callable[[float], float],
-    start_s: float = 0.0,
+    comm: Callable[[float], Num],
+    start_s: Num = 0.0,
     bucket_bytes: float = BUCKET_BYTES,
-) -> tuple[float, float]:
+) -> tuple[Num, Num]:
     """When the last bucket's allreduce ends, and the sum of allreduce times.
 
     ``bwd_s`` and ``grad_bytes`` are per layer in *backward* order (last layer first).
-    Gradients fill buckets in that order; a bucket is reduced as soon as it is full and the
-    previous bucket's reduction is done (one communication stream, as DDP). The end is
-    ``max_k (ready_k + sum_{j >= k} c_j)``; what sticks out past the backward pass is exposed.
+    Gradients fill buckets in that order (:func:`buckets`); a bucket is reduced as soon as it
+    is full and the previous bucket's reduction is done (one communication stream, as DDP).
+    The end is ``max_k (ready_k + sum_{j >= k} c_j)``; what sticks out past the backward pass
+    is exposed. Times may be numbers or sympy expressions (``explain``); sizes are numbers.
     """
     t = start_s
     end = start_s
-    total_comm = 0.0
-    acc = 0.0
-    for dt, g in zip(bwd_s, grad_bytes, strict=True):
-        t += dt
-        acc += g
-        if acc >= bucket_bytes:
-            c = comm(acc)
-            end = max(end, t) + c
-            total_comm += c
-            acc = 0.0
-    if acc > 0:
-        c = comm(acc)
-        end = max(end, t) + c
-        total_comm += c
+    total_comm: Num = 0.0
+    done = 0
+    times = bwd_s.tolist() if isinstance(bwd_s, np.ndarray) else bwd_s
+    for i, nbytes in buckets(grad_bytes, bucket_bytes):
+        for dt in times[done : i + 1]:
+            t = t + dt
+        done = i + 1
+        c = comm(nbytes)
+        end = smax(end, t) + c
+        total_comm = total_comm + c
     return end, total_comm
 
 
-@dataclass(frozen=True)
-class ParameterServerBounds:
-    """Best- and worst-case seconds of one step with a parameter server (SOURCES.md work 2)."""
+def gradient_exchange(
+    ctx: Context,
+    s: Strategy,
+    bwd: Sequence[Num] | np.ndarray,
+    ranges: Sequence[tuple[int, int]],
+    ends: Sequence[Num],
+    body_s: Num,
+    lp: LinkParams | None = None,
+) -> tuple[Num, Num]:
+    """(exposed seconds, total allreduce seconds) of the gradient exchange among the GPUs
+    sharing each weight (dp replicas x spatial tiles): every stage's layers ``ranges`` reduced
+    in buckets while its last backward micro-batch (``bwd`` per layer) runs up to ``ends``.
 
-    best_s: float
-    worst_s: float
-    comm_worst_s: float
-
-
-def parameter_server(
-    compute_s: float, grad_bytes: float, workers: int, server_bw: float, worker_bw: float,
-    latency_s: float, sharded: bool,
-) -> ParameterServerBounds:
-    """Step-time bounds with a central or sharded parameter server.
-
-    Central: each worker pushes ``G`` gradient bytes and pulls ``G`` weight bytes through
-    the server's link. Worst case all ``N`` push at once and share it: ``2*N*G/bw`` after
-    compute. Best case the transfers of one worker overlap the others' computation: the
-    server link is busy ``2*N*G/bw`` per step, so the step is
-    ``max(compute + 2*G/bw, 2*N*G/bw)``.
-    Sharded: each worker serves ``G/N``; each pushes and pulls ``(N - 1)/N * G`` over its
-    own link: worst ``compute + 2*(N - 1)/N*G/bw``, best the same traffic hidden behind
-    compute as far as it fits: ``max(compute, 2*(N - 1)/N*G/bw)``.
+    On the profile's links (``lp=None``), or on ``lp``'s symbols with symbolic times
+    (``explain``): the same recurrence either way.
     """
-    n, g = workers, grad_bytes
-    if n <= 1:
-        return ParameterServerBounds(compute_s, compute_s, 0.0)
-    if sharded:
-        comm = 2 * (n - 1) / n * g / worker_bw + 2 * (n - 1) * latency_s
-        return ParameterServerBounds(max(compute_s, comm), compute_s + comm, comm)
-    link = min(server_bw, worker_bw * n)
-    comm_all = 2 * n * g / link + 2 * n * latency_s
-    own = 2 * g / min(server_bw, worker_bw) + 2 * latency_s
-    return ParameterServerBounds(max(compute_s + own, comm_all), compute_s + comm_all, comm_all)
+    if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
+        return 0.0, 0.0
+    group = weight_group(s, ctx.hw.gpus_per_node)
+    grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
+
+    def reduce(nbytes: float) -> Num:
+        if lp is None:
+            return allreduce(nbytes, group, ctx.hw, s.comm)
+        return allreduce_expr(nbytes, group, lp, s.comm)
+
+    end_max: Num = None
+    total: Num = 0.0
+    for (a, b), end_s in zip(ranges, ends, strict=True):
+        last_bwd = bwd[a:b][::-1]
+        start = end_s - ssum(last_bwd)
+        if s.overlap == "none":  # the exchange starts when the backward pass has ended
+            start, last_bwd = end_s, [0.0] * len(last_bwd)
+        end, tot = overlapped_exchange(last_bwd, grad[a:b][::-1], reduce, start)
+        end_max = end if end_max is None else smax(end_max, end)
+        total = total + tot
+    return smax(0, end_max - body_s), total

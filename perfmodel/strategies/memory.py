@@ -15,7 +15,9 @@ __all__ = [
     "weight_bytes_per_param",
 ]
 
-OPTIMIZERS = ("sgd", "adam")
+#: ``sgd`` is SGD with momentum; ``sgd-plain`` SGD without it (``torch.optim.SGD(params, lr)``,
+#: as torchgpipe's benchmarks train); ``adam`` Adam.
+OPTIMIZERS = ("sgd", "sgd-plain", "adam")
 
 #: The input batch sits on the GPU as the data loader delivers it: fp32 (autocast casts it
 #: inside the first layer under amp/bf16; the cast copy is that layer's saved input).
@@ -28,16 +30,18 @@ def _check(optimizer: str) -> None:
 
 
 def optimizer_bytes_per_param(optimizer: str) -> int:
-    """State bytes per parameter: SGD with momentum keeps one fp32 buffer, Adam two (m and v)."""
+    """State bytes per parameter: SGD with momentum keeps one fp32 buffer, plain SGD none, Adam
+    two (m and v)."""
     _check(optimizer)
-    return 4 if optimizer == "sgd" else 8
+    return {"sgd": 4, "sgd-plain": 0, "adam": 8}[optimizer]
 
 
 def optimizer_traffic_bytes_per_param(optimizer: str) -> int:
     """Bytes the update reads and writes per parameter (fp32): SGD+momentum reads w, g, m and
-    writes w, m (20 B); Adam reads w, g, m, v and writes w, m, v (28 B)."""
+    writes w, m (20 B); plain SGD reads w, g and writes w (12 B); Adam reads w, g, m, v and
+    writes w, m, v (28 B)."""
     _check(optimizer)
-    return 20 if optimizer == "sgd" else 28
+    return {"sgd": 20, "sgd-plain": 12, "adam": 28}[optimizer]
 
 
 def weight_bytes_per_param(precision: str) -> int:

@@ -1,162 +1,38 @@
-"""Pipeline parallelism: the optimal contiguous stage partition, and GPipe / 1F1B step timing."""
+"""Pipeline parallelism: stage splits of the chain, GPipe / 1F1B step timing and its schedule.
+
+The stage partitioners themselves are in :mod:`perfmodel.partition.stages`.
+"""
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..cost.collectives import Group, LinkParams, allreduce, link_params, p2p_expr, point_to_point
+from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..cost.formulas import Num, is_symbolic, smax
+from ..partition.stages import partition_min_max, partition_with_cut_costs
+from .context import Context
+from .spatial import ChainLayers
+from .spec import Strategy
 
 #: A sequence of floats or a numpy array of them.
 FloatSeq = Sequence[float] | np.ndarray
 
 __all__ = [
-    "partition_min_max",
-    "partition_with_cut_costs",
-    "brute_force_partition",
     "PipelineTiming",
+    "pipeline_step",
     "pipeline_timing",
+    "cut_across_nodes",
+    "cut_sends",
+    "StageSplit",
+    "stage_split",
+    "stage_candidates",
+    "PipelineTask",
+    "pipeline_tasks",
 ]
-
-
-def _greedy(costs: np.ndarray, bound: float, parts: int) -> list[int] | None:
-    """Cut points of the greedy fill under ``bound`` (None if it needs more than ``parts`` stages)."""
-    cuts: list[int] = []
-    acc = 0.0
-    for i, c in enumerate(costs):
-        if c > bound:
-            return None
-        if acc + c > bound:
-            cuts.append(i)
-            acc = c
-            if len(cuts) >= parts:
-                return None
-        else:
-            acc += c
-    return cuts
-
-
-def partition_min_max(costs: FloatSeq, parts: int) -> tuple[int, ...]:
-    """Split ``costs`` into ``parts`` non-empty contiguous runs minimising the largest run sum.
-
-    Returns the run lengths. Bisection on the bottleneck with the greedy feasibility test
-    (O(L log(1/eps)), linear in the chain length), then the greedy split at the found bound;
-    the result's bottleneck is a real run sum, so it is the optimum up to ``eps``-ties.
-    (The "linear partitioning" problem; Olstad & Manne, "Efficient partitioning of sequences",
-    IEEE Trans. Computers 44(11), 1995.)
-    """
-    c = np.asarray(costs, dtype=float)
-    n = len(c)
-    if parts > n:
-        raise ValueError(f"sequence is shorter than intended partitions ({n} < {parts})")
-    # the upper bound must pass the greedy test, which adds left to right: c.sum() adds
-    # pairwise and can come out an ulp below the greedy's running total
-    lo, hi = float(c.max()), float(np.cumsum(c)[-1])
-    for _ in range(200):
-        if hi - lo <= 1e-12 * max(hi, 1e-300):
-            break
-        mid = 0.5 * (lo + hi)
-        if _greedy(c, mid, parts) is not None:
-            hi = mid
-        else:
-            lo = mid
-    cuts = _greedy(c, hi, parts)
-    assert cuts is not None
-    # the greedy may use fewer stages: split the longest runs until there are ``parts``
-    bounds = [0, *cuts, n]
-    while len(bounds) - 1 < parts:
-        lengths = [bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1)]
-        j = max(range(len(lengths)), key=lambda k: lengths[k])
-        bounds.insert(j + 1, bounds[j] + 1)
-    return tuple(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
-
-
-def _greedy_cuts(prefix: list[float], leave: list[float], bound: float, parts: int) -> list[int] | None:
-    """Cut points of the greedy fill under ``bound`` where a stage ``[a, b)`` costs its links plus
-    the cut before it (``leave[a]``) and the cut after it (``leave[b]``); each stage ends at its
-    furthest end within ``bound``."""
-    n = len(prefix) - 1
-    cuts: list[int] = []
-    a = 0
-    while a < n:
-        room = bound + prefix[a] - leave[a]  # stage [a, b) fits when prefix[b] + leave[b] <= room
-        b = bisect_right(prefix, room, a) - 1  # the furthest end the links alone allow
-        while b > a and prefix[b] + leave[b] > room:
-            b -= 1
-        if b <= a:
-            return None
-        a = b
-        if a < n:
-            cuts.append(a)
-            if len(cuts) >= parts:
-                return None
-    return cuts
-
-
-def partition_with_cut_costs(costs: FloatSeq, cut_costs: FloatSeq, parts: int) -> tuple[int, ...]:
-    """Like :func:`partition_min_max`, but cutting after link ``k`` costs ``cut_costs[k]`` to both
-    stages beside the cut (the activation sent forward, its gradient sent back), so the split
-    avoids cutting where a large tensor crosses.
-
-    Bisection on the bottleneck with a greedy fill (each stage ends at its furthest end within
-    the bound): linear in the chain per test, as :func:`partition_min_max`. The greedy is not
-    exact once cuts have costs (a shorter stage can end at a cheaper cut): on 3,000 random
-    chains of up to 10 links its bottleneck was at most 1.48x the brute-force optimum, and
-    optimal in about 98% of them. It is a candidate the caller prices, not a proven optimum.
-    """
-    c = np.asarray(costs, dtype=float)
-    k = np.asarray(cut_costs, dtype=float)
-    n = len(c)
-    if parts > n:
-        raise ValueError(f"sequence is shorter than intended partitions ({n} < {parts})")
-    if len(k) < n - 1:
-        raise ValueError(f"cut costs cover {len(k)} cuts, the chain has {n - 1}")
-    prefix_a = np.concatenate([[0.0], np.cumsum(c)])
-    leave_a = np.concatenate([[0.0], k[: n - 1], [0.0]])  # leave[b]: the cut after link b - 1 (none at 0, n)
-    prefix, leave = prefix_a.tolist(), leave_a.tolist()
-    # one stage holding every link passes at ``hi``
-    lo, hi = float(c.max()), float(prefix[-1] + 2 * (k[: n - 1].max() if n > 1 else 0.0)) * (1 + 1e-12)
-    for _ in range(200):
-        if hi - lo <= 1e-12 * max(hi, 1e-300):
-            break
-        mid = 0.5 * (lo + hi)
-        if _greedy_cuts(prefix, leave, mid, parts) is not None:
-            hi = mid
-        else:
-            lo = mid
-    cuts = _greedy_cuts(prefix, leave, hi, parts)
-    assert cuts is not None
-    bounds = [0, *cuts, n]
-    while len(bounds) - 1 < parts:  # fewer stages than asked: add the cut that costs least
-        best: tuple[float, int, int] | None = None
-        for j in range(len(bounds) - 1):
-            a, b = bounds[j], bounds[j + 1]
-            if b - a < 2:
-                continue
-            q = np.arange(a + 1, b)
-            worst = np.maximum(
-                prefix_a[q] - prefix_a[a] + leave_a[a] + leave_a[q], prefix_a[b] - prefix_a[q] + leave_a[q] + leave_a[b]
-            )
-            i = int(np.argmin(worst))
-            if best is None or worst[i] < best[0]:
-                best = (float(worst[i]), j, int(q[i]))
-        assert best is not None  # parts <= n, so some stage has two links
-        bounds.insert(best[1] + 1, best[2])
-    return tuple(bounds[i + 1] - bounds[i] for i in range(len(bounds) - 1))
-
-
-def brute_force_partition(costs: FloatSeq, parts: int) -> float:
-    """The optimal bottleneck by exhaustive search (for tests and benchmarks; exponential)."""
-    from itertools import combinations
-
-    n = len(costs)
-    prefix = np.concatenate([[0.0], np.cumsum(costs)])
-    best = float("inf")
-    for cuts in combinations(range(1, n), parts - 1):
-        b = [0, *cuts, n]
-        best = min(best, max(prefix[b[i + 1]] - prefix[b[i]] for i in range(parts)))
-    return best
 
 
 @dataclass(frozen=True)
@@ -168,9 +44,21 @@ class PipelineTiming:
     p2p_s: float
     recompute_s: float
     bubble_s: float
-    stage_fwd_s: tuple[float, ...]
-    stage_bwd_s: tuple[float, ...]
     last_bwd_end_s: tuple[float, ...]
+    critical_stage: int = 0
+
+
+def pipeline_step(
+    fwd: Sequence[Num], bwd: Sequence[Num], send_fwd: Sequence[Num], send_bwd: Sequence[Num], m: Num, recompute: bool
+) -> tuple[Num, list[Num]]:
+    """(step seconds, when each stage ends its last backward micro-batch) of a synchronous
+    pipeline, on numbers or symbols (``explain``); see :func:`pipeline_timing`."""
+    f = [x + y for x, y in zip(fwd, send_fwd, strict=True)]
+    b = [x + y for x, y in zip(bwd, send_bwd, strict=True)]
+    rb = [x + y for x, y in zip(b, fwd, strict=True)] if recompute else b
+    total = sum(f) + (m - 1) * smax(*f) + sum(b) + (m - 1) * smax(*rb)
+    # stage 0 finishes last, at ``total``; stage s the backward passes of stages < s earlier
+    return total, [total - sum(b[:s]) for s in range(len(b))]
 
 
 def pipeline_timing(
@@ -189,21 +77,205 @@ def pipeline_timing(
     (fill, then the bottleneck stage sets the pace; Huang et al., GPipe, NeurIPS 2019,
     section 2.3), likewise the backward phase. With recomputation (torchgpipe's
     ``checkpoint='except_last'``) every micro-batch but the last re-runs its forward pass
-    in backward.
+    in backward. The parts are those of the critical stage (the largest compute).
     """
     m = micro_batches
-    f = np.asarray(fwd, float) + np.asarray(send_fwd, float)
-    b = np.asarray(bwd, float) + np.asarray(send_bwd, float)
-    rb = b + (np.asarray(fwd, float) if recompute else 0.0)
-    t_f = f.sum() + (m - 1) * f.max()
-    t_b = b.sum() + (m - 1) * rb.max() if m > 1 else b.sum()
-    total = float(t_f + t_b)
+    f, b, sf, sb = ([float(x) for x in seq] for seq in (fwd, bwd, send_fwd, send_bwd))
+    total_n, ends_n = pipeline_step(f, b, sf, sb, m, recompute)
+    total = float(total_n)
     crit = int(np.argmax(np.asarray(fwd) + np.asarray(bwd) + (np.asarray(fwd) if recompute else 0)))
     compute = m * (fwd[crit] + bwd[crit])
     p2p = m * (send_fwd[crit] + send_bwd[crit])
     rec = (m - 1) * fwd[crit] if recompute else 0.0
     bubble = max(0.0, total - compute - p2p - rec)
-    # when each stage finishes its last backward micro-batch (stage 0 finishes last, at ``total``)
-    ends = tuple(float(total - b[:s].sum()) for s in range(len(b)))
-    return PipelineTiming(total, float(compute), float(p2p), float(rec), float(bubble),
-                          tuple(map(float, fwd)), tuple(map(float, bwd)), ends)
+    ends = tuple(float(x) for x in ends_n)
+    return PipelineTiming(total, float(compute), float(p2p), float(rec), float(bubble), ends, crit)
+
+
+def cut_sends(
+    ctx: Context,
+    s: Strategy,
+    bounds: Sequence[int] | np.ndarray,
+    held: Callable[[int], Num],
+    lp: LinkParams,
+    elem_bytes: Num,
+) -> tuple[list[Num], list[Num]]:
+    """Per stage, the point-to-point send after its forward pass (the tensor crossing the cut
+    after it, ``held(link)`` samples' worth) and after its backward pass (that tensor's
+    gradient, back over the cut before it), over the node's or the network's link
+    (:func:`cut_across_nodes`); numbers or symbols by ``lp``, ``held`` and ``elem_bytes``."""
+    g = ctx.hw.gpus_per_node
+    send_f: list[Num] = [0.0] * s.pp
+    send_b: list[Num] = [0.0] * s.pp
+    for i in range(s.pp - 1):
+        last = int(bounds[i + 1]) - 1
+        n_bytes = held(last) * ctx.cut_elems[last] * elem_bytes
+        if is_symbolic(n_bytes) or n_bytes > 0:  # nothing crosses an empty cut
+            send_f[i] = send_b[i + 1] = p2p_expr(n_bytes, lp, cut_across_nodes(i, s, g))
+    return send_f, send_b
+
+
+def cut_across_nodes(cut: int, s: Strategy, gpus_per_node: int) -> bool:
+    """Whether the cut after stage ``cut`` crosses nodes: stages of ``sp`` GPUs each are
+    placed in rank order, so it does where stage ``cut + 1`` starts a node and the pipeline
+    spans more than one."""
+    p_sp = s.sp_degree
+    return ((cut + 1) * p_sp) % gpus_per_node == 0 and s.pp * p_sp > gpus_per_node
+
+
+@dataclass(frozen=True)
+class StageSplit:
+    """A pipeline split of the chain: stage bounds (in links), per-stage seconds of one
+    micro-batch (forward, backward, the sends after each) and the step's timing."""
+
+    balance: tuple[int, ...]
+    bounds: np.ndarray
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    send_fwd_s: np.ndarray
+    send_bwd_s: np.ndarray
+    timing: PipelineTiming
+
+    def stage_sum(self, per_link: np.ndarray, i: int) -> float:
+        return float(per_link[self.bounds[i] : self.bounds[i + 1]].sum())
+
+    def layer_ranges(self, ctx: Context) -> list[tuple[int, int]]:
+        """Each stage's layers ``[start, stop)``."""
+        links, b = ctx.net.links, self.bounds
+        return [(int(links[b[i]].start), int(links[b[i + 1] - 1].stop)) for i in range(len(b) - 1)]
+
+
+def stage_split(ctx: Context, s: Strategy, layers: ChainLayers, balance: tuple[int, ...]) -> StageSplit:
+    """Price split ``balance``: stage sums of the links' seconds, a point-to-point send of the
+    tensor crossing each cut (over the network where the next stage sits in another node)."""
+    bounds = np.concatenate([[0], np.cumsum(balance)]).astype(int)
+    link_f, link_b = ctx.link_sum(layers.fwd), ctx.link_sum(layers.bwd)
+    st_f = np.array([link_f[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
+    st_b = np.array([link_b[bounds[i] : bounds[i + 1]].sum() for i in range(s.pp)])
+    f, b = cut_sends(ctx, s, bounds, layers.held, link_params(ctx.hw), ctx.elem_bytes)
+    send_f, send_b = np.array(f, dtype=float), np.array(b, dtype=float)
+    timing = pipeline_timing(st_f, st_b, send_f, send_b, s.mb, s.recompute)
+    return StageSplit(tuple(int(x) for x in balance), bounds, st_f, st_b, send_f, send_b, timing)
+
+
+def stage_candidates(
+    ctx: Context,
+    s: Strategy,
+    link_f: np.ndarray,
+    link_b: np.ndarray,
+    per_gpu: Callable[[int], float],
+    group: Group,
+) -> list[tuple[int, ...]]:
+    """Stage splits for ``pp=S`` without ``balance``; the chain pricing prices each and keeps the fastest.
+
+    * the split that balances the links' compute seconds on this device
+      (:func:`partition_min_max`, optimal for that cost);
+    * the same with each link's share of the gradient allreduce over the weight group added
+      (a stage whose weights are exchanged after its last backward pass takes fewer links);
+    * both again with the point-to-point time of the tensor crossing each cut charged to the
+      two stages beside it (:func:`partition_with_cut_costs`: do not cut where a large
+      activation crosses).
+
+    The pricing keeps the fastest candidate that fits in memory (the fastest of all if none
+    fits), so the split is never slower than the compute-balanced one when both fit. Splitting
+    by compute alone let a faster device pick a cut with a large tensor or an exposed gradient
+    exchange and make the step slower; with the candidates that is rarer and smaller, not
+    impossible (the split is re-chosen per profile; ``balance=`` pins it). Taking the same
+    candidates on one reference profile would make it impossible, but it was measured to cost
+    accuracy: the shipped validation set's speedup MAPE went from 9.3% to 10.7% and its
+    single-GPU-calibrated throughput MAPE from 11.8% to 13.1%.
+    """
+    hw, e = ctx.hw, ctx.elem_bytes
+    costs = link_f + link_b + (link_f if s.recompute else 0.0)
+    totals = [costs]
+    if s.dp * s.sp_degree > 1 and not s.is_ps:
+        grad = ctx.link_sum(ctx.cc.params * GRAD_BYTES_PER_PARAM)
+        totals.append(costs + np.array([allreduce(b, group, hw, s.comm) if b else 0.0 for b in grad]))
+    # a pipeline spanning nodes sends some cuts over the network; which ones depends on the
+    # stage, not the link, so every cut is costed at the slower tier then (do not cut big tensors)
+    across = s.pp * s.sp_degree > hw.gpus_per_node
+    cut_s = np.array([point_to_point(per_gpu(k) * ctx.cut_elems[k] * e, hw, across) for k in range(len(costs) - 1)])
+    candidates: list[tuple[int, ...]] = []
+    for total in totals:
+        for split in (partition_min_max(total, s.pp), partition_with_cut_costs(total, cut_s, s.pp)):
+            if tuple(int(x) for x in split) not in candidates:
+                candidates.append(tuple(int(x) for x in split))
+    return candidates
+
+
+# -- the schedule's tasks -------------------------------------------------------------------
+@dataclass(frozen=True)
+class PipelineTask:
+    """One forward or backward pass of one micro-batch on one stage (with the send that follows
+    it), in seconds from the start of the step."""
+
+    stage: int
+    micro_batch: int
+    backward: bool
+    start_s: float
+    end_s: float
+
+
+def _orders(stages: int, micro: int, schedule: str) -> list[list[tuple[bool, int]]]:
+    """Each stage's sequence of (backward?, micro-batch): GPipe or 1F1B (PipeDream-Flush)."""
+    out = []
+    for s in range(stages):
+        if schedule == "1f1b":
+            warm = min(stages - s - 1, micro)
+            seq = [(False, m) for m in range(warm)]
+            for i in range(micro - warm):
+                seq += [(False, warm + i), (True, i)]
+            seq += [(True, m) for m in range(micro - warm, micro)]
+        else:
+            seq = [(False, m) for m in range(micro)] + [(True, m) for m in reversed(range(micro))]
+        out.append(seq)
+    return out
+
+
+def pipeline_tasks(
+    fwd_s: FloatSeq,
+    bwd_s: FloatSeq,
+    send_fwd_s: FloatSeq,
+    send_bwd_s: FloatSeq,
+    micro_batches: int,
+    schedule: str = "gpipe",
+    recompute: bool = False,
+) -> list[PipelineTask]:
+    """The step's tasks on each stage, from the same per-stage seconds :func:`pipeline_timing`
+    prices (a stage sends after its pass, occupied by the send, as there).
+
+    Each stage runs its schedule in order, a pass starting when the stage is free and its input
+    (the previous stage's forward, the next stage's backward) is done. With ``recompute`` a
+    backward pass re-runs its forward first, except for the micro-batch whose activations are
+    still held. For GPipe without recomputation the last task ends at
+    :func:`pipeline_timing`'s ``total_s`` (the fill-drain closed form is exact for identical
+    micro-batches); with recomputation or 1F1B the closed form is the model's step and the
+    tasks its schedule, which can end a little later.
+    """
+    n, m = len(fwd_s), micro_batches
+    orders = _orders(n, m, schedule)
+    done: dict[tuple[int, bool, int], float] = {}
+    tasks: list[PipelineTask] = []
+    pos, free = [0] * n, [0.0] * n
+    while len(tasks) < 2 * n * m:
+        progressed = False
+        for s in range(n):
+            while pos[s] < len(orders[s]):
+                back, mb = orders[s][pos[s]]
+                if back:
+                    dep: tuple[int, bool, int] | None = (s + 1, True, mb) if s + 1 < n else (s, False, mb)
+                    redo = fwd_s[s] if recompute and mb != m - 1 else 0.0
+                    dur = float(bwd_s[s] + send_bwd_s[s] + redo)
+                else:
+                    dep = (s - 1, False, mb) if s > 0 else None
+                    dur = float(fwd_s[s] + send_fwd_s[s])
+                if dep is not None and dep not in done:
+                    break
+                start = max(free[s], 0.0 if dep is None else done[dep])
+                done[(s, back, mb)] = free[s] = start + dur
+                tasks.append(PipelineTask(s, mb, back, start, start + dur))
+                pos[s] += 1
+                progressed = True
+        if not progressed:  # pragma: no cover - the orders above cannot deadlock
+            raise RuntimeError("pipeline schedule deadlocked")
+    return tasks

@@ -1,19 +1,45 @@
-"""Spatial (domain) decomposition: halo volumes per layer, and the per-link spatial-or-sample choice."""
+"""Spatial (domain) decomposition: halo volumes per layer, the per-link spatial-or-sample choice,
+and the per-layer seconds of a spatial group's micro-batch (halo exchanges and redistributions)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
+from ..cost.collectives import LinkParams, link_params
+from ..cost.formulas import Num, ceil
+from ..errors import StrategyError
 from ..network.graph import Network
 from ..network.layers import Layer
+from .context import Context
+from .spec import Strategy
 
 #: A sequence of floats or a numpy array of them.
 FloatSeq = Sequence[float] | np.ndarray
 
-__all__ = ["halo_widths", "halo_elems", "spatial_ok", "network_halos", "choose_decomposition"]
+__all__ = [
+    "halo_widths",
+    "halo_elems",
+    "spatial_ok",
+    "network_halos",
+    "choose_decomposition",
+    "halo_exchange_s",
+    "redistribution_s",
+    "spatial_tier",
+    "ChainLayers",
+    "SpatialExchanges",
+    "spatial_exchanges",
+    "halo_supersteps",
+    "tiled_dims",
+    "held_samples",
+    "sample_layers",
+    "spatial_layers",
+]
 
 
 def halo_widths(kernel: int, stride: int, padding: int, dilation: int) -> tuple[int, int]:
@@ -128,3 +154,145 @@ def choose_decomposition(
         out[i] = bool(c)
         c = back[i][c]
     return out, total
+
+
+# -- seconds of a spatial group's exchanges (numbers or symbols) --------------------------
+def halo_exchange_s(elems: Num, supersteps: Num, batch: Num, elem_bytes: Num, bw: Num, alpha: Num) -> Num:
+    """Seconds of halo exchanges of ``elems`` elements per sample in all, forward and
+    backward, over ``supersteps`` point-to-point steps (one per tiled dimension and pass):
+    ``supersteps*alpha + 2*batch*elems*e/bw``. One layer: ``2*p2p(b*h*e) + 2*(dims - 1)*alpha``."""
+    return supersteps * alpha + 2 * batch * elems * elem_bytes / bw
+
+
+def redistribution_s(elems: Num, count: Num, p: Num, batch: Num, elem_bytes: Num, bw: Num, alpha: Num) -> Num:
+    """Seconds of ``count`` switches between spatial and sample decomposition of tensors of
+    ``elems`` elements per sample in all, forward and backward: every GPU sends ``(p - 1)/p``
+    of its ``1/p`` share, ``2*count*alpha + 2*(p - 1)/p**2 * batch*elems*e/bw``."""
+    return 2 * count * alpha + 2 * (p - 1) * batch * elems * elem_bytes / (p * p * bw)
+
+
+def spatial_tier(p: int, gpus_per_node: int, lp: LinkParams) -> tuple[Any, Any, bool]:
+    """(bandwidth, latency, in one node) a spatial group of ``p`` GPUs exchanges over."""
+    if p <= gpus_per_node:
+        return lp.bw_intra, lp.alpha_intra, True
+    return lp.bw_net_per_gpu, lp.alpha_net, False
+
+
+@dataclass(frozen=True)
+class ChainLayers:
+    """Per layer, one micro-batch of ``m`` samples on one GPU of a group of ``p`` (1: no
+    spatial split): forward and backward seconds, each with half of the layer's halo exchange
+    and redistribution, which ``halo`` and ``redist`` give whole (both passes); saved bytes;
+    per link whether it is tiled (else sample-decomposed); whether the group is in one node."""
+
+    m: float
+    p: int
+    fwd: np.ndarray
+    bwd: np.ndarray
+    saved: np.ndarray
+    halo: np.ndarray
+    redist: np.ndarray
+    spatial_links: list[bool]
+    in_node: bool
+
+    def held(self, link: int) -> float:
+        """Samples' worth of link ``link``'s tensors one GPU holds (:func:`held_samples`)."""
+        return float(held_samples(self.m, self.p, self.spatial_links[link]))
+
+
+def held_samples(batch: Num, p: int, tiled: bool) -> Num:
+    """Samples' worth of a tensor one GPU of a spatial group of ``p`` holds: a tile of each of
+    the ``batch`` samples (``tiled``), or ``ceil(batch / p)`` whole samples (sample
+    decomposition); numbers or symbols."""
+    if p == 1:
+        return batch
+    return batch / p if tiled else ceil(batch / p)
+
+
+def sample_layers(ctx: Context, m: float) -> ChainLayers:
+    """A micro-batch of ``m`` whole samples on one GPU."""
+    lt, ev = ctx.times(m)
+    saved = ev["saved_elems"] * ctx.elem_bytes + ev["saved_extra_bytes"]
+    zeros = np.zeros_like(lt.fwd)
+    return ChainLayers(m, 1, lt.fwd, lt.bwd, saved, zeros, zeros, [False] * len(ctx.net.links), True)
+
+
+def _check_grid(net: Network, grid: tuple[int, int, int]) -> None:
+    nd = len(net.input_shape) - 1
+    if nd < 2:
+        raise StrategyError(f"{net.name} has no spatial input to decompose (sp needs images or volumes)")
+    if nd == 2 and grid[0] > 1:
+        raise StrategyError(f"sp={'x'.join(map(str, grid))} has a depth split but {net.name} is 2-D (use sp=HxW)")
+    ext = net.input_shape[1:]
+    if any(x < sp_ for x, sp_ in zip(ext, grid[3 - nd :], strict=True)):
+        raise StrategyError(
+            f"spatial grid {'x'.join(map(str, grid[3 - nd :]))} is larger than the input {'x'.join(map(str, ext))}"
+        )
+
+
+def tiled_dims(layer: Layer, grid: tuple[int, int, int]) -> int:
+    """How many of the layer's spatial dimensions the grid splits (supersteps of one halo pass)."""
+    return sum(1 for x in grid[3 - layer.spatial_dims :] if x > 1)
+
+
+@lru_cache(maxsize=512)
+def halo_supersteps(net: Network, grid: tuple[int, int, int]) -> np.ndarray:
+    """Per layer, the point-to-point supersteps of its halo exchange on ``grid``, forward and
+    backward: one per tiled dimension and pass (cached like :func:`network_halos`)."""
+    steps = np.array([2 * tiled_dims(layer, grid) for layer in net.layers], dtype=float)
+    steps.setflags(write=False)
+    return steps
+
+
+@dataclass(frozen=True)
+class SpatialExchanges:
+    """Per layer of a spatial plan whose links are ``tiled`` or not: the halo elements per
+    sample it receives (0 off the tiled links), the supersteps of that exchange, and the
+    elements per sample redistributed at its start (where the decomposition switches)."""
+
+    halo_elems: np.ndarray
+    supersteps: np.ndarray
+    switch_elems: np.ndarray
+
+
+def spatial_exchanges(ctx: Context, s: Strategy, tiled: Sequence[bool]) -> SpatialExchanges:
+    """The halo exchanges and redistributions of plan ``s`` with links ``tiled``."""
+    net = ctx.net
+    halos, _ = network_halos(net, s.sp)
+    layer_tiled = np.repeat(np.asarray(tiled, dtype=bool), [lk.stop - lk.start for lk in net.links])
+    switch = np.zeros(len(net.layers))
+    for i in range(1, len(net.links)):
+        if tiled[i] != tiled[i - 1]:
+            switch[net.links[i].start] += ctx.cut_elems[i - 1]
+    return SpatialExchanges(np.where(layer_tiled, halos, 0.0), halo_supersteps(net, s.sp), switch)
+
+
+def spatial_layers(ctx: Context, s: Strategy, m: float) -> ChainLayers:
+    """A spatial group's micro-batch: each link tiled or sample-decomposed (every link that can
+    be tiled, or by :func:`choose_decomposition` with ``decomp=auto``), with halo exchanges on
+    tiled layers and a redistribution where the decomposition switches at a cut."""
+    net, e, grid, p = ctx.net, ctx.elem_bytes, s.sp, s.sp_degree
+    _check_grid(net, grid)
+    bw, alpha, in_node = spatial_tier(p, ctx.hw.gpus_per_node, link_params(ctx.hw))
+    lt_sp, ev_sp = ctx.times(m, grid)
+    lt_sa, ev_sa = ctx.times(max(1, math.ceil(m / p)))
+    halos, ok = network_halos(net, grid)
+    allowed = [bool(ok[lk.start : lk.stop].all()) for lk in net.links]
+    if s.decomp == "auto":
+        # every layer's halo, and every cut's redistribution, should it switch
+        halo_all = np.where(halos > 0, halo_exchange_s(halos, halo_supersteps(net, grid), m, e, bw, alpha), 0.0)
+        cut = ctx.cut_elems[:-1]
+        switch = np.concatenate([[0.0], np.where(cut > 0, redistribution_s(cut, 1, p, m, e, bw, alpha), 0.0)])
+        sp_cost = ctx.link_sum(lt_sp.fwd + lt_sp.bwd + halo_all)
+        choice, _ = choose_decomposition(net, sp_cost, ctx.link_sum(lt_sa.fwd + lt_sa.bwd), allowed, switch)
+    else:  # tile every link whose layers can be tiled
+        choice = list(allowed)
+    x = spatial_exchanges(ctx, s, choice)
+    halo = np.where(x.halo_elems > 0, halo_exchange_s(x.halo_elems, x.supersteps, m, e, bw, alpha), 0.0)
+    redist = np.where(x.switch_elems > 0, redistribution_s(x.switch_elems, 1, p, m, e, bw, alpha), 0.0)
+    tiled = np.repeat(choice, [lk.stop - lk.start for lk in net.links])
+    fwd = np.where(tiled, lt_sp.fwd, lt_sa.fwd) + (halo + redist) / 2
+    bwd = np.where(tiled, lt_sp.bwd, lt_sa.bwd) + (halo + redist) / 2
+    saved_sp = ev_sp["saved_elems"] * e + ev_sp["saved_extra_bytes"]
+    saved = np.where(tiled, saved_sp, ev_sa["saved_elems"] * e + ev_sa["saved_extra_bytes"])
+    return ChainLayers(m, p, fwd, bwd, saved, halo, redist, list(choice), in_node)

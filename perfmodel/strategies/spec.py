@@ -8,15 +8,24 @@ from dataclasses import dataclass, replace
 from ..errors import StrategyError
 from ..limits import MAX_BATCH, MAX_GPUS, shown
 
-__all__ = ["Strategy", "parse_strategy", "COMM_CHOICES", "SCHEDULES", "DECOMPOSITIONS"]
+__all__ = ["Strategy", "parse_strategy", "COMM_CHOICES", "SCHEDULES", "DECOMPOSITIONS", "OVERLAPS"]
 
-COMM_CHOICES = ("ring", "tree", "hierarchical", "ps-central", "ps-sharded")
+#: Gradient exchanges: NCCL-style allreduce algorithms, parameter servers, and single-process
+#: ``torch.nn.DataParallel`` (``dataparallel``: scatter, replicate, gather, reduce onto GPU 0).
+COMM_CHOICES = ("ring", "tree", "hierarchical", "ps-central", "ps-sharded", "dataparallel")
+#: When the gradient exchange starts: ``bucketed`` as PyTorch DDP (buckets reduced while the
+#: backward pass goes on), ``none`` after the backward pass ends (ChainerMN's default
+#: optimizer, Horovod without overlap, TensorFlow's replicated parameter servers).
+OVERLAPS = ("bucketed", "none")
 SCHEDULES = ("gpipe", "1f1b")
 #: How a spatial group splits each link: ``spatial`` tiles every link whose layers can be
 #: tiled (ParaDL's and Dryden et al.'s spatial parallelism); ``auto`` chooses spatial or
 #: sample decomposition per link by dynamic programming (Dryden et al., IPDPS 2019, section IV).
 DECOMPOSITIONS = ("spatial", "auto")
-_KEYS = ("dp", "sp", "pp", "mp", "filter", "channel", "mb", "schedule", "comm", "recompute", "balance", "decomp")
+_KEYS = (
+    "dp", "sp", "pp", "mp", "filter", "channel", "mb", "schedule", "comm", "recompute", "balance", "decomp",
+    "overlap",
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class Strategy:
     recompute: bool = False
     balance: tuple[int, ...] = ()
     decomp: str = "spatial"
+    overlap: str = "bucketed"
 
     def __post_init__(self) -> None:
         for k in ("dp", "pp", "mp", "filter", "channel", "mb"):
@@ -53,6 +63,10 @@ class Strategy:
             raise StrategyError(f"strategy: schedule '{self.schedule}' is not one of {', '.join(SCHEDULES)}")
         if self.comm not in COMM_CHOICES:
             raise StrategyError(f"strategy: comm '{self.comm}' is not one of {', '.join(COMM_CHOICES)}")
+        if self.overlap not in OVERLAPS:
+            raise StrategyError(f"strategy: overlap '{self.overlap}' is not one of {', '.join(OVERLAPS)}")
+        if self.schedule != "gpipe" and self.pp == 1 and self.mp == 1:
+            raise StrategyError(f"strategy: schedule={self.schedule} needs a pipeline (pp > 1)")
         if self.decomp not in DECOMPOSITIONS:
             raise StrategyError(f"strategy: decomp '{self.decomp}' is not one of {', '.join(DECOMPOSITIONS)}")
         if self.decomp != "spatial" and self.sp_degree == 1:
@@ -119,6 +133,8 @@ class Strategy:
             out.append("balance=" + ":".join(map(str, self.balance)))
         if self.decomp != "spatial":
             out.append(f"decomp={self.decomp}")
+        if self.overlap != "bucketed":
+            out.append(f"overlap={self.overlap}")
         return ",".join(out)
 
     def with_(self, **changes: object) -> Strategy:
@@ -126,6 +142,8 @@ class Strategy:
 
 
 def _int(key: str, value: str) -> int:
+    if not (value.isascii() and value.strip().lstrip("+-").isdigit()):
+        raise StrategyError(f"strategy: {key}={shown(value)} is not an integer (ASCII digits 0-9)")
     try:
         v = int(value)
     except ValueError:
@@ -170,7 +188,7 @@ def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
                 fields["sp"] = (ext[0], ext[1], ext[2])
             else:
                 raise StrategyError(f"strategy: sp={value} must be N, HxW or DxHxW")
-        elif key in ("schedule", "comm", "decomp"):
+        elif key in ("schedule", "comm", "decomp", "overlap"):
             fields[key] = value.lower()
         elif key == "recompute":
             if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
@@ -188,6 +206,8 @@ def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
                 f"{gpus} GPUs"
             )
         fields["dp"] = gpus // others.gpus
+    if "schedule" in fields and fields.get("pp", 1) == 1 and fields.get("mp", 1) == 1:
+        raise StrategyError(f"strategy: schedule={fields['schedule']} needs a pipeline (pp > 1) in '{text}'")
     s = Strategy(**fields)  # type: ignore[arg-type]
     if gpus is not None and s.gpus != gpus:
         raise StrategyError(

@@ -1,6 +1,7 @@
 """Measure training on the local device: perfmodel's own layer IR run as torch modules.
 
-torch is optional (``pip install perfmodel[torch]``) and imported only inside functions.
+torch is optional (``pip install torch``; from a checkout ``pip install -e ".[torch]"``) and
+imported only inside functions.
 Times are medians over repeated runs after a warm-up: CUDA events on a GPU, ``perf_counter``
 on the CPU. Per-layer times are taken in isolation (each layer on random inputs of its
 shapes), the step time on the whole network (forward, backward, SGD step).
@@ -34,7 +35,9 @@ __all__ = [
 ]
 
 DEVICES = ("cpu", "cuda")
-TORCH_MISSING = "torch is not installed: pip install perfmodel[torch]"
+TORCH_MISSING = (
+    'torch is not installed: pip install torch (from a perfmodel checkout: pip install -e ".[torch]")'
+)
 
 
 class TorchNotInstalledError(UsageError):
@@ -196,6 +199,8 @@ def _layer_fn(layer: Layer, torch: Any) -> tuple[Any, Callable[..., Any]]:
     if k == "flatten":
         return None, lambda x: torch.flatten(x, 1)
     if k == "dropout":
+        if layer.attr("channelwise"):
+            return None, (nn.Dropout2d if nd == 2 else nn.Dropout3d)(layer.attr("p", 0.5))
         return None, nn.Dropout(layer.attr("p", 0.5))
     if k == "upsample":
         bilinear = bool(layer.attr("bilinear"))

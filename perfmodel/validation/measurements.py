@@ -41,7 +41,7 @@ REQUIRED_COLUMNS = (
 )
 #: Columns read when present; any other column is kept (and shown) but not interpreted.
 OPTIONAL_COLUMNS = ("image_size", "optimizer", "framework", "source", "notes")
-_OPTIMIZERS = ("sgd", "adam")
+_OPTIMIZERS = ("sgd", "sgd-plain", "adam")
 
 #: Builds the error for (column, message) of one row.
 _Fail = Callable[[str, str], MeasurementError]

@@ -1,6 +1,6 @@
 """The memory model's measured error: saved activations against autograd's, per zoo model.
 
-The reference (``perfmodel/data/autograd_saved_activations.csv``) counts the tensors autograd
+The reference (``perfmodel/data/autograd_saved_activations.json``) counts the tensors autograd
 saves for backward (``torch.autograd.graph.saved_tensors_hooks``, ``tools/reference_counts.py
 --saved``). ``scripts/make_residuals.py`` stores each model's relative error in
 ``residuals.json``; a model without a reference gets the largest error measured on any.
@@ -11,7 +11,7 @@ against a measurement.
 
 from __future__ import annotations
 
-import csv
+import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -33,18 +33,18 @@ class ActivationError:
 
 
 def reference_path() -> Path:
-    return Path(str(resources.files("perfmodel.data").joinpath("autograd_saved_activations.csv")))
+    return Path(str(resources.files("perfmodel.data").joinpath("autograd_saved_activations.json")))
 
 
 def activation_errors() -> dict[str, float]:
     """(modelled - autograd) / autograd saved elements per sample, per reference model (computed)."""
-    out = {}
-    with reference_path().open(encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
-            ref = float(row["saved_float32_elems_per_sample"])
-            ours = compile_counts(get_model(row["model"])).total("saved_elems")
-            out[row["model"]] = (ours - ref) / ref
-    return out
+    path = reference_path()
+    try:
+        refs = json.loads(path.read_text(encoding="utf-8"))["saved_float32_elems_per_sample"]
+        items = [(str(k), float(v)) for k, v in refs.items()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise DataError(f"{path}: cannot read the autograd reference ({e})") from None
+    return {m: (compile_counts(get_model(m)).total("saved_elems") - ref) / ref for m, ref in items}
 
 
 def activation_error(model: str) -> ActivationError:

@@ -178,7 +178,7 @@ def residual_table() -> dict[str, Any]:
         "coverage": coverage_report(as_interval_rows(res)),
         "memory_model": {
             "what": "(modelled - autograd) / autograd saved activation elements per sample",
-            "reference": "autograd_saved_activations.csv",
+            "reference": "autograd_saved_activations.json",
             "activation_error": activation_errors(),
         },
         "columns": list(COLUMNS),

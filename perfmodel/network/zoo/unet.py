@@ -23,7 +23,7 @@ def _cell(b: NetBuilder, x: str, mid: int, out: int, num_convs: int, prefix: str
         c = out if i == num_convs - 1 else mid
         p = f"{prefix}.{i}"
         x = b.conv(x, c, 3, padding=1, bias=False, name=f"{p}.conv")
-        x = b.dropout(x, 0.1, name=f"{p}.dropout")
+        x = b.dropout(x, 0.1, name=f"{p}.dropout", channelwise=True)  # nn.Dropout2d
         x = b.bn(x, affine=False, name=f"{p}.norm")
         x = b.act(x, "relu6", name=f"{p}.leaky_relu")  # LeakyReLU's stand-in, see SOURCE
     return x

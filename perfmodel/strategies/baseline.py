@@ -1,0 +1,45 @@
+"""The one-GPU baseline every speedup of an answer is measured against, as a value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Baseline"]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One GPU of ``hardware`` training ``batch`` samples per step, accumulating gradients over
+    ``micro_batches`` micro-batches when they do not fit it at once (``batch`` is the answer's
+    global batch: strong scaling; weak scaling's per-GPU batch for ``scale --batch-per-gpu``)."""
+
+    hardware: str
+    batch: int
+    micro_batches: int
+    step_time_s: float
+    gpus: int = 1
+
+    @property
+    def throughput_samples_per_s(self) -> float:
+        return self.batch / self.step_time_s
+
+    def speedup(self, throughput_samples_per_s: float) -> float:
+        return throughput_samples_per_s / self.throughput_samples_per_s
+
+    def text(self, what: str = "the same global batch") -> str:
+        acc = f", accumulating gradients over {self.micro_batches} micro-batches" if self.micro_batches > 1 else ""
+        return (
+            f"1 GPU of {self.hardware} at {what} ({self.batch} samples{acc}): "
+            f"{self.throughput_samples_per_s:,.1f} samples/s"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": self.gpus,
+            "hardware": self.hardware,
+            "batch": self.batch,
+            "micro_batches": self.micro_batches,
+            "step_time_s": self.step_time_s,
+            "throughput_samples_per_s": self.throughput_samples_per_s,
+        }

@@ -1,0 +1,227 @@
+"""A plan's dimensions composed into the step's named terms (:func:`price`).
+
+A plan is priced by the module of its outermost kind: hypergraph model parallelism
+(:mod:`.model_parallel`), filter/channel splits (:mod:`.channels`, with data parallelism
+across replicas), or a plan over the layer chain (:func:`price_chain`), where the dimensions
+compose as follows: the spatial dimension (:mod:`.spatial`) gives each
+layer's seconds and saved bytes on one GPU of a spatial group (or of whole samples); the
+pipeline dimension (:mod:`.pipeline`) cuts the chain into stages and times the micro-batches
+through them; the data dimension (:mod:`.data`) adds the gradient exchange among the GPUs
+sharing each weight (or :mod:`.parameter_server`'s); every plan ends with the optimizer step.
+Each term of the breakdown is computed once; the step is their sum (:class:`.Priced`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..cost.collectives import link_params
+from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..errors import BatchSplitError, StrategyError
+from ..limits import MAX_BATCH, shown
+from .channels import price_channel_split
+from .context import Context, split_batch, transient_bytes, weight_group
+from .data import BUCKET_BYTES, gradient_exchange
+from .dataparallel import check_dataparallel, dataparallel_parts
+from .dimension import Priced, memory_parts, optimizer_step_s
+from .memory import input_batch_bytes
+from .model_parallel import price_model_parallel
+from .parameter_server import parameter_server_exchange
+from .pipeline import StageSplit, stage_candidates, stage_split
+from .spatial import ChainLayers, sample_layers, spatial_layers
+from .spec import Strategy
+
+__all__ = ["price", "price_chain", "chain_memory"]
+
+
+def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
+    """Step terms, memory and details of plan ``s`` at ``global_batch`` (no 1-GPU baseline)."""
+    net, hw = ctx.net, ctx.hw
+    n_links = len(net.links)
+    if global_batch > MAX_BATCH:
+        raise BatchSplitError(
+            f"global batch {shown(global_batch)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)"
+        )
+    if s.gpus > hw.max_gpus:
+        raise StrategyError(
+            f"{s.gpus} GPUs exceed the profile's {hw.max_gpus} ({hw.gpus_per_node} x {hw.max_nodes} nodes)"
+        )
+    if s.pp > n_links:
+        raise StrategyError(f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})")
+    if s.comm == "dataparallel":
+        check_dataparallel(s, hw.gpus_per_node)
+    if s.mp > 1:
+        return price_model_parallel(ctx, s, global_batch)
+    if s.filter > 1 or s.channel > 1:
+        return price_channel_split(ctx, s, global_batch)
+    return price_chain(ctx, s, global_batch)
+
+
+def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
+    """Step terms, memory and details of a chain plan ``s`` at ``global_batch``."""
+    net = ctx.net
+    if s.is_ps and (s.pp > 1 or s.sp_degree > 1):
+        raise StrategyError("parameter servers (comm=ps-*) are modelled for data parallelism only (use dp=N)")
+    per_replica, m = split_batch(global_batch, s)
+    details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
+    # micro-batches of floor or ceil(per_replica / mb) samples: time at their mean (exactly
+    # per_replica samples per step), memory at the largest
+    m_t = per_replica / s.mb
+    if s.sp_degree > 1:
+        layers = spatial_layers(ctx, s, m_t)
+        mem_layers = layers if m_t == m else spatial_layers(ctx, s, m)
+        details["spatial_links"] = [lk.name for lk, t in zip(net.links, layers.spatial_links, strict=True) if t]
+        details["sample_links"] = [lk.name for lk, t in zip(net.links, layers.spatial_links, strict=True) if not t]
+    else:
+        layers = sample_layers(ctx, m_t)
+        mem_layers = layers if m_t == m else sample_layers(ctx, m)
+    workspace = transient_bytes(ctx, m, s.sp if s.sp_degree > 1 else (1, 1, 1)) + ctx.hw.framework_reserve_bytes
+    if s.pp > 1:
+        split = _best_split(ctx, s, layers, mem_layers, per_replica, workspace, details)
+        terms = _pipeline_terms(ctx, s, layers, split)
+        bounds, ranges, ends = split.bounds, split.layer_ranges(ctx), split.timing.last_bwd_end_s
+        body = split.timing.total_s
+    else:
+        terms = _single_stage_terms(s, layers)
+        bounds, ranges = np.array([0, len(net.links)]), [(0, len(net.layers))]
+        fwd = float(layers.fwd.sum())
+        body = s.mb * (fwd + float(layers.bwd.sum())) + (s.mb * fwd if s.recompute else 0.0)
+        ends = (body,)
+    if s.is_ps:
+        exposed, details["parameter_server"] = parameter_server_exchange(ctx, s, body)
+    elif s.comm == "dataparallel" and s.dp > 1:
+        lp = link_params(ctx.hw)
+        params = float(ctx.cc.params.sum())
+        parts = dataparallel_parts(
+            layers.fwd, params * 4, params * GRAD_BYTES_PER_PARAM, input_batch_bytes(net.input_shape, m_t),
+            m_t * float(ctx.cc.evaluate(1.0)["out_elems"][-1]) * ctx.elem_bytes, s.dp, lp.bw_intra, lp.alpha_intra,
+            ctx.hw.kernel_launch_s,
+        )
+        exposed = s.mb * float(sum(parts.values()))
+        details["dataparallel"] = {k: s.mb * float(v) for k, v in parts.items()}
+    else:
+        exposed, total_comm = gradient_exchange(ctx, s, layers.bwd, ranges, ends, body)
+        if s.dp * s.sp_degree > 1:
+            group = weight_group(s, ctx.hw.gpus_per_node)
+            details["gradient_allreduce_s"] = total_comm
+            details["gradient_group"] = {"gpus": group.size, "per_node": group.per_node, "algorithm": s.comm}
+    terms["gradient_exchange_exposed"] = exposed
+    terms["optimizer_step"] = optimizer_step_s(_largest_stage_params(ctx, bounds), ctx.optimizer, ctx.values)
+    details["bucket_bytes"] = BUCKET_BYTES
+    details["sp_group_in_node"] = layers.in_node
+    memory = chain_memory(ctx, s, mem_layers, bounds, per_replica, workspace)
+    return Priced.of(terms, memory, details)
+
+
+def _single_stage_terms(s: Strategy, layers: ChainLayers) -> dict[str, float]:
+    """One stage: ``mb`` micro-batches in turn (forward again before backward under recomputation)."""
+    halo, redist = float(layers.halo.sum()), float(layers.redist.sum())
+    terms = {"compute": s.mb * float((layers.fwd + layers.bwd - layers.halo - layers.redist).sum())}
+    if s.recompute:
+        terms["recompute"] = s.mb * float(layers.fwd.sum())
+    if layers.p > 1:
+        terms["halo_exchange"] = s.mb * halo
+        terms["redistribution"] = s.mb * redist
+    return terms
+
+
+def _pipeline_terms(ctx: Context, s: Strategy, layers: ChainLayers, split: StageSplit) -> dict[str, float]:
+    """The pipeline's terms on its critical stage: compute, recomputation, sends, the bubble,
+    and (spatial groups) that stage's halo exchanges and redistributions, each once."""
+    t = split.timing
+    crit = t.critical_stage
+    halo = s.mb * split.stage_sum(ctx.link_sum(layers.halo), crit)
+    redist = s.mb * split.stage_sum(ctx.link_sum(layers.redist), crit)
+    terms = {
+        "compute": t.compute_s - halo - redist,
+        "recompute": t.recompute_s,
+        "pipeline_p2p": t.p2p_s,
+        "pipeline_bubble": t.bubble_s,
+    }
+    if layers.p > 1:
+        terms["halo_exchange"] = halo
+        terms["redistribution"] = redist
+    return terms
+
+
+def _largest_stage_params(ctx: Context, bounds: np.ndarray) -> float:
+    link_params = ctx.link_sum(ctx.cc.params)
+    return max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
+
+
+def _best_split(
+    ctx: Context, s: Strategy, layers: ChainLayers, mem_layers: ChainLayers, per_replica: int, workspace: float,
+    details: dict[str, Any],
+) -> StageSplit:
+    """The fastest candidate split that fits in memory (the fastest if none fits); ``balance=`` pins it."""
+    n_links = len(ctx.net.links)
+    if s.balance and sum(s.balance) != n_links:
+        raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links}")
+    group = weight_group(s, ctx.hw.gpus_per_node)
+    link_f, link_b = ctx.link_sum(layers.fwd), ctx.link_sum(layers.bwd)
+    candidates = [s.balance] if s.balance else stage_candidates(ctx, s, link_f, link_b, layers.held, group)
+    splits = [stage_split(ctx, s, layers, c) for c in candidates]
+    steps, fits = [], []
+    cap = ctx.hw.device.memory_bytes
+    for sp_ in splits:
+        t = sp_.timing
+        exposed, _ = gradient_exchange(ctx, s, layers.bwd, sp_.layer_ranges(ctx), t.last_bwd_end_s, t.total_s)
+        params = _largest_stage_params(ctx, sp_.bounds)
+        steps.append(t.total_s + exposed + optimizer_step_s(params, ctx.optimizer, ctx.values))
+        fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
+    best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
+    if not s.balance:
+        details["balance_candidates"] = [list(c) for c in candidates]
+    link_params = ctx.link_sum(ctx.cc.params)
+    details.update(
+        stages=[
+            {
+                "links": [ctx.net.links[j].name for j in range(best.bounds[i], best.bounds[i + 1])],
+                "forward_s": float(best.fwd_s[i]),
+                "backward_s": float(best.bwd_s[i]),
+                "send_forward_s": float(best.send_fwd_s[i]),
+                "send_backward_s": float(best.send_bwd_s[i]),
+                "params": int(link_params[best.bounds[i] : best.bounds[i + 1]].sum()),
+            }
+            for i in range(s.pp)
+        ],
+        balance=list(best.balance),
+        schedule=s.schedule,
+    )
+    return best
+
+
+def chain_memory(
+    ctx: Context, s: Strategy, layers: ChainLayers, bounds: np.ndarray, per_replica: int, workspace: float
+) -> dict[str, float]:
+    """Memory of the busiest GPU: every stage's parts added up, the largest stage's returned
+    (the input batch sits on the first stage's GPUs only)."""
+    net, e = ctx.net, ctx.elem_bytes
+    link_saved = ctx.link_sum(layers.saved)
+    link_params = ctx.link_sum(ctx.cc.params)
+    n_links = len(net.links)
+    link_in = np.array([ctx.cut_elems[i - 1] if i > 0 else float(np.prod(net.input_shape)) for i in range(n_links)])
+    if s.pp > 1 and s.schedule == "gpipe":
+        inputs_held = layers.held(0) * per_replica / layers.m  # the replica's batch, cut into micro-batches there
+    elif s.pp > 1:
+        inputs_held = layers.held(0) * min(s.pp, s.mb)  # 1F1B: the first stage's micro-batches in flight
+    else:
+        inputs_held = layers.held(0)  # one micro-batch at a time
+    exchanged = s.dp * s.sp_degree > 1 and s.comm in ("ring", "tree", "hierarchical")
+    stages = []
+    for i in range(len(bounds) - 1):
+        a, b = int(bounds[i]), int(bounds[i + 1])
+        stage_saved = float(link_saved[a:b].sum())
+        # a stage's input under recomputation (the first stage's is the input batch, counted below)
+        stage_in = layers.held(a) * link_in[a] * e if a > 0 else 0.0
+        in_flight = s.mb if (s.pp > 1 and s.schedule == "gpipe") else (min(s.pp - i, s.mb) if s.pp > 1 else 1)
+        if s.recompute:
+            acts = in_flight * stage_in + (float(link_saved[a:b].max()) if s.pp == 1 else stage_saved)
+        else:
+            acts = in_flight * stage_saved
+        inputs = input_batch_bytes(net.input_shape, inputs_held) if i == 0 else 0.0
+        stages.append(memory_parts(float(link_params[a:b].sum()), ctx.precision, ctx.optimizer, exchanged, inputs,
+                                   acts, workspace))
+    return max(stages, key=lambda d: sum(d.values()))

@@ -1,0 +1,112 @@
+"""What pricing needs of a (network, hardware, precision, optimizer), and the batch split of a plan."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..cost.collectives import Group
+from ..cost.compute import ComputeValues, LayerTimes, layer_times
+from ..errors import BatchSplitError, UsageError
+from ..hardware import PRECISIONS, Hardware
+from ..network import Network, compile_counts
+from ..network.counts import CompiledCounts
+from ..units import BYTES_PER_ELEMENT
+from .memory import optimizer_bytes_per_param
+from .spec import Strategy
+
+__all__ = ["Context", "context", "split_batch", "transient_bytes", "weight_group"]
+
+
+@dataclass(frozen=True, eq=False)
+class Context:
+    """What pricing needs of a (network, hardware, precision, optimizer): compiled counts and masks."""
+
+    net: Network
+    cc: CompiledCounts
+    hw: Hardware
+    precision: str
+    optimizer: str
+    link_starts: np.ndarray
+    cut_elems: np.ndarray
+    memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
+        default_factory=dict, repr=False
+    )
+
+    @property
+    def elem_bytes(self) -> int:
+        return BYTES_PER_ELEMENT[self.precision]
+
+    @property
+    def values(self) -> ComputeValues:
+        """The profile's compute numbers at the precision (the formulas' hardware inputs)."""
+        return ComputeValues.of(self.hw, self.precision)
+
+    def times(self, batch: float, grid: tuple[int, int, int] = (1, 1, 1)) -> tuple[LayerTimes, dict[str, np.ndarray]]:
+        """Per-layer times and counts at ``batch`` on a tile of ``grid`` (memoised per context)."""
+        key = (float(batch), (grid[0], grid[1], grid[2]))
+        hit = self.memo.get(key)
+        if hit is None:
+            ev = self.cc.evaluate(batch, *grid)
+            hit = (layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev), ev)
+            if len(self.memo) > 256:
+                self.memo.clear()
+            self.memo[key] = hit
+        return hit
+
+    def link_sum(self, per_layer: np.ndarray) -> np.ndarray:
+        """Per chain link, the sum of a per-layer array over the link's layers."""
+        return np.add.reduceat(per_layer, self.link_starts)
+
+
+def context(net: Network, hw: Hardware, precision: str, optimizer: str) -> Context:
+    """The pricing context; unknown precisions and optimizers are usage errors."""
+    if precision not in PRECISIONS:
+        raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")
+    optimizer_bytes_per_param(optimizer)  # validates
+    cc = compile_counts(net)
+    starts = np.array([lk.start for lk in net.links])
+    cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
+    return Context(net, cc, hw, precision, optimizer, starts, cut)
+
+
+def split_batch(global_batch: int, s: Strategy) -> tuple[int, int]:
+    """(samples per data-parallel replica, largest micro-batch)."""
+    if global_batch < 1:
+        raise BatchSplitError(f"global batch must be >= 1, got {global_batch}")
+    if global_batch % s.dp:
+        lo = global_batch // s.dp * s.dp
+        hint = f"{lo} or {lo + s.dp}" if lo else f"{s.dp}"
+        raise BatchSplitError(
+            f"global batch {global_batch} does not split over dp={s.dp} replicas "
+            f"(use a multiple of {s.dp}, e.g. {hint})"
+        )
+    per_replica = global_batch // s.dp
+    if s.mb > per_replica:
+        raise BatchSplitError(
+            f"{per_replica} samples per replica cannot make mb={s.mb} micro-batches (valid: mb <= {per_replica})"
+        )
+    return per_replica, math.ceil(per_replica / s.mb)
+
+
+def transient_bytes(ctx: Context, m: int, grid: tuple[int, int, int] = (1, 1, 1)) -> float:
+    """The gradients of the largest layer's output and input, which live during its backward
+    (the tensors themselves are saved activations, counted there)."""
+    _, ev = ctx.times(m, grid)
+    out = ev["out_elems"]
+    return float(2 * out.max() * ctx.elem_bytes)
+
+
+def weight_group(s: Strategy, gpus_per_node: int) -> Group:
+    """The GPUs that share each weight (dp replicas x spatial tiles) and how many sit in one node.
+
+    Spatial tiles are the innermost ranks, then pipeline stages, then replicas, so replicas
+    of one stage are ``sp * pp`` ranks apart.
+    """
+    g = gpus_per_node
+    share = s.dp * s.sp_degree
+    stride = s.sp_degree * s.pp
+    per_node = min(share, min(s.sp_degree, g) * (max(1, min(s.dp, g // stride)) if stride < g else 1))
+    return Group(share, max(1, per_node), sharing=g)

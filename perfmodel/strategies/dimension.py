@@ -1,0 +1,90 @@
+"""How a plan's dimensions contribute to a step: named time terms, memory parts, details.
+
+The interface every dimension module follows (:mod:`.data`, :mod:`.parameter_server`,
+:mod:`.spatial`, :mod:`.pipeline`, :mod:`.channels`, :mod:`.model_parallel`):
+
+* **compute split**: how the dimension divides each layer's work (a tile, a channel share, a
+  stage, a part), as per-layer seconds from :func:`perfmodel.cost.compute.layer_seconds`;
+* **communication**: its exchanges as functions of bytes and link parameters, written over
+  numbers *or* sympy symbols (``halo_exchange_s``, ``cut_sends``, ``overlapped_exchange``,
+  ``parameter_server_comm_s``, the collectives), so ``explain`` evaluates the same function;
+* **schedule**: how its pieces overlap (``pipeline_step``, the bucketed overlap, the ``mp``
+  simulation), again one function for both;
+* **memory**: what one GPU holds, through :func:`memory_parts`.
+
+:mod:`.compose` composes them into *named terms*: seconds that add up to the step, so the
+breakdown is the list of terms and the step time is their sum (:class:`Priced`), never a
+total patched to match. Shared by every dimension: :func:`optimizer_step_s` (numbers or
+symbols) and :func:`memory_parts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
+from ..cost.formulas import Num
+from .memory import optimizer_bytes_per_param, optimizer_traffic_bytes_per_param, weight_bytes_per_param
+
+__all__ = ["OPTIMIZER_LAUNCHES", "Priced", "memory_parts", "optimizer_step_s"]
+
+#: Kernel launches of one optimizer step: torch.optim's ``foreach`` implementation (the
+#: default since PyTorch 2.0) updates lists of tensors in a handful of fused launches.
+OPTIMIZER_LAUNCHES = 10
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A plan's step as named terms (seconds), its memory per GPU by part (bytes) and details.
+
+    ``time_s`` is the sum of the terms: a term is computed once, and the parts add up to
+    the step by construction.
+    """
+
+    breakdown: dict[str, float]
+    memory: dict[str, float]
+    details: dict[str, Any]
+
+    @property
+    def time_s(self) -> float:
+        return float(sum(self.breakdown.values()))
+
+    @classmethod
+    def of(cls, terms: dict[str, Any], memory: dict[str, Any], details: dict[str, Any]) -> Priced:
+        """Terms and memory as floats."""
+        return cls({k: float(v) for k, v in terms.items()}, {k: float(v) for k, v in memory.items()}, details)
+
+
+def optimizer_step_s(params: Num, optimizer: str, v: ComputeValues) -> Num:
+    """The optimizer's update of ``params`` weights: its fp32 traffic over the achievable
+    memory bandwidth plus :data:`OPTIMIZER_LAUNCHES` launches (numbers or symbols by ``v``)."""
+    traffic = optimizer_traffic_bytes_per_param(optimizer)
+    return params * traffic / (v.memory_bandwidth_bytes_per_s * v.eta_memory) + OPTIMIZER_LAUNCHES * v.launch_s
+
+
+def memory_parts(
+    params: float,
+    precision: str,
+    optimizer: str,
+    buckets: bool,
+    input_batch: float,
+    activations: float,
+    workspace: float,
+) -> dict[str, float]:
+    """Memory of one GPU holding ``params`` weights, by part (bytes).
+
+    fp32 weights (+16-bit copies under amp/bf16), fp32 gradients, optimizer state, the DDP
+    gradient buckets when the weights are exchanged (``buckets``), the input batch, the
+    activations kept for backward and the workspace (transient tensors and the framework's
+    reserve).
+    """
+    return {
+        "weights": params * weight_bytes_per_param(precision),
+        "gradients": params * GRAD_BYTES_PER_PARAM,
+        "optimizer_state": params * optimizer_bytes_per_param(optimizer),
+        "gradient_buckets": params * GRAD_BYTES_PER_PARAM if buckets else 0.0,
+        "input_batch": input_batch,
+        "activations": activations,
+        "workspace": workspace,
+    }

@@ -1,0 +1,258 @@
+"""The step formula ``explain`` prints: named sympy terms, their symbols, values and what-ifs.
+
+The symbols are the hardware's (:class:`~perfmodel.cost.compute.ComputeValues` and the link
+symbols of :mod:`perfmodel.cost.collectives`) and the plan's (``b``, ``M``, grouped element
+counts); the terms are built by evaluating the pricing's own formulas on them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from ..cost.collectives import Group, link_params, link_symbols, ring_tier
+from ..cost.compute import ComputeValues, layer_seconds
+from ..errors import UsageError
+from .channels import exchange_s
+from .context import Context
+from .prediction import Prediction
+
+__all__ = [
+    "StepFormula",
+    "SYMBOLS",
+    "SYMBOL_MEANING",
+    "HARDWARE_SYMBOLS",
+    "B_SYM",
+    "M",
+    "LINK",
+    "OPS",
+    "MODULES",
+    "E",
+    "symbol_values",
+    "layer_exprs",
+    "tier",
+    "ring",
+    "count_words",
+    "finish",
+]
+
+SYMBOLS = ComputeValues.symbols()
+R, R32, ETA_C, ETA_L, ETA_M, W_HALF, BETA_MEM, TAU, E = SYMBOLS.as_tuple()
+M = sp.Symbol("M", positive=True)
+B_SYM = sp.Symbol("b", positive=True)
+LINK = link_symbols()
+
+#: What each symbol stands for (printed by ``explain``).
+SYMBOL_MEANING: dict[str, str] = {
+    "b": "samples per micro-batch on one GPU",
+    "M": "micro-batches per step",
+    "R": "peak FLOP/s of convolutions and matmuls at the precision",
+    "R_fp32": "fp32 (CUDA-core) peak FLOP/s, for elementwise ops",
+    "eta_conv": "achievable fraction of R for convolutions",
+    "eta_linear": "achievable fraction of R for linear layers",
+    "eta_mem": "achievable fraction of the memory bandwidth",
+    "w_half": "half-performance work of a kernel, FLOPs (Hockney's n_1/2)",
+    "beta_mem": "memory bandwidth, bytes/s",
+    "tau": "kernel launch overhead, s",
+    "e": "bytes per activation element",
+    "beta_intra": "effective intra-node bandwidth per GPU, bytes/s",
+    "alpha_intra": "intra-node latency, s",
+    "beta_net": "effective network bandwidth per GPU, bytes/s",
+    "alpha_net": "network latency, s",
+}
+
+#: The symbols a what-if may change (:meth:`StepFormula.evaluate`, ``explain --set``): the
+#: hardware profile's numbers. The batch, micro-batches, element size and the plan's element
+#: counts fix the plan itself.
+HARDWARE_SYMBOLS: tuple[str, ...] = (
+    "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "w_half", "beta_mem", "tau",
+    "beta_intra", "alpha_intra", "beta_net", "alpha_net",
+)
+
+#: Short names of the split collectives in symbol names, and their words in legends.
+OPS = {
+    "allgather": ("ag", "all-gather", "all-gathered"),
+    "reduce_scatter": ("rs", "reduce-scatter", "reduce-scattered"),
+    "allreduce": ("ar", "allreduce", "all-reduced"),
+}
+
+MODULES: list[Any] = ["math", {"Max": max, "Min": min, "ceiling": math.ceil}]
+
+
+@dataclass(frozen=True)
+class StepFormula:
+    """Named terms (sympy), their numeric values, the total and the prediction it reproduces.
+
+    ``legend`` explains terms whose symbols need it (grouped exchanges), ``meaning`` the
+    plan's own symbols (element counts, simulated times), ``notes`` what is not a closed
+    form. ``resimulate`` (``mp`` plans) recomputes the simulated symbols at other values.
+    """
+
+    terms: dict[str, sp.Expr]
+    term_values: dict[str, float]
+    values: dict[sp.Symbol, float]
+    iteration_time_s: float
+    prediction: Prediction
+    legend: dict[str, str] = field(default_factory=dict)
+    meaning: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    resimulate: Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    functions: dict[str, Callable[..., float]] = field(default_factory=dict, repr=False, compare=False)
+    all_values: dict[sp.Symbol, float] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def total(self) -> sp.Expr:
+        return sp.Add(*self.terms.values())
+
+    def meaning_of(self, name: str) -> str:
+        return self.meaning.get(name) or SYMBOL_MEANING.get(name, "a named term of the breakdown, s")
+
+    def what_if_values(self, changes: Mapping[str | sp.Symbol, float]) -> dict[sp.Symbol, float]:
+        """The symbol values with hardware symbols ``changes`` replaced (and simulated times redone)."""
+        base = self.all_values or self.values
+        by_name = {str(s): s for s in base}
+        new = dict(base)
+        for key, value in changes.items():
+            name = str(key)
+            if name not in HARDWARE_SYMBOLS:
+                raise UsageError(
+                    f"what-if of '{name}': only hardware symbols can change (valid: {', '.join(HARDWARE_SYMBOLS)})"
+                )
+            v = float(value)
+            if not (math.isfinite(v) and v > 0):
+                raise UsageError(f"what-if of '{name}': the value must be a positive finite number, got {value!r}")
+            if name in by_name:
+                new[by_name[name]] = v
+        if self.resimulate is not None:
+            new.update(self.resimulate(new))
+        return new
+
+    def evaluate(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> dict[str, float]:
+        """Each term's seconds with hardware symbols set to ``changes`` (names or symbols).
+
+        A symbol the formula does not contain changes nothing.
+        """
+        vals = self.what_if_values(changes or {})
+        return {k: _value(self.functions.get(k), v, vals) for k, v in self.terms.items()}
+
+    def time_s(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> float:
+        """The step time with hardware symbols set to ``changes`` (:meth:`evaluate`)."""
+        return float(sum(self.evaluate(changes).values()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.prediction.strategy.spec(),
+            "formula": "T_step = " + " + ".join(f"T_{k}" for k in self.terms),
+            "terms": {
+                k: {"expression": _short(v), "value_s": self.term_values[k], "legend": self.legend.get(k, "")}
+                for k, v in self.terms.items()
+            },
+            "symbols": {str(s): {"value": v, "meaning": self.meaning_of(str(s))} for s, v in self.values.items()},
+            "notes": list(self.notes),
+            "iteration_time_s": self.iteration_time_s,
+            "predict_iteration_time_s": self.prediction.iteration_time_s,
+        }
+
+
+def _short(expr: sp.Expr, limit: int = 600) -> str:
+    text = str(expr)
+    return text if len(text) <= limit else text[:limit] + f" ... ({len(text)} characters)"
+
+
+def _lambdify(expr: Any) -> Callable[..., float]:
+    """A function of the values dict (numbers pass through)."""
+    if not isinstance(expr, sp.Basic):
+        value = float(expr)
+        return lambda values: value
+    free = sorted(expr.free_symbols, key=str)
+    fn = sp.lambdify(free, expr, modules=MODULES)
+    return lambda values: float(fn(*(values[x] for x in free)))
+
+
+def _value(fn: Callable[..., float] | None, expr: Any, values: dict[sp.Symbol, float]) -> float:
+    return float((fn or _lambdify(expr))(values))
+
+
+def symbol_values(ctx: Context, group: Group | None) -> dict[sp.Symbol, float]:
+    lp = link_params(ctx.hw, group)
+    numbers = ComputeValues.of(ctx.hw, ctx.precision).as_tuple()
+    return {
+        **{sym: x for sym, x in zip(SYMBOLS.as_tuple(), numbers, strict=True)},
+        LINK.bw_intra: lp.bw_intra,
+        LINK.alpha_intra: lp.alpha_intra,
+        LINK.bw_net_per_gpu: lp.bw_net_per_gpu,
+        LINK.alpha_net: lp.alpha_net,
+    }
+
+
+def layer_exprs(
+    ctx: Context,
+    batch: Any,
+    grid: tuple[int, int, int],
+    counts: dict[str, np.ndarray] | None = None,
+    params: np.ndarray | None = None,
+) -> tuple[list[Any], list[Any]]:
+    """Forward and backward time of every layer as expressions: :func:`layer_seconds` on symbols.
+
+    Every count is linear in the batch, so the count of ``batch`` samples is ``batch`` times
+    the per-sample count on the tile (the same counts, evaluated at ``b = 1``), or of
+    ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split).
+    """
+    ev = counts if counts is not None else ctx.cc.evaluate(1.0, *grid)
+    weights = params if params is not None else ctx.cc.params
+    fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch)
+    return list(fwd), list(bwd)
+
+
+def tier(group: Group) -> tuple[Any, Any, str]:
+    """The bandwidth and latency a ring over ``group`` runs at (:func:`ring_tier`), in words too."""
+    bw, alpha = ring_tier(group, LINK)
+    where = "in one node" if group.nodes <= 1 else f"over {group.nodes} nodes, {group.per_node} GPUs each"
+    return bw, alpha, where
+
+
+def ring(op: str, n_bytes: Any, group: Group, count: int = 1) -> Any:
+    """``count`` ring collectives ``op`` over ``group`` moving ``n_bytes`` in all (one latency each)."""
+    bw, alpha, _ = tier(group)
+    p = sp.Integer(group.size)
+    return exchange_s(op, n_bytes, p, bw, alpha) + (count - 1) * exchange_s(op, 0, p, bw, alpha)
+
+
+def count_words(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
+def finish(
+    terms: dict[str, sp.Expr],
+    values: dict[sp.Symbol, float],
+    pred: Prediction,
+    legend: dict[str, str] | None = None,
+    meaning: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+    resimulate: Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]] | None = None,
+    also: set[sp.Symbol] | None = None,
+) -> StepFormula:
+    """Evaluate the terms; the symbols kept are those of the terms and ``also`` (read by a simulation)."""
+    fns = {k: _lambdify(v) for k, v in terms.items()}
+    term_values = {k: fns[k](values) for k in terms}
+    used = set().union(*(v.free_symbols for v in terms.values() if isinstance(v, sp.Basic))) | (also or set())
+    return StepFormula(
+        terms,
+        term_values,
+        {k: v for k, v in values.items() if k in used},
+        sum(term_values.values()),
+        pred,
+        legend=legend or {},
+        meaning=meaning or {},
+        notes=tuple(notes or ()),
+        resimulate=resimulate,
+        functions=fns,
+        all_values=dict(values),
+    )

@@ -1,0 +1,47 @@
+"""Assumption wording that depends on the device or the plan: precision fallbacks, gradient exchange."""
+
+from __future__ import annotations
+
+from ..hardware import Hardware
+from ..hardware.profile import PEAK_KEY
+from .spec import Strategy
+
+__all__ = ["precision_assumption", "exchange_assumption"]
+
+_PRECISION = {
+    "fp32": "fp32 everywhere (CUDA-core peak)",
+    "tf32": "fp32 storage, TF32 tensor-core math for convolutions and matmuls",
+    "amp": "mixed precision: fp16 tensor-core math and activations, fp32 master weights and gradients",
+    "bf16": "bf16 tensor-core math and activations, fp32 master weights and gradients",
+}
+
+
+def precision_assumption(hw: Hardware, precision: str) -> str:
+    """What ``precision`` means on ``hw``; a device without its tensor-core format says so
+    (V100 has no TF32 or BF16: convolutions and matmuls run at its fp32 peak)."""
+    key = PEAK_KEY[precision]
+    if key in hw.device.peak_flops_per_s:
+        return _PRECISION[precision]
+    fp32 = hw.device.peak_flops_per_s["fp32"]
+    return (
+        f"{hw.device.name} has no {key.upper()}: convolutions and matmuls at the fp32 peak "
+        f"({fp32 / 1e12:.1f} TFLOP/s), {'fp32' if precision == 'tf32' else 'bf16'} storage"
+    )
+
+
+def exchange_assumption(s: Strategy) -> str:
+    """How plan ``s`` exchanges gradients (the framework behaviour it models)."""
+    if s.comm == "dataparallel":
+        return (
+            "single-process torch.nn.DataParallel: inputs scattered and weights replicated from GPU 0 "
+            "every step, outputs gathered and gradients reduced onto GPU 0 after backward, one Python "
+            "thread launching kernels for every GPU"
+        )
+    if s.is_ps:
+        return f"parameter server ({s.comm[3:]}): push gradients, pull weights; worst case reported"
+    if s.overlap == "none":
+        return (
+            "NCCL-style allreduce in 25 MiB buckets after the backward pass ends (overlap=none: ChainerMN's "
+            "default optimizer, Horovod without overlap, TensorFlow replicated)"
+        )
+    return "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)"
