@@ -229,3 +229,17 @@ def test_largest_batch_property(model: str, hw: str, precision: str, spec: str) 
         return
     assert sum(price(ctx, s, b * 4).memory.values()) <= cap
     assert sum(price(ctx, s, (b + 1) * 4).memory.values()) > cap
+
+
+def test_compare_rows_carry_the_contract_and_each_profiles_price(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(["compare", "resnet50", "--gpus", "8", "-H", "a100-80gb-dgx,h100-80gb-dgx",
+                               "--epochs", "1", "--format", "json"], capsys)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    for row in rows:
+        for k in (*CONTRACT, "time_to_train_s", "cost"):
+            assert k in row, k
+    prices = [r["price_per_gpu_hour"] for r in rows]
+    assert prices == [load_hardware(h).price_per_gpu_hour for h in ("a100-80gb-dgx", "h100-80gb-dgx")]
+    for r in rows:
+        assert r["cost"] == pytest.approx(r["time_to_train_s"] / 3600 * 8 * r["price_per_gpu_hour"])
