@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from typing import Any
 
@@ -35,11 +34,11 @@ class _Group(click.Group):
     """Loads each sub-command's module only when it is used (fast start-up)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for mod, name in COMMANDS if _available(mod)]
+        return [name for _, name in COMMANDS]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         for mod, cmd in COMMANDS:
-            if cmd == name and _available(mod):
+            if cmd == name:
                 module = importlib.import_module(f"perfmodel.commands.{mod}")
                 command = getattr(module, cmd.replace("-", "_") + "_cmd")
                 assert isinstance(command, click.Command)
@@ -55,10 +54,6 @@ class _Group(click.Group):
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             ctx.fail(f"No such command '{name}'.{hint}")
         return super().resolve_command(ctx, args)
-
-
-def _available(mod: str) -> bool:
-    return importlib.util.find_spec(f"perfmodel.commands.{mod}") is not None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -67,9 +67,11 @@ class UnknownNameError(DataError):
 
     def __init__(self, what: str, name: str, valid: Iterable[str]) -> None:
         valid = sorted(valid)
-        close = closest_names(name, valid)
+        close = closest_names(name[:200], valid)
         hint = f"did you mean {', '.join(close)}?" if close else f"valid: {', '.join(valid)}"
-        super().__init__(f"unknown {what} '{name}'; {hint}")
+        # a huge name is cut: the message stays one readable line
+        said = name if len(name) <= 80 else f"{name[:60]}... ({len(name):,} characters)"
+        super().__init__(f"unknown {what} '{said}'; {hint}")
         self.name = name
         self.valid = valid
 

@@ -150,7 +150,7 @@ def test_scale_rejects_unknown_strategies_and_two_batches() -> None:
         api.scale("resnet50", [1, 2], strategies=("hybird",))
     with pytest.raises(UsageError, match="at most one"):
         api.scale("resnet50", [1, 2], batch_per_gpu=8, global_batch=64)
-    with pytest.raises(UsageError, match="positive"):
+    with pytest.raises(UsageError, match="an integer from 1 to"):
         api.scale("resnet50", [1, 2], batch_per_gpu=0)
 
 

@@ -210,8 +210,8 @@ CASES: list[tuple[str, str, int, str]] = [
     ("scale", "tiny_cnn --gpus 1,2 -H nope", 1, "unknown hardware 'nope'"),
     ("scale", "tiny_cnn --gpus 1,2 -H {mistyped_toml}", 1, "gpus_per_node"),
     ("scale", "tiny_cnn --gpus 1,2 --format x", 2, "'x' is not one of"),
-    ("scale", f"tiny_cnn --gpus 1,2 -B {HUGE}", 2, "is too large"),
-    ("scale", f"tiny_cnn --gpus 1,2 -b {HUGE}", 2, "is too large"),
+    ("scale", f"tiny_cnn --gpus 1,2 -B {HUGE}", 2, "an integer from 1 to 1,000,000,000"),
+    ("scale", f"tiny_cnn --gpus 1,2 -b {HUGE}", 2, "an integer from 1 to 1,000,000,000"),
     # partition
     ("partition", "resnt50 -k 2", 1, "did you mean resnet50"),
     ("partition", "tiny_cnn -k 0", 2, "parts must be an integer >= 2, got 0"),
@@ -416,3 +416,85 @@ def test_subprocess_debug_traceback() -> None:
     r = _subprocess("--debug", "predict", "resnet5", "--gpus", "8", "-s", "dp=8")
     assert r.returncode == 1
     assert "Traceback" in r.stderr and "UnknownNameError" in r.stderr
+
+
+# -- second round (issue 16): numbers out of range, unbounded reads, nothing useful produced --
+@pytest.fixture(scope="module")
+def bad2(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Profiles with numbers the model cannot use, and CSVs that predict nothing."""
+    import sys as _sys
+
+    d = tmp_path_factory.mktemp("bad_inputs_2")
+    good = (ROOT / "hardware_profiles" / "a100-80gb-dgx.toml").read_text()
+    _sys.set_int_max_str_digits(0)
+    edits = {
+        "peak": ("fp32 = 19.5e12", "fp32 = 1e-300"),
+        "launch": ("kernel_launch_s = 4e-6", "kernel_launch_s = 1e308"),
+        "bw": ("bandwidth_bytes_per_s = 300e9", "bandwidth_bytes_per_s = 1e-300"),
+        "digits": ("gpus_per_node = 8", f"gpus_per_node = {10**400}"),
+        "digits2": ("memory_bytes = 85_899_345_920", f"memory_bytes = {10**400}"),
+        "digits5000": ("memory_bytes = 85_899_345_920", f"memory_bytes = {10**5000}"),
+    }
+    out = {"dir": str(d), "out": str(d / "out")}
+    for name, (old, new) in edits.items():
+        assert old in good, old
+        text = good.replace(old, new).replace('name = "a100-80gb-dgx"', f'name = "{name}"')
+        (d / f"{name}.toml").write_text(text)
+        out[name] = str(d / f"{name}.toml")
+    _sys.set_int_max_str_digits(4300)
+    (d / "wrongname.toml").write_text(good)
+    out["wrongname"] = str(d / "wrongname.toml")
+    header = "model,hardware,gpus,precision,batch_per_gpu,global_batch,strategy,measured_throughput"
+    csvs = {
+        "nobatch": f"{header}\nresnet50,a100-80gb-dgx,1,amp,,,dp=1,2000\nresnet50,a100-80gb-dgx,8,amp,,,dp=8,15000\n",
+        "gpus1e20": f"{header}\nresnet50,a100-80gb-dgx,1e20,amp,256,,dp=1,2000\n",
+        "batch1e300": f"{header}\nresnet50,a100-80gb-dgx,1,amp,1e300,,dp=1,2000\n",
+        "image1e7": f"{header},image_size\nresnet50,a100-80gb-dgx,1,amp,256,,dp=1,2000,1e7\n",
+    }
+    for name, text in csvs.items():
+        (d / f"{name}.csv").write_text(text)
+        out[name] = str(d / f"{name}.csv")
+    out["longname"] = "x" * 100_000
+    return out
+
+
+CASES2: list[tuple[str, str, int, str]] = [
+    (P, "resnet50 -n 8 -s dp=8 -b 32 -H {peak}", 1, "1e6 to 1e18 FLOP/s, got 1e-300"),
+    (P, "resnet50 -n 8 -s dp=8 -b 32 -H {launch}", 1, "0 to 0.1 s, got 1e+308"),
+    (P, "resnet50 -n 8 -s dp=8 -b 32 -H {bw}", 1, "1e3 to 1e15 bytes/s"),
+    (P, "resnet50 -n 8 -s dp=8 -b 32 -H {digits}", 1, "401 characters"),
+    (P, "resnet50 -n 8 -s dp=8 -b 32 -H {digits2}", 1, "about 401 digits"),
+    ("plan", "resnet50 -n 8 -H {bw}", 1, "field 'node.link.bandwidth_bytes_per_s'"),
+    ("hardware", "{digits5000}", 1, "4300 digits"),
+    ("hardware", "{wrongname}", 1, "expected the file name without .toml ('wrongname')"),
+    (P, "resnet50 -n 8 -s dp=8 -H /dev/zero", 1, "not a regular file"),
+    ("hardware", "/dev/urandom", 1, "not a regular file"),
+    ("validate", "/dev/zero", 1, "not a regular file"),
+    ("validate", "{nobatch}", 1, "0 of 2 row(s) could be predicted"),
+    ("validate", "{gpus1e20}", 1, "column 'gpus': '1e20' is out of range (valid: 1 to 1,000,000)"),
+    ("validate", "{batch1e300}", 1, "column 'batch_per_gpu': '1e300' is out of range"),
+    ("validate", "{image1e7}", 1, "column 'image_size': '1e7' is out of range"),
+    ("calibrate", "{nobatch} -H a100-80gb-dgx -o {out}.toml", 1, "calibrated on 0 runs"),
+    ("explain", "resnet50 -n 8 -s dp=8 --set beta_intra=1e11 --set beta_intra=2e11", 2, "given twice"),
+    ("explain", "resnet50 -n 8 -s dp=8 --set beta_intra=1e-300", 2, "1e3 to 1e15 bytes/s"),
+    ("explain", "resnet50 -n 8 -s dp=8 --set alpha_intra=-1", 2, "a finite number >= 0"),
+    (P, "{longname} -n 8 -s dp=8", 1, "(100,000 characters)"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "code", "phrase"), CASES2,
+                         ids=[f"{c} {a}"[:80] for c, a, _, _ in CASES2])
+def test_bad_input_second_round(command: str, args: str, code: int, phrase: str, bad2: dict[str, str],
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    if (args.startswith("/dev/") or " /dev/" in args) and not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero")
+    _check(command, args, code, phrase, bad2, capsys)
+    _, _, err = run_main(([command] if command else []) + _split(args, bad2), capsys)
+    assert len(err) < 1000, "a huge input was echoed whole"
+
+
+def test_zero_latency_is_a_valid_what_if(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(["explain", "resnet50", "-n", "16", "-s", "dp=16", "--set", "alpha_intra=0",
+                               "--set", "alpha_net=0"], capsys)
+    assert code == 0, err
+    assert "alpha_intra = 0" in out

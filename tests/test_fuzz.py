@@ -230,7 +230,7 @@ def test_profile_loader_mutated(folder: Path, data: st.DataObject) -> None:
             lines.insert(i, line)
         if not lines:
             break
-    path = folder / "mutated.toml"
+    path = folder / "a100-80gb-dgx.toml"  # its name is its file's: mutations, not the name, are tested
     path.write_text("\n".join(lines))
     _check_profile(path)
 
@@ -311,3 +311,33 @@ def test_measurement_loader_random_cells(folder: Path, data: st.DataObject) -> N
     with path.open("w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([header, *rows])
     _check_measurements(path)
+
+
+# -- the Python API: odd values for every argument ---------------------------------------------
+ODD = [None, True, False, 0, -1, 2.5, math.nan, math.inf, 10**400, "", "2", "dp", b"dp=8", {"dp": 8}, [8], ()]
+
+
+@fuzz(150)
+@given(st.data())
+def test_api_odd_arguments_give_a_frame_or_the_projects_error(data: st.DataObject) -> None:
+    """Any argument replaced by an odd value: a frame, or a PerfmodelError; never another exception."""
+    import pandas as pd
+
+    from perfmodel import api
+    from perfmodel.errors import PerfmodelError
+
+    args: dict[str, object] = dict(model="tiny_cnn", gpus=4, strategy="dp=4", hardware="a100-80gb-dgx",
+                                   precision="amp", batch_per_gpu=2, optimizer="sgd")
+    for key in data.draw(st.lists(st.sampled_from([*args, "global_batch", "image_size", "peak_scale"]),
+                                  min_size=1, max_size=2, unique=True)):
+        args[key] = data.draw(st.sampled_from(ODD), label=key)
+    if "global_batch" in args and args.get("batch_per_gpu") is not None:
+        args["batch_per_gpu"] = None
+    try:
+        df = api.predict_frame(**args)  # type: ignore[arg-type]
+    except PerfmodelError as e:
+        assert "\n" not in str(e) and len(str(e)) < 2000
+        return
+    assert isinstance(df, pd.DataFrame) and len(df) >= 1
+    steps = df["step_s"].dropna()
+    assert all(math.isfinite(x) and x > 0 for x in steps)

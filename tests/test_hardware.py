@@ -306,7 +306,7 @@ def _assert_error(path: Path, *fragments: str) -> ProfileError:
 
 
 def test_round_trip_of_the_test_writer(tmp_path: Path) -> None:
-    assert load_profile(_write(tmp_path, _example())).device == load_hardware(
+    assert load_profile(_write(tmp_path, _example(), "a100-80gb-dgx.toml")).device == load_hardware(
         "a100-80gb-dgx").device
 
 

@@ -177,7 +177,7 @@ def test_calibrated_profile_round_trips_through_toml(tmp_path):
     from perfmodel.validation.calibrate import with_compute
 
     cal = with_compute(hw, "amp", eff)
-    path = tmp_path / "cal.toml"
+    path = tmp_path / "x-calibrated.toml"  # a profile is named by its file
     path.write_text(
         profile_toml(
             cal, "x-calibrated", "test profile", "fitted on nothing", {"amp": 'a "quoted" note'}
@@ -319,7 +319,7 @@ def test_cli_bad_file_is_one_line_without_traceback(tmp_path, capsys):
 
 
 def test_cli_calibrate_writes_a_profile_predict_can_use(tmp_path, capsys):
-    out_toml = tmp_path / "cal.toml"
+    out_toml = tmp_path / "p40-24gb-pcie-calibrated.toml"  # the profile is named by its file
     code, out, err = run_cli(
         ["calibrate", str(shipped_path()), "--hardware", "p40-24gb-pcie", "-o", str(out_toml)],
         capsys,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime
+import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from ..errors import UsageError
-from ..hardware import load_hardware, load_profile
+from ..errors import DataError, UsageError
+from ..hardware import load_hardware, parse_profile
+from ..io import atomic_write_text, check_target
 from ..report import to_json
 from ..validation import calibrate_profile, load_measurements, mape, profile_toml
 from ..validation.compare import compare_rows
@@ -45,9 +48,7 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     """
     if output.suffix.lower() != ".toml":
         raise UsageError(f"cannot write '{output}': the calibrated profile must be a .toml file")
-    parent = output.parent if str(output.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write '{output}': folder '{parent}' does not exist")
+    check_target(output, (".toml",))
     base = load_hardware(hardware)
     ms = load_measurements([file])
     keys = {hardware, base.name}
@@ -67,6 +68,12 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     mape_before = mape([r.error_pct for r in before])
     mape_after = mape([r.error_pct for r in after])
     used = sum(r.predicted_throughput is not None for r in after)
+    if used == 0 or not cal.compute:
+        reasons = sorted({r.reason for r in after if r.reason})
+        raise DataError(
+            f"{file}: calibrated on 0 runs: none of the {len(rows)} row(s) for '{hardware}' could be "
+            f"priced ({'; '.join(reasons)[:300] or 'no row has a batch size'}); nothing written"
+        )
     today = datetime.date.today().isoformat()
     source = (
         f"{base.name} calibrated by perfmodel calibrate on {today} from {used} measured "
@@ -77,13 +84,14 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     notes = {f.precision: f.describe() for f in cal.compute}
     text = profile_toml(
         hw,
-        f"{base.name}-calibrated",
+        output.stem,  # a profile's name is its file name (hardware_profiles/template.toml)
         f"{base.description} (efficiencies calibrated to {file.name})",
         source,
         notes,
     )
-    output.write_text(text, encoding="utf-8")
-    load_profile(output)  # the file must load as a profile; raises ProfileError otherwise
+    # written beside the target, re-loaded as a profile, then renamed over it: a file that
+    # would not load, or a failed write, leaves the target as it was
+    atomic_write_text(output, text, check=_loads_as(output))
     if fmt == "json":
         emit(
             to_json(
@@ -106,6 +114,15 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     )
     lines.append(f"wrote {output} (use it with --hardware {output})")
     emit("\n".join(lines))
+
+
+def _loads_as(output: Path) -> Callable[[Path], None]:
+    """A check that the temporary file loads as the profile ``output`` will be."""
+
+    def check(tmp: Path) -> None:
+        parse_profile(tomllib.loads(tmp.read_text(encoding="utf-8")), str(output))
+
+    return check
 
 
 def _pct(x: float | None) -> str:

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
-from ..errors import UsageError
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
+from ..io import check_target
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
 from ..report import FORMATS
 
@@ -75,17 +75,8 @@ def check_writable(path: Path | None, suffixes: tuple[str, ...] = CHART_SUFFIXES
 
     ``suffixes`` are the extensions the file may have (by default those of a chart).
     """
-    if path is None:
-        return
-    if path.suffix.lower() not in suffixes:
-        raise UsageError(f"cannot write '{path}': unknown extension '{path.suffix}' (use {', '.join(suffixes)})")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"cannot write '{path}': folder '{parent}' does not exist")
-    import os
-
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"cannot write '{path}': folder '{parent}' is not writable")
+    if path is not None:
+        check_target(path, suffixes)
 
 
 def emit(text: str) -> None:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..errors import UsageError
 from ..hardware import PRECISIONS, load_hardware
+from ..io import atomic_write_text, check_target
 from ..report import render_frame, to_json
 from ..validation.measure import DEVICES, MeasureResult, measure
 from .common import emit, format_option, image_size_option
@@ -135,9 +136,7 @@ def measure_cmd(
     if output is not None:
         if output.suffix.lower() != ".csv":
             raise UsageError(f"cannot write '{output}': measurements are written as .csv")
-        parent = output.parent if str(output.parent) else Path(".")
-        if not parent.is_dir():
-            raise UsageError(f"cannot write '{output}': folder '{parent}' does not exist")
+        check_target(output, (".csv",))
     if hardware is not None:
         load_hardware(hardware)  # fail on a bad name before timing anything
     try:
@@ -155,9 +154,8 @@ def measure_cmd(
         row["predicted_step_time_s"] = step_pred
     layers = layers_frame(r, predicted)
     if output is not None:
-        pd.DataFrame([row]).to_csv(output, index=False)
-        layers_path = output.with_suffix(".layers.csv")
-        layers.to_csv(layers_path, index=False)
+        atomic_write_text(output, pd.DataFrame([row]).to_csv(index=False))
+        atomic_write_text(output.with_suffix(".layers.csv"), layers.to_csv(index=False))
     if fmt == "json":
         d = r.to_dict()
         d["measurement_row"] = row

@@ -2,27 +2,39 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import math
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
 import pandas as pd
 
+from ..errors import DataError
 from ..report import render_frame, to_json
 from ..validation import CALIBRATION_MODES, Validation, load_measurements, validate
-from .common import chart_option, check_writable, emit, format_option
+from ..validation.compare import RowResult
+from .common import chart_option, check_writable, format_option
 
-__all__ = ["validate_cmd", "render_validation", "rows_frame", "groups_frame"]
+__all__ = ["validate_cmd", "render_validation", "render_summary", "rows_frame", "groups_frame"]
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}%"
 
 
-def rows_frame(v: Validation) -> pd.DataFrame:
-    """One line per input row, in input order, units in the headers."""
+def rows_frame(v: Validation, rows: Sequence[RowResult] | None = None) -> pd.DataFrame:
+    """One line per input row (``rows``: a slice of ``v.rows``), in input order, units in the headers."""
+    return _numeric(pd.DataFrame(_records(v, v.rows if rows is None else rows)))
+
+
+def _records(v: Validation, rows: Sequence[RowResult]) -> list[dict[str, object]]:
+    """The rows table as dicts (what :func:`rows_frame` holds, without pandas)."""
     many = len(v.files) > 1
     recs = []
-    for r in v.rows:
+    for r in rows:
         m = r.measurement
         rec: dict[str, object] = {}
         if many:
@@ -47,7 +59,7 @@ def rows_frame(v: Validation) -> pd.DataFrame:
             }
         )
         recs.append(rec)
-    return _numeric(pd.DataFrame(recs))
+    return recs
 
 
 def _numeric(df: pd.DataFrame) -> pd.DataFrame:
@@ -79,13 +91,23 @@ def groups_frame(v: Validation) -> pd.DataFrame:
 
 def render_validation(v: Validation) -> str:
     """Rows, the summary, per-group figures and what calibration fitted, as text."""
+    return "\n".join([*_table_chunks(v), render_summary(v)])
+
+
+def _table_chunks(v: Validation) -> Iterator[str]:
+    """The rows table, :data:`CHUNK_ROWS` rows at a time (each chunk aligned on its own)."""
+    for i in range(0, max(len(v.rows), 1), CHUNK_ROWS):
+        yield render_frame(_records(v, v.rows[i : i + CHUNK_ROWS]))
+
+
+def render_summary(v: Validation) -> str:
+    """The summary, per-group figures and what calibration fitted, as text."""
     s = v.summary
     mode = {
         "none": "none (profile values as shipped)",
         "single-gpu": "single-gpu (compute fitted on the 1-GPU rows; multi-GPU rows scored)",
     }[s.mode]
-    lines = [render_frame(rows_frame(v)), ""]
-    lines.append(f"calibration: {mode}")
+    lines = ["", f"calibration: {mode}"]
     if v.calibration is not None:
         lines += [
             f"  fitted {line}" if not line.startswith("not fitted") else f"  {line}" for line in v.calibration.lines()
@@ -133,14 +155,68 @@ def validate_cmd(files: tuple[Path, ...], calibrate: str, fmt: str, chart: Path 
     """
     check_writable(chart)
     v = validate(load_measurements(list(files)), calibrate)
+    if v.summary.predicted == 0:
+        reasons = sorted({r.reason for r in v.rows if r.reason})
+        raise DataError(
+            f"validate: 0 of {v.summary.rows} row(s) could be predicted, nothing to compare "
+            f"({'; '.join(shown_reason(x) for x in reasons[:3])})"
+        )
     if chart is not None:
         from ..report.charts import save_chart
         from ..report.charts_validation import validation_chart
 
         save_chart(validation_chart(v), chart)
-    if fmt == "json":
-        emit(to_json(v.to_dict()))
-    elif fmt == "csv":
-        emit(render_frame(pd.DataFrame([r.to_dict() for r in v.rows]), "csv"))
-    else:
-        emit(render_validation(v))
+    # streamed: a million rows are written as they are formatted, never held as one string
+    chunks = {"json": _json_chunks, "csv": _csv_chunks}.get(fmt, _text_chunks)
+    for text in chunks(v):
+        click.echo(text, nl=False)
+
+
+#: Rows formatted per piece of streamed output (and per aligned block of the table).
+CHUNK_ROWS = 10_000
+
+
+def shown_reason(reason: str) -> str:
+    """A row's reason cut to one short clause for the error line."""
+    return reason if len(reason) <= 160 else reason[:156] + "..."
+
+
+def _text_chunks(v: Validation) -> Iterator[str]:
+    for chunk in _table_chunks(v):
+        yield chunk + "\n"
+    yield render_summary(v) + "\n"
+
+
+def _json_chunks(v: Validation) -> Iterator[str]:
+    """``{"rows": [...], "summary": {...}}`` with one row per line (json's C encoder)."""
+    yield '{\n"rows": ['
+    for i in range(0, len(v.rows), CHUNK_ROWS):
+        part = ",\n".join(json.dumps(_finite(r.to_dict()), allow_nan=False) for r in v.rows[i : i + CHUNK_ROWS])
+        yield ("\n" if i == 0 else ",\n") + part
+    summary = v.to_dict(rows=False)["summary"]
+    yield f"],\n\"summary\": {to_json(summary)}\n}}\n"
+
+
+def _finite(row: dict[str, object]) -> dict[str, object]:
+    """Non-finite numbers as None (the output never carries NaN or inf)."""
+    return {k: None if isinstance(x, float) and not math.isfinite(x) else x for k, x in row.items()}
+
+
+def _csv_chunks(v: Validation) -> Iterator[str]:
+    columns: list[str] = []
+    first_of_file: dict[str, RowResult] = {}
+    for r in v.rows:
+        first_of_file.setdefault(r.measurement.file, r)
+    for r in first_of_file.values():
+        columns += [c for c in r.to_dict() if c not in columns]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for i, r in enumerate(v.rows, 1):
+        d = _finite(r.to_dict())
+        w.writerow(["" if (x := d.get(c)) is None else x for c in columns])
+        if i % CHUNK_ROWS == 0:
+            yield buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue()

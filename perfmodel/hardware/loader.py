@@ -8,15 +8,16 @@ schema is documented field by field in ``hardware_profiles/template.toml``.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError, UnknownNameError
-from ..limits import MAX_GPUS
+from ..io import MAX_PROFILE_BYTES, read_bounded
+from ..limits import MAX_GPUS, shown
 from .profile import PEAK_KEY, PRECISIONS, TOPOLOGIES, ComputeEfficiency, Device, Hardware, LinkTier
+from .ranges import check_value
 
 __all__ = [
     "load_profile",
@@ -80,7 +81,7 @@ def _kind(v: object) -> str:
         return "a table"
     if isinstance(v, list):
         return "an array"
-    return f"{type(v).__name__} {v!r}"
+    return f"{type(v).__name__} {shown(v, 40)}"
 
 
 class _Reader:
@@ -109,24 +110,9 @@ class _Reader:
             raise self.fail(key, "a table", v)
         return _Reader(self.file, v, f"{self.prefix}{key}.")
 
-    def num(self, key: str, *, minimum: float = 0.0, strict: bool = True,
-            maximum: float | None = None) -> float:
-        """A finite number ``> minimum`` (``>=`` when not ``strict``), ``<= maximum`` if given."""
-        v = self.table.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise self.fail(key, "a number", v)
-        x = float(v)
-        if not math.isfinite(x):
-            raise self.fail(key, "a finite number", v)
-        if x < minimum or (strict and x == minimum):
-            raise self.fail(key, f"a number {'>' if strict else '>='} {minimum:g}", v)
-        if maximum is not None and x > maximum:
-            raise self.fail(key, f"a fraction <= {maximum:g}", v)
-        return x
-
-    def fraction(self, key: str) -> float:
-        """An achievable fraction in (0, 1]."""
-        return self.num(key, maximum=1.0)
+    def num(self, key: str, range_name: str = "") -> float:
+        """A number in the physical range of ``range_name`` (default: ``key``) from :data:`RANGES`."""
+        return check_value(self.where(key), range_name or key, self.table.get(key))
 
     def integer(self, key: str, maximum: int = MAX_GPUS) -> int:
         """A positive integer ``<= maximum`` (a count of GPUs or nodes: at most ``MAX_GPUS``)."""
@@ -155,8 +141,8 @@ def _tier(r: _Reader, sources: dict[str, str], source_key: str) -> LinkTier:
         sources[source_key] = r.text("source")
     return LinkTier(
         bandwidth_bytes_per_s=r.num("bandwidth_bytes_per_s"),
-        latency_s=r.num("latency_s", strict=False),
-        efficiency=r.fraction("efficiency"),
+        latency_s=r.num("latency_s"),
+        efficiency=r.num("efficiency"),
         topology=r.choice("topology", TOPOLOGIES),
     )
 
@@ -184,7 +170,7 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
     peaks_r.only(_PEAK_KEYS)
     if "fp32" not in peaks_r.table:
         raise peaks_r.fail("fp32", "a number (every device needs its fp32 peak)", None)
-    peaks = {k: peaks_r.num(k) for k in sorted(peaks_r.table) if k != "source"}
+    peaks = {k: peaks_r.num(k, "peak") for k in sorted(peaks_r.table) if k != "source"}
     if "source" in peaks_r.table:
         sources["peak_flops_per_s"] = peaks_r.text("source")
     device = Device(dev.text("name"), dev.num("memory_bytes"),
@@ -216,17 +202,17 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
         if "source" in c.table:
             c.text("source")
         compute[p] = ComputeEfficiency(
-            conv=c.fraction("conv"),
-            linear=c.fraction("linear"),
-            memory=c.fraction("memory"),
-            half_work_flops=c.num("half_work_flops", strict=False),
+            conv=c.num("conv"),
+            linear=c.num("linear"),
+            memory=c.num("memory"),
+            half_work_flops=c.num("half_work_flops"),
         )
     price: float | None = None
     currency = "USD"
     if "price" in data:  # optional: a list price per GPU-hour, cited and dated
         pr = r.sub("price")
         pr.only(_PRICE_KEYS)
-        price = pr.num("per_gpu_hour", strict=False)
+        price = pr.num("per_gpu_hour")
         currency = pr.text("currency")
         sources["price"] = pr.text("source")
         sources["price_date"] = pr.text("date")
@@ -239,8 +225,8 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
             intra=intra,
             inter=inter,
             compute=compute,
-            kernel_launch_s=eff.num("kernel_launch_s", strict=False),
-            framework_reserve_bytes=eff.num("framework_reserve_bytes", strict=False),
+            kernel_launch_s=eff.num("kernel_launch_s"),
+            framework_reserve_bytes=eff.num("framework_reserve_bytes"),
             max_nodes=max_nodes,
             sources=sources,
             path=file,
@@ -255,17 +241,19 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
 
 
 def load_profile(path: str | Path) -> Hardware:
-    """Load and validate the TOML profile at ``path``."""
+    """Load and validate the TOML profile at ``path`` (a regular file of at most 1 MiB).
+
+    A UTF-8 byte-order mark is skipped. The profile's ``name`` must equal the file name
+    without ``.toml``, as ``hardware_profiles/template.toml`` says, so that a result naming
+    the hardware names the file it came from.
+    """
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ProfileError(f"{p}: cannot read hardware profile ({e.strerror or e})") from None
+    raw = read_bounded(p, MAX_PROFILE_BYTES, "hardware profile", ProfileError)
     if not raw.strip():
         raise ProfileError(f"{p}: empty file; expected a TOML hardware profile "
                            f"(see hardware_profiles/template.toml)")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise ProfileError(f"{p}: not a text TOML file (byte {e.start} is not UTF-8); "
                            f"expected a TOML hardware profile") from None
@@ -276,7 +264,15 @@ def load_profile(path: str | Path) -> Hardware:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"{p}: not valid TOML ({e})") from None
-    return parse_profile(data, str(p))
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise ProfileError(f"{p}: not a usable TOML profile ({shown(str(e), 80)})") from None
+    hw = parse_profile(data, str(p))
+    if hw.name != p.stem:
+        raise ProfileError(
+            f"{p}: field 'name': expected the file name without .toml ('{p.stem[:60]}'), "
+            f"got {shown(hw.name, 60)} (hardware_profiles/template.toml: the name must equal the file name)"
+        )
+    return hw
 
 
 _CACHE: dict[str, Hardware] = {}

@@ -7,12 +7,14 @@ dataclasses is documented field by field in ``hardware_profiles/template.toml``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from ..errors import ProfileError
+from .ranges import check_value
 
 __all__ = [
     "PRECISIONS",
@@ -34,17 +36,10 @@ PEAK_KEY = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "bf16": "bf16"}
 TOPOLOGIES = ("nvswitch", "cube-mesh", "full-mesh", "pcie", "ethernet", "infiniband", "fat-tree")
 
 
-def _positive(where: str, **values: float) -> None:
+def _in_range(where: str, **values: float) -> None:
+    """Each value is in its field's physical range (:data:`~perfmodel.hardware.ranges.RANGES`)."""
     for k, v in values.items():
-        bad_type = not isinstance(v, (int, float)) or isinstance(v, bool)
-        if bad_type or not v > 0 or v != v or v == float("inf"):
-            raise ProfileError(f"{where}: field '{k}' must be a positive finite number, got {v!r}")
-
-
-def _fraction(where: str, **values: float) -> None:
-    for k, v in values.items():
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v <= 1:
-            raise ProfileError(f"{where}: field '{k}' must be a fraction in (0, 1], got {v!r}")
+        check_value(f"{where}: field '{k}'", k, v)
 
 
 @dataclass(frozen=True)
@@ -57,12 +52,12 @@ class Device:
     peak_flops_per_s: Mapping[str, float]
 
     def __post_init__(self) -> None:
-        _positive(f"device {self.name}", memory_bytes=self.memory_bytes,
+        _in_range(f"device {self.name}", memory_bytes=self.memory_bytes,
                   memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s)
         if "fp32" not in self.peak_flops_per_s:
             raise ProfileError(f"device {self.name}: peak_flops_per_s needs at least 'fp32'")
         for k, v in self.peak_flops_per_s.items():
-            _positive(f"device {self.name} peak_flops_per_s", **{k: v})
+            check_value(f"device {self.name}: field 'peak_flops_per_s.{k}'", "peak", v)
         object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(self.peak_flops_per_s)))
 
     def peak(self, precision: str) -> float:
@@ -84,10 +79,8 @@ class LinkTier:
     topology: str
 
     def __post_init__(self) -> None:
-        _positive("link", bandwidth_bytes_per_s=self.bandwidth_bytes_per_s)
-        if not isinstance(self.latency_s, (int, float)) or self.latency_s < 0:
-            raise ProfileError(f"link: field 'latency_s' must be >= 0, got {self.latency_s!r}")
-        _fraction("link", efficiency=self.efficiency)
+        _in_range("link", bandwidth_bytes_per_s=self.bandwidth_bytes_per_s, latency_s=self.latency_s)
+        _in_range("link", efficiency=self.efficiency)
         if self.topology not in TOPOLOGIES:
             raise ProfileError(
                 f"link: topology '{self.topology}' is not one of {', '.join(TOPOLOGIES)}"
@@ -112,11 +105,8 @@ class ComputeEfficiency:
     half_work_flops: float
 
     def __post_init__(self) -> None:
-        _fraction("efficiency", conv=self.conv, linear=self.linear, memory=self.memory)
-        if not isinstance(self.half_work_flops, (int, float)) or self.half_work_flops < 0:
-            raise ProfileError(
-                f"efficiency: 'half_work_flops' must be >= 0, got {self.half_work_flops!r}"
-            )
+        _in_range("efficiency", conv=self.conv, linear=self.linear, memory=self.memory,
+                  half_work_flops=self.half_work_flops)
 
 
 @dataclass(frozen=True)
@@ -141,22 +131,19 @@ class Hardware:
     price_currency: str = "USD"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.gpus_per_node, int) or self.gpus_per_node < 1:
+        g = self.gpus_per_node
+        if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= 1_000_000:
             raise ProfileError(
-                f"{self.name}: gpus_per_node must be a positive integer, got {self.gpus_per_node!r}"
+                f"{self.name}: gpus_per_node must be an integer from 1 to 1,000,000, got {g!r:.40}"
             )
         missing = [p for p in PRECISIONS if p not in self.compute]
         if missing:
             raise ProfileError(f"{self.name}: efficiency.compute lacks precisions {missing}")
-        if self.kernel_launch_s < 0 or self.framework_reserve_bytes < 0:
-            raise ProfileError(
-                f"{self.name}: kernel_launch_s and framework_reserve_bytes must be >= 0"
-            )
+        _in_range(self.name, kernel_launch_s=self.kernel_launch_s,
+                  framework_reserve_bytes=self.framework_reserve_bytes)
         n = self.max_nodes
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ProfileError(
-                f"{self.name}: max_nodes must be a positive integer, got {self.max_nodes!r}"
-            )
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1_000_000:
+            raise ProfileError(f"{self.name}: max_nodes must be an integer from 1 to 1,000,000, got {n!r:.40}")
         object.__setattr__(self, "compute", MappingProxyType(dict(self.compute)))
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
@@ -195,8 +182,22 @@ _LINK_SCALES = {
 }
 
 
+def _scale(key: str, value: Any) -> float:
+    """A what-if multiplier: a finite number > 0 (>= 0 for a latency, which may be zero); the
+    scaled field's range is checked after."""
+    low = ">= 0" if "latency" in key else "> 0"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProfileError(f"what-if: {key} must be a number {low}, got {value!r:.40}")
+    x = float(value) if abs(value) < 1e300 else math.inf
+    if not math.isfinite(x) or x < 0 or (x == 0 and low == "> 0"):
+        raise ProfileError(f"what-if: {key} must be a finite number {low}, got {value!r:.40}")
+    return x
+
+
 def _apply_change(hw: Hardware, key: str, value: Any) -> Hardware:
     """One what-if change (see :meth:`Hardware.what_if`)."""
+    if key.endswith("_scale"):
+        value = _scale(key, value)
     if key in _LINK_SCALES:
         tier_name, field_name = _LINK_SCALES[key]
         tier = getattr(hw, tier_name)

@@ -18,7 +18,7 @@ FloatSeq = Sequence[float] | np.ndarray
 __all__ = ["partition_min_max", "partition_with_cut_costs", "brute_force_partition"]
 
 
-def _greedy(costs: np.ndarray, bound: float, parts: int) -> list[int] | None:
+def _greedy(costs: list[float], bound: float, parts: int) -> list[int] | None:
     """Cut points of the greedy fill under ``bound`` (None if it needs more than ``parts`` stages)."""
     cuts: list[int] = []
     acc = 0.0
@@ -51,15 +51,16 @@ def partition_min_max(costs: FloatSeq, parts: int) -> tuple[int, ...]:
     # the upper bound must pass the greedy test, which adds left to right: c.sum() adds
     # pairwise and can come out an ulp below the greedy's running total
     lo, hi = float(c.max()), float(np.cumsum(c)[-1])
+    floats = c.tolist()  # the greedy runs ~56k times per search: Python floats, not numpy scalars
     for _ in range(200):
         if hi - lo <= 1e-12 * max(hi, 1e-300):
             break
         mid = 0.5 * (lo + hi)
-        if _greedy(c, mid, parts) is not None:
+        if _greedy(floats, mid, parts) is not None:
             hi = mid
         else:
             lo = mid
-    cuts = _greedy(c, hi, parts)
+    cuts = _greedy(floats, hi, parts)
     assert cuts is not None
     # the greedy may use fewer stages: split the longest runs until there are ``parts``
     bounds = [0, *cuts, n]

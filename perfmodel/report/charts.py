@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import textwrap
 from collections.abc import Iterable, Sequence
@@ -15,6 +16,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from ..errors import UsageError
+from ..io import atomic_write_bytes, check_target
 from ..strategies.pipeline import PipelineTask
 from ..units import GIB
 
@@ -94,13 +96,20 @@ def _title(fig: Figure, head: str, sub: str) -> None:
 
 
 def save_chart(fig: Figure, path: str | Path) -> None:
-    """Save ``fig`` as PNG, SVG or PDF by ``path``'s extension (:class:`UsageError` for others)."""
+    """Save ``fig`` as PNG, SVG or PDF by ``path``'s extension (:class:`UsageError` for others).
+
+    The chart is drawn in memory and written atomically: an existing file is replaced only
+    by a complete chart (a full disk leaves it as it was, never a 0-byte or cut file).
+    """
     p = Path(path)
     if p.suffix.lower() not in CHART_SUFFIXES:
         raise UsageError(
             f"cannot draw a chart to '{p}': unknown extension '{p.suffix}' (use {', '.join(CHART_SUFFIXES)})"
         )
-    fig.savefig(p, dpi=DPI, format=p.suffix[1:].lower())
+    check_target(p, CHART_SUFFIXES)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=DPI, format=p.suffix[1:].lower())
+    atomic_write_bytes(p, buf.getvalue())  # a failed write leaves no partial chart
 
 
 # -- scaling -------------------------------------------------------------------------------

@@ -14,11 +14,10 @@ chart draws), followed by the exposed gradient exchange and the optimizer step.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..io import atomic_write_text
 from ..strategies.predict import Prediction
 
 __all__ = ["trace_events", "write_trace", "US_PER_S"]
@@ -110,14 +109,9 @@ def _pipeline_events(p: Prediction, stages: list[Any]) -> list[dict[str, Any]]:
 
 
 def write_trace(p: Prediction, path: str | Path) -> None:
-    """Write the trace of ``p`` to ``path`` atomically (a temporary file renamed into place)."""
-    target = Path(path)
-    text = json.dumps(trace_events(p), allow_nan=False)
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write the trace of ``p`` to ``path`` atomically (temporary file, parsed back, renamed)."""
+    atomic_write_text(path, json.dumps(trace_events(p), allow_nan=False), _parses)
+
+
+def _parses(tmp: Path) -> None:
+    json.loads(tmp.read_text(encoding="utf-8"))

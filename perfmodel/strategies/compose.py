@@ -13,13 +13,14 @@ Each term of the breakdown is computed once; the step is their sum (:class:`.Pri
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..cost.collectives import link_params
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..errors import BatchSplitError, StrategyError
+from ..errors import BatchSplitError, DataError, StrategyError
 from ..limits import MAX_BATCH, shown
 from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes, weight_group
@@ -53,10 +54,22 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     if s.comm == "dataparallel":
         check_dataparallel(s, hw.gpus_per_node)
     if s.mp > 1:
-        return price_model_parallel(ctx, s, global_batch)
+        return _finite(ctx, s, price_model_parallel(ctx, s, global_batch))
     if s.filter > 1 or s.channel > 1:
-        return price_channel_split(ctx, s, global_batch)
-    return price_chain(ctx, s, global_batch)
+        return _finite(ctx, s, price_channel_split(ctx, s, global_batch))
+    return _finite(ctx, s, price_chain(ctx, s, global_batch))
+
+
+def _finite(ctx: Context, s: Strategy, priced: Priced) -> Priced:
+    """``priced`` if its step and memory are finite numbers; else an error naming the cause, never a result."""
+    bad = [f"{k} {v!r}" for k, v in {**priced.breakdown, **priced.memory}.items() if not math.isfinite(v)]
+    if bad or not math.isfinite(priced.time_s):
+        raise DataError(
+            f"{s.spec()} on {ctx.hw.name}: the step time ({priced.time_s!r} s) or memory is not a finite "
+            f"number ({', '.join(bad[:4]) or 'the total'}); a profile value outside the ranges of "
+            "hardware_profiles/template.toml?"
+        )
+    return priced
 
 
 def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
@@ -159,9 +172,7 @@ def _best_split(
     n_links = len(ctx.net.links)
     if s.balance and sum(s.balance) != n_links:
         raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links}")
-    group = weight_group(s, ctx.hw.gpus_per_node)
-    link_f, link_b = ctx.link_sum(layers.fwd), ctx.link_sum(layers.bwd)
-    candidates = [s.balance] if s.balance else stage_candidates(ctx, s, link_f, link_b, layers.held, group)
+    candidates = [s.balance] if s.balance else stage_candidates(ctx, s, layers)
     splits = [stage_split(ctx, s, layers, c) for c in candidates]
     steps, fits = [], []
     cap = ctx.hw.device.memory_bytes

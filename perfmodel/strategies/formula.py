@@ -126,7 +126,7 @@ class StepFormula:
                     f"what-if of '{name}': only hardware symbols can change (valid: {', '.join(HARDWARE_SYMBOLS)})"
                 )
             v = float(value)
-            if not (math.isfinite(v) and v > 0):
+            if not (math.isfinite(v) and (v > 0 or (v == 0 and name.startswith("alpha")))):  # zero latency is valid
                 raise UsageError(f"what-if of '{name}': the value must be a positive finite number, got {value!r}")
             if name in by_name:
                 new[by_name[name]] = v

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import Group, LinkParams, allreduce, link_params, p2p_expr, point_to_point
+from ..cost.collectives import LinkParams, allreduce, link_params, p2p_expr, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, is_symbolic, smax
+from ..hardware import load_hardware
+from ..network import Network
 from ..partition.stages import partition_min_max, partition_with_cut_costs
-from .context import Context
-from .spatial import ChainLayers
+from .context import Context, context, weight_group
+from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
 
 #: A sequence of floats or a numpy array of them.
@@ -30,6 +33,7 @@ __all__ = [
     "StageSplit",
     "stage_split",
     "stage_candidates",
+    "STAGE_REFERENCE_PROFILES",
     "PipelineTask",
     "pipeline_tasks",
 ]
@@ -158,18 +162,22 @@ def stage_split(ctx: Context, s: Strategy, layers: ChainLayers, balance: tuple[i
     return StageSplit(tuple(int(x) for x in balance), bounds, st_f, st_b, send_f, send_b, timing)
 
 
-def stage_candidates(
-    ctx: Context,
-    s: Strategy,
-    link_f: np.ndarray,
-    link_b: np.ndarray,
-    per_gpu: Callable[[int], float],
-    group: Group,
-) -> list[tuple[int, ...]]:
+#: The shipped profiles on which automatic pipeline splits are chosen, so that the candidate
+#: splits of a plan do not depend on the profile that prices it: two GPU generations at the
+#: two ends of the link classes (Pascal over PCIe, Ampere over NVSwitch). A third (V100 over
+#: an NVLink cube-mesh) changed no validation figure and made a 64-GPU search 1.4x slower.
+STAGE_REFERENCE_PROFILES = ("p40-24gb-pcie", "a100-80gb-dgx")
+_REF_CONTEXTS: dict[tuple[int, str, str, str], tuple[Network, Context]] = {}
+_STAGE_MEMO: dict[tuple[Any, ...], tuple[Network, list[tuple[int, ...]]]] = {}
+
+
+def stage_candidates(ctx: Context, s: Strategy, layers: ChainLayers) -> list[tuple[int, ...]]:
     """Stage splits for ``pp=S`` without ``balance``; the chain pricing prices each and keeps the fastest.
 
-    * the split that balances the links' compute seconds on this device
-      (:func:`partition_min_max`, optimal for that cost);
+    On each profile of :data:`STAGE_REFERENCE_PROFILES` (never on the profile being priced):
+
+    * the split that balances the links' compute seconds (:func:`partition_min_max`,
+      optimal for that cost);
     * the same with each link's share of the gradient allreduce over the weight group added
       (a stage whose weights are exchanged after its last backward pass takes fewer links);
     * both again with the point-to-point time of the tensor crossing each cut charged to the
@@ -177,30 +185,64 @@ def stage_candidates(
       activation crosses).
 
     The pricing keeps the fastest candidate that fits in memory (the fastest of all if none
-    fits), so the split is never slower than the compute-balanced one when both fit. Splitting
-    by compute alone let a faster device pick a cut with a large tensor or an exposed gradient
-    exchange and make the step slower; with the candidates that is rarer and smaller, not
-    impossible (the split is re-chosen per profile; ``balance=`` pins it). Taking the same
-    candidates on one reference profile would make it impossible, but it was measured to cost
-    accuracy: the shipped validation set's speedup MAPE went from 9.3% to 10.7% and its
-    single-GPU-calibrated throughput MAPE from 11.8% to 13.1%.
+    fits). The candidate set depends on the network, precision, optimizer, plan and
+    micro-batch only (``layers`` gives the micro-batch), so the step is a minimum over a fixed
+    set of prices that each fall when a device or link gets faster: a faster profile never
+    makes an automatic split slower (re-choosing the split on the priced profile did: unet
+    pp=4,dp=8,mb=8 on 32 GPUs took 53.1 ms with 2x memory bandwidth and 57.5 ms with 4x).
+    Candidates from the A100 profile alone cost accuracy (shipped speedup MAPE 9.3% -> 10.7%);
+    with the P40's too it stays 9.3%.
     """
-    hw, e = ctx.hw, ctx.elem_bytes
+    m = layers.m
+    key = (id(ctx.net), ctx.precision, ctx.optimizer, s.dp, s.sp, s.pp, s.comm, s.recompute, s.decomp, m)
+    hit = _STAGE_MEMO.get(key)
+    if hit is not None and hit[0] is ctx.net:
+        return hit[1]
+    candidates: list[tuple[int, ...]] = []
+    for name in STAGE_REFERENCE_PROFILES:
+        for split in _reference_splits(_reference_context(ctx, name), s, m):
+            if split not in candidates:
+                candidates.append(split)
+    if len(_STAGE_MEMO) > 4096:
+        _STAGE_MEMO.clear()
+    _STAGE_MEMO[key] = (ctx.net, candidates)
+    return candidates
+
+
+def _reference_context(ctx: Context, name: str) -> Context:
+    """``ctx`` with the shipped profile ``name`` in place of its hardware (cached)."""
+    key = (id(ctx.net), name, ctx.precision, ctx.optimizer)
+    hit = _REF_CONTEXTS.get(key)
+    if hit is None or hit[0] is not ctx.net:
+        if len(_REF_CONTEXTS) > 64:
+            _REF_CONTEXTS.clear()
+        hit = (ctx.net, context(ctx.net, load_hardware(name), ctx.precision, ctx.optimizer))
+        _REF_CONTEXTS[key] = hit
+    return hit[1]
+
+
+def _reference_splits(ref: Context, s: Strategy, m: float) -> list[tuple[int, ...]]:
+    """The candidate splits of :func:`stage_candidates` computed on one reference context."""
+    hw, e = ref.hw, ref.elem_bytes
+    layers = spatial_layers(ref, s, m) if s.sp_degree > 1 else sample_layers(ref, m)
+    link_f, link_b = ref.link_sum(layers.fwd), ref.link_sum(layers.bwd)
     costs = link_f + link_b + (link_f if s.recompute else 0.0)
     totals = [costs]
     if s.dp * s.sp_degree > 1 and not s.is_ps:
-        grad = ctx.link_sum(ctx.cc.params * GRAD_BYTES_PER_PARAM)
+        group = weight_group(s, hw.gpus_per_node)
+        grad = ref.link_sum(ref.cc.params * GRAD_BYTES_PER_PARAM)
         totals.append(costs + np.array([allreduce(b, group, hw, s.comm) if b else 0.0 for b in grad]))
     # a pipeline spanning nodes sends some cuts over the network; which ones depends on the
     # stage, not the link, so every cut is costed at the slower tier then (do not cut big tensors)
     across = s.pp * s.sp_degree > hw.gpus_per_node
-    cut_s = np.array([point_to_point(per_gpu(k) * ctx.cut_elems[k] * e, hw, across) for k in range(len(costs) - 1)])
-    candidates: list[tuple[int, ...]] = []
+    cut_s = np.array([point_to_point(layers.held(k) * ref.cut_elems[k] * e, hw, across)
+                      for k in range(len(costs) - 1)])
+    out: list[tuple[int, ...]] = []
     for total in totals:
         for split in (partition_min_max(total, s.pp), partition_with_cut_costs(total, cut_s, s.pp)):
-            if tuple(int(x) for x in split) not in candidates:
-                candidates.append(tuple(int(x) for x in split))
-    return candidates
+            if tuple(int(x) for x in split) not in out:
+                out.append(tuple(int(x) for x in split))
+    return out
 
 
 # -- the schedule's tasks -------------------------------------------------------------------

@@ -373,7 +373,13 @@ def _toml_value(v: object) -> str:
         return str(v)
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else "0.0"
-    return json.dumps(str(v), ensure_ascii=False)
+    # JSON string escapes are TOML basic-string escapes; TOML also refuses a raw DEL
+    return json.dumps(str(v), ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _comment(text: str) -> str:
+    """``text`` as one TOML comment line: no line breaks or control characters."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
 def _table(name: str, items: Sequence[tuple[str, object]]) -> list[str]:
@@ -391,7 +397,7 @@ def profile_toml(
     s = hw.sources
     d = hw.device
     lines = [
-        f"# {description}",
+        f"# {_comment(description)}",
         "schema_version = 1",
         f"name = {_toml_value(name)}",
         f"description = {_toml_value(description)}",

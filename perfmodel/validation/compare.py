@@ -12,7 +12,7 @@ from ..hardware import Hardware
 from ..units import GIB
 from .calibrate import Calibration, calibrate_single_gpu
 from .measurements import Measurement, MeasurementSet, resolve_hardware
-from .pricing import price_row
+from .pricing import RowPrice, price_row
 
 __all__ = [
     "CALIBRATION_MODES",
@@ -86,7 +86,7 @@ class RowResult:
     def to_dict(self) -> dict[str, Any]:
         """Input columns (typed where known) then the prediction, error and speedup."""
         m = self.measurement
-        out: dict[str, Any] = dict(m.columns)
+        out: dict[str, Any] = dict(m.columns.items())
         out.update(
             row=m.row,
             file=m.file,
@@ -179,11 +179,12 @@ class Validation:
     calibration: Calibration | None = None
     columns: tuple[str, ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, rows: bool = True) -> dict[str, Any]:
+        """Rows (left out when ``rows`` is False, for streamed output) and the summary."""
         summary = self.summary.to_dict()
         summary["files"] = list(self.files)
         summary["calibration"] = None if self.calibration is None else self.calibration.to_dict()
-        return {"rows": [r.to_dict() for r in self.rows], "summary": summary}
+        return {"rows": [r.to_dict() for r in self.rows] if rows else [], "summary": summary}
 
 
 def validate(ms: MeasurementSet, calibrate: str = "none") -> Validation:
@@ -211,6 +212,8 @@ def compare_rows(
     """Price each row (on ``profiles[row.hardware]`` when given) and attach speedups."""
     profiles = profiles or {}
     results: list[RowResult] = []
+    priced: dict[tuple[Any, ...], RowPrice | str] = {}
+    hws: dict[str, Hardware] = {}
     for m in rows:
         role = "calibration" if single_gpu_fit and m.gpus == 1 else "scored"
         calibrated = m.hardware in profiles and _fitted(profiles[m.hardware], m.precision)
@@ -225,11 +228,18 @@ def compare_rows(
                 )
             )
             continue
-        try:
-            hw = resolve_hardware(m, profiles)
-            p = price_row(m, hw)
-        except PerfmodelError as e:
-            results.append(RowResult(m, None, f"cannot be priced: {e}", role, calibrated))
+        key = (m.model, m.image_size, m.hardware, m.precision, m.optimizer, m.strategy_text,
+               m.gpus, m.batch_per_gpu, m.global_batch)
+        if key not in priced:  # a repeated run is priced once (a million rows, a few hundred runs)
+            try:
+                if m.hardware not in hws:
+                    hws[m.hardware] = resolve_hardware(m, profiles)
+                priced[key] = price_row(m, hws[m.hardware])
+            except PerfmodelError as e:
+                priced[key] = f"cannot be priced: {e}"
+        p = priced[key]
+        if isinstance(p, str):
+            results.append(RowResult(m, None, p, role, calibrated))
             continue
         reason = (
             ""

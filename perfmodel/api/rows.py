@@ -1,0 +1,87 @@
+"""Rows of the notebook API's frames: one priced plan, or a gap with its reason (SI units)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from ..report.answers import frame_columns
+from ..search.plan import DEFAULT_BATCH_PER_GPU
+from ..strategies.predict import Context, price
+from ..strategies.spec import Strategy
+from .args import check_batches
+from .cache import Baselines
+
+__all__ = ["price_row", "gap_row", "text_columns", "as_list", "resolve_batches"]
+
+
+def resolve_batches(batch_per_gpu: object, global_batch: object) -> tuple[int | None, int | None]:
+    """The checked batches; neither given means ``DEFAULT_BATCH_PER_GPU`` per GPU."""
+    bpg, gb = check_batches(batch_per_gpu, global_batch)
+    return (DEFAULT_BATCH_PER_GPU, None) if bpg is None and gb is None else (bpg, gb)
+
+
+def price_row(
+    ctx: Context,
+    s: Strategy,
+    gpus: int,
+    batch_per_gpu: int | None,
+    global_batch: int | None,
+    base: Baselines,
+) -> dict[str, Any]:
+    """Price ``s`` and say everything a frame row needs (SI units)."""
+    B = batch_per_gpu * gpus if batch_per_gpu is not None else global_batch
+    assert B is not None
+    r = price(ctx, s, B)
+    b1 = batch_per_gpu if batch_per_gpu is not None else B
+    one = base.get(ctx, b1)
+    thr = B / r.time_s
+    speedup = math.nan if one is None else thr / (b1 / one[0])
+    mem = float(sum(r.memory.values()))
+    row: dict[str, Any] = {
+        "plan": s.spec(),
+        "plan_kind": s.kind,
+        "global_batch": B,
+        "step_s": r.time_s,
+        "samples_per_s": thr,
+        "speedup_x": speedup,
+        "efficiency_%": 100 * speedup / gpus,
+        "memory_per_gpu_bytes": mem,
+        "memory_capacity_bytes": float(ctx.hw.device.memory_bytes),
+        "fits": mem <= ctx.hw.device.memory_bytes,
+        "dominant": max(r.breakdown, key=lambda k: r.breakdown[k]),
+        "reason": None,
+    }
+    row.update(frame_columns(ctx.net.name, ctx.hw, ctx.precision, s.kind, r.time_s, thr, mem))
+    row.update({f"breakdown_{k}_s": v for k, v in r.breakdown.items()})
+    return row
+
+
+def gap_row(reason: str) -> dict[str, Any]:
+    return {
+        "plan": None,
+        "plan_kind": None,
+        "step_s": math.nan,
+        "samples_per_s": math.nan,
+        "speedup_x": math.nan,
+        "efficiency_%": math.nan,
+        "memory_per_gpu_bytes": math.nan,
+        "fits": False,
+        "dominant": None,
+        "reason": reason,
+    }
+
+
+def text_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Missing text (no plan, no reason) as None rather than NaN, in every text column."""
+    for c in ("plan", "plan_kind", "dominant", "reason", "interval_group"):
+        if c in df.columns:
+            df[c] = df[c].astype(object).where(df[c].notna(), None)
+    return df
+
+
+def as_list(x: Any) -> list[Any] | None:
+    """``x`` as a list if it is a sweep axis (a list, tuple or range), else None."""
+    return list(x) if isinstance(x, (list, tuple, range)) else None

@@ -1,0 +1,190 @@
+"""Scaling curves: for each strategy kind and GPU count, its best plan and speedup."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..errors import NoFeasiblePlanError, UsageError
+from ..hardware import DEFAULT_HARDWARE, Hardware
+from ..network import Network
+from ..report.answers import FRAME_COLUMNS, frame_columns
+from ..search.enumerate import KINDS, candidates
+from ..search.plan import plan
+from ..strategies.predict import Context, baseline_text, context, one_gpu_step
+from .args import check_optimizer, check_precision, names
+from .gpus import parse_gpu_list
+from .loading import available_kinds, load_hardware, load_model
+from .rows import gap_row, resolve_batches, text_columns
+from .sweeps import Progress
+
+__all__ = ["scale", "SCALE_STRATEGIES"]
+
+#: Names ``scale`` accepts: the plan search's strategy kinds, and ``best`` (all of them).
+SCALE_STRATEGIES = (*KINDS, "best")
+
+
+def scale(
+    model: str | Network,
+    gpus_list: str | Iterable[int],
+    hardware: str | Hardware = DEFAULT_HARDWARE,
+    precision: str = "amp",
+    *,
+    batch_per_gpu: int | None = None,
+    global_batch: int | None = None,
+    strategies: Sequence[str] | str = ("dp", "pp", "hybrid", "best"),
+    optimizer: str = "sgd",
+    image_size: int | None = None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """Predicted speedup against GPU count: for each strategy kind and count, its best plan.
+
+    Weak scaling with ``batch_per_gpu`` (the default, 32 samples per GPU): the global batch
+    grows with the GPUs and the baseline is one GPU at that per-GPU batch. Strong scaling
+    with ``global_batch``: the batch is fixed and the baseline is one GPU training on all of
+    it (accumulating gradients if it does not fit). ``best`` searches every kind.
+    ``gpus_list`` is what :func:`parse_gpu_list` takes; ``strategies`` names from
+    :data:`SCALE_STRATEGIES` (a list or a comma list); batches integers from 1 to 1e9 (at most
+    one); wrong kinds of argument raise :class:`~perfmodel.errors.UsageError`.
+    A kind with no feasible plan at a count leaves a gap: NaN, with the ``reason``.
+    Returns one row per (strategy, gpus); ``df.attrs`` holds the setting and the baseline.
+    """
+    counts = parse_gpu_list(gpus_list)
+    bpg, gb = resolve_batches(batch_per_gpu, global_batch)
+    kinds_asked = names(strategies, "strategies", SCALE_STRATEGIES, "strategy")
+    precision = check_precision(precision)
+    optimizer = check_optimizer(optimizer)
+    net = load_model(model, image_size)
+    hw = load_hardware(hardware)
+    ctx = context(net, hw, precision, optimizer)
+    b1 = bpg if bpg is not None else gb
+    assert b1 is not None
+    one = one_gpu_step(ctx, b1)
+    rows: list[dict[str, Any]] = []
+    total, done = len(kinds_asked) * len(counts), 0
+    for name in kinds_asked:
+        kinds = available_kinds() if name == "best" else (name,)
+        for g in counts:
+            B = bpg * g if bpg is not None else gb
+            assert B is not None
+            row: dict[str, Any] = {
+                "strategy": name,
+                "gpus": g,
+                "global_batch": B,
+                "batch_per_gpu": B / g,
+                "ideal_x": float(g),
+            }
+            row.update(_best_of(ctx, net, g, B, kinds, name, optimizer, one, b1))
+            rows.append(row)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    df = text_columns(pd.DataFrame(rows))
+    cols = [
+        "strategy",
+        "gpus",
+        "plan",
+        "plan_kind",
+        "global_batch",
+        "batch_per_gpu",
+        "step_s",
+        "samples_per_s",
+        "speedup_x",
+        "ideal_x",
+        "efficiency_%",
+        "memory_per_gpu_bytes",
+        "dominant",
+        "reason",
+        *FRAME_COLUMNS,
+    ]
+    df = df.reindex(columns=cols)
+    df.attrs.update(
+        model=net.name,
+        image_size=net.image_size,
+        hardware=hw.name,
+        precision=precision,
+        optimizer=optimizer,
+        scaling="weak" if bpg is not None else "strong",
+        batch_per_gpu=bpg,
+        global_batch=gb,
+        strategies=kinds_asked,
+        baseline=(
+            "none: one sample does not fit one GPU"
+            if one is None
+            else baseline_text(hw.name, b1, one[1], bpg is not None)
+        ),
+        baseline_batch=b1,
+        baseline_micro_batches=0 if one is None else one[1],
+        baseline_step_s=math.nan if one is None else one[0],
+        baseline_samples_per_s=math.nan if one is None else b1 / one[0],
+    )
+    return df
+
+
+def _best_of(
+    ctx: Context,
+    net: Network,
+    g: int,
+    B: int,
+    kinds: tuple[str, ...],
+    name: str,
+    optimizer: str,
+    one: tuple[float, int] | None,
+    b1: int,
+) -> dict[str, Any]:
+    """The best plan of ``kinds`` on ``g`` GPUs at global batch ``B``, or a gap with the reason."""
+    hw = ctx.hw
+    if g > hw.max_gpus:
+        return gap_row(
+            f"{g} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"
+        )
+    if g > B and name in ("dp", "ps"):
+        return gap_row(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU")
+    try:
+        r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds)
+    except NoFeasiblePlanError as e:
+        return gap_row(
+            f"no {name} plan fits in {hw.device.memory_bytes / 2**30:.0f} GiB "
+            f"(smallest needs {e.min_memory_bytes / 2**30:.1f} GiB)"
+        )
+    except UsageError as e:
+        return gap_row(_why_none(net, g, B, hw, kinds, name, str(e)))
+    p = r.plans[0]
+    thr = p.throughput_samples_per_s
+    speedup = math.nan if one is None else thr / (b1 / one[0])
+    mem = p.memory_per_gpu_bytes
+    return {
+        **frame_columns(net.name, hw, ctx.precision, p.strategy.kind, p.iteration_time_s, thr, mem),
+        "plan": p.strategy.spec(),
+        "plan_kind": p.strategy.kind,
+        "step_s": p.iteration_time_s,
+        "samples_per_s": thr,
+        "speedup_x": speedup,
+        "efficiency_%": 100 * speedup / g,
+        "memory_per_gpu_bytes": p.memory_per_gpu_bytes,
+        "dominant": p.dominant,
+        "reason": None,
+    }
+
+
+def _why_none(net: Network, g: int, B: int, hw: Hardware, kinds: tuple[str, ...], name: str, fallback: str) -> str:
+    """Why the search found no ``name`` plan at all on ``g`` GPUs (not a memory problem)."""
+    n = sum(1 for _ in candidates(net, g, B, hw.gpus_per_node, kinds))
+    if n == 0:
+        if name == "pp" and g > len(net.links):
+            return (
+                f"more GPUs than the {len(net.links)} chain links of {net.name} (a pure pipeline has a stage per GPU)"
+            )
+        if g == 1 and name not in ("dp", "best"):
+            return "nothing to split over one GPU"
+        if name == "sp":
+            return f"no spatial grid of {g} tiles is searched for {net.name} at {net.image_size} px"
+        if B % g and name in ("dp", "ps"):
+            return f"global batch {B} does not split over {g} GPUs"
+        return f"no {name} plan for {g} GPUs at global batch {B}"
+    if name == "sp":
+        return f"no spatial split beats splitting samples on {net.name} at {net.image_size} px"
+    return f"all {n} {name} candidates were rejected ({fallback})"

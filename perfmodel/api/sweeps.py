@@ -1,0 +1,173 @@
+"""Sweeps: price plans over the grid of every argument given as a list, one row per point."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
+from ..hardware import DEFAULT_HARDWARE, Hardware
+from ..network import Network
+from ..search.plan import DEFAULT_BATCH_PER_GPU, plan
+from ..strategies.predict import Context, context
+from ..strategies.spec import Strategy, parse_strategy
+from .args import check_gpus, check_hardware, check_kinds, check_optimizer, check_precision, check_strategy
+from .cache import Baselines
+from .loading import available_kinds, load_hardware, load_model
+from .rows import as_list, gap_row, price_row, resolve_batches, text_columns
+
+__all__ = ["sweep", "Progress"]
+
+Progress = Callable[[int, int], None]
+
+
+def sweep(
+    model: str | Network,
+    gpus: int | Sequence[int],
+    strategy: str | Strategy | Sequence[str] | None = None,
+    hardware: str | Hardware | Sequence[str | Hardware] = DEFAULT_HARDWARE,
+    precision: str | Sequence[str] = "amp",
+    *,
+    batch_per_gpu: int | Sequence[int] | None = None,
+    global_batch: int | Sequence[int] | None = None,
+    what_if: Mapping[str, Any] | None = None,
+    optimizer: str = "sgd",
+    image_size: int | None = None,
+    kinds: Sequence[str] | str | None = None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """Price plans over the grid of every argument given as a list; one row per point.
+
+    Accepts: ``model`` a zoo name or :class:`Network`; ``gpus`` integers from 1 to 1,000,000;
+    ``strategy`` spec strings or :class:`Strategy` objects (None: search); ``hardware`` profile
+    names, ``.toml`` paths or :class:`Hardware`; ``precision`` one of fp32, tf32, amp, bf16;
+    batches integers from 1 to 1e9 (at most one of the two); ``optimizer`` sgd or adam;
+    ``kinds`` strategy kinds as a list or a comma list. Anything else raises
+    :class:`~perfmodel.errors.UsageError` (a what-if value out of range:
+    :class:`~perfmodel.errors.ProfileError`) before any point is priced.
+
+    ``gpus``, ``strategy``, ``hardware``, ``precision``, ``batch_per_gpu``, ``global_batch`` and
+    each value of ``what_if`` (keys of :meth:`Hardware.what_if`, e.g.
+    ``{"inter_bandwidth_scale": [0.5, 1, 2]}``) may be a list: the sweep is their product, in
+    that order, and each list becomes a column. Hardware what-ifs change the profile in memory.
+
+    With ``strategy`` a spec (``"dp=8"``; ``"pp=4,mb=8"`` whose missing ``dp`` fills the GPU
+    count; ``"dp"`` for pure data parallelism on every count) a point costs about a
+    millisecond (``benchmarks/whatif_speed.py``); with ``strategy=None`` each point searches
+    for the best plan of ``kinds`` (default: every installed kind), which takes a full
+    :func:`~perfmodel.search.plan`. Points that cannot run get NaN and a
+    ``reason``; a fixed plan that does not fit in memory is still priced (``fits`` False).
+    ``speedup_x`` is against one GPU of the same (what-if) profile at ``batch_per_gpu``
+    samples, or at the global batch when ``global_batch`` is given (strong scaling), with
+    gradient accumulation when that does not fit.
+    """
+    net = load_model(model, image_size)
+    if what_if is not None and not isinstance(what_if, Mapping):
+        raise UsageError(f"what_if must be a dict of Hardware.what_if keys, got {type(what_if).__name__}")
+    what_if = dict(what_if or {})
+    optimizer = check_optimizer(optimizer)
+    search_kinds = check_kinds(kinds) or available_kinds()
+    if batch_per_gpu is None and global_batch is None:
+        batch_per_gpu = DEFAULT_BATCH_PER_GPU
+    if batch_per_gpu is not None and global_batch is not None:
+        raise UsageError("give at most one of batch_per_gpu and global_batch")
+    axes: dict[str, list[Any]] = {}
+    fixed: dict[str, Any] = {}
+    named = {
+        "gpus": gpus,
+        "strategy": strategy,
+        "hardware": hardware,
+        "precision": precision,
+        "batch_per_gpu": batch_per_gpu,
+        "global_batch": global_batch,
+    }
+    for key, value in [*named.items(), *what_if.items()]:
+        lst = as_list(value)
+        if lst is None:
+            fixed[key] = value
+        elif not lst:
+            raise UsageError(f"sweep axis '{key}' is empty")
+        else:
+            axes[key] = lst
+    _check_values(axes, fixed)
+    base = Baselines()
+    contexts: dict[tuple[int, str], Context] = {}
+    hw_cache: dict[tuple[Any, ...], Hardware] = {}
+    points = list(itertools.product(*axes.values()))
+    rows = []
+    for i, combo in enumerate(points):
+        pt = {**fixed, **dict(zip(axes, combo, strict=True))}
+        changes = {k: pt[k] for k in what_if}
+        hkey = (
+            id(pt["hardware"]) if isinstance(pt["hardware"], Hardware) else pt["hardware"],
+            repr(sorted(changes.items())),
+        )
+        if hkey not in hw_cache:
+            hw_cache[hkey] = load_hardware(pt["hardware"], **changes)
+        hw = hw_cache[hkey]
+        ckey = (id(hw), pt["precision"])
+        if ckey not in contexts:
+            contexts[ckey] = context(net, hw, pt["precision"], optimizer)
+        ctx = contexts[ckey]
+        row: dict[str, Any] = {k: pt[k] for k in axes}
+        row.update(model=net.name, hardware=hw.name, gpus=pt["gpus"], precision=pt["precision"])
+        row.update(_point(ctx, net, pt, optimizer, search_kinds, base))
+        rows.append(row)
+        if progress is not None:
+            progress(i + 1, len(points))
+    df = text_columns(pd.DataFrame(rows))
+    df.attrs.update(
+        model=net.name,
+        image_size=net.image_size,
+        optimizer=optimizer,
+        scaling="weak" if global_batch is None else "strong",
+    )
+    return df
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "gpus": check_gpus,
+    "strategy": lambda s: check_strategy(s, optional=True),
+    "hardware": check_hardware,
+    "precision": check_precision,
+    "batch_per_gpu": lambda b: resolve_batches(b, None),
+    "global_batch": lambda b: b is None or resolve_batches(None, b),
+}
+
+
+def _check_values(axes: Mapping[str, list[Any]], fixed: Mapping[str, Any]) -> None:
+    """Every value of every named axis (or fixed argument) is of the kind it must be."""
+    for key, check in _CHECKS.items():
+        for value in axes.get(key, [fixed.get(key)]):
+            check(value)
+
+
+def _point(
+    ctx: Context,
+    net: Network,
+    pt: Mapping[str, Any],
+    optimizer: str,
+    kinds: tuple[str, ...],
+    base: Baselines,
+) -> dict[str, Any]:
+    g, spec = pt["gpus"], pt["strategy"]
+    bpg, gb = resolve_batches(pt.get("batch_per_gpu"), pt.get("global_batch"))
+    B = bpg * g if bpg is not None else gb
+    try:
+        if spec is None:
+            r = plan(net, g, ctx.hw, ctx.precision, B, optimizer, top=1, kinds=kinds)
+            s = r.plans[0].strategy
+        else:
+            if isinstance(spec, str) and spec.strip().lower() == "dp":
+                spec = f"dp={g}"
+            s = spec if isinstance(spec, Strategy) else parse_strategy(spec, g)
+            if s.gpus != g:
+                return gap_row(f"plan {s.spec()} uses {s.gpus} GPUs, not {g}")
+        return price_row(ctx, s, g, bpg, gb, base)
+    except NoFeasiblePlanError as e:
+        return gap_row(f"no plan fits in memory (smallest needs {e.min_memory_bytes / 2**30:.1f} GiB)")
+    except PerfmodelError as e:
+        return gap_row(str(e))

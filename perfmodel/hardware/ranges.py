@@ -1,0 +1,96 @@
+"""The physical range of every number a hardware profile holds: one table, checked everywhere.
+
+The TOML loader, the dataclasses (so the Python API and what-ifs too) and ``explain --set``
+check values against :data:`RANGES` by field name. The bounds are wide on purpose (about
+three decades beyond any machine of 2016-2026 either way) and only keep out numbers the model
+cannot price: zeros where a value divides, ``1e-300`` bandwidths that make a step infinite,
+``1e308`` costs, NaN and infinity. ``hardware_profiles/template.toml`` lists them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import ProfileError
+from ..limits import shown
+
+__all__ = ["Range", "RANGES", "check_value", "describe"]
+
+
+@dataclass(frozen=True)
+class Range:
+    """Valid values ``low <= x <= high`` (``low < x`` when ``open_low``); ``span`` in human units."""
+
+    low: float
+    high: float
+    span: str
+    open_low: bool = False
+
+    def holds(self, x: float) -> bool:
+        return math.isfinite(x) and (x > self.low if self.open_low else x >= self.low) and x <= self.high
+
+    def text(self) -> str:
+        if self.open_low and self.low == 0 and self.high == 1:
+            return "a fraction <= 1 and > 0"
+        sign = "> 0" if self.open_low or self.low > 0 else ">= 0"
+        return f"a number {sign}, within {self.span}"
+
+
+_FRACTION = Range(0.0, 1.0, "(0, 1]", open_low=True)
+
+#: Valid values by field name (the last part of a dotted TOML field; ``peak`` is every entry
+#: of ``device.peak_flops_per_s``). A field missing here only has to be finite.
+RANGES: dict[str, Range] = {
+    "memory_bytes": Range(2.0**20, 2.0**50, "1 MiB to 1 PiB"),
+    "memory_bandwidth_bytes_per_s": Range(1e6, 1e15, "1e6 to 1e15 bytes/s (1 MB/s to 1 PB/s)"),
+    "peak": Range(1e6, 1e18, "1e6 to 1e18 FLOP/s"),
+    "bandwidth_bytes_per_s": Range(1e3, 1e15, "1e3 to 1e15 bytes/s (1 kB/s to 1 PB/s)"),
+    "latency_s": Range(0.0, 1.0, "0 to 1 s"),
+    "efficiency": _FRACTION,
+    "conv": _FRACTION,
+    "linear": _FRACTION,
+    "memory": _FRACTION,
+    "half_work_flops": Range(0.0, 1e15, "0 to 1e15 FLOP"),
+    "kernel_launch_s": Range(0.0, 0.1, "0 to 0.1 s"),
+    "framework_reserve_bytes": Range(0.0, 2.0**50, "0 to 1 PiB"),
+    "per_gpu_hour": Range(0.0, 1e6, "0 to 1e6 (currency units per GPU-hour)"),
+}
+
+
+def describe(name: str) -> str:
+    """The valid values of field ``name`` as text (``a finite number`` if it has no range)."""
+    r = RANGES.get(name)
+    return "a finite number" if r is None else r.text()
+
+
+def check_value(where: str, name: str, value: object) -> float:
+    """``value`` as a float if it is a number in ``name``'s range, else :class:`ProfileError`.
+
+    ``where`` starts the message (the file and dotted field, or the dataclass).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProfileError(f"{where}: expected {describe(name)}, got {_shown(value)}")
+    try:
+        x = float(value)
+    except OverflowError:
+        raise ProfileError(f"{where}: expected {describe(name)}, got {_shown(value)}") from None
+    r = RANGES.get(name)
+    if not math.isfinite(x) or (r is not None and not r.holds(x)):
+        raise ProfileError(f"{where}: expected {describe(name)}, got {_shown(value)}")
+    return x
+
+
+def _shown(value: object) -> str:
+    """What was given, in the loader's words (``nothing (missing)``, ``a string ('x')``, a number)."""
+    if value is None:
+        return "nothing (missing)"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, str):
+        return f"a string ({shown(value, 40)})"
+    if isinstance(value, int) and abs(value) >= 10**24:
+        return f"an integer of about {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
+    if isinstance(value, (dict, list)):
+        return "a table" if isinstance(value, dict) else "an array"
+    return shown(value, 40)
