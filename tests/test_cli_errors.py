@@ -295,6 +295,17 @@ CASES: list[tuple[str, str, int, str]] = [
     ("export", "resnt50 -n 2 -s dp=2 -o {out}.py", 1, "did you mean resnet50"),
     ("plan", "tiny_cnn -n 2 --export {out}.txt", 2, "unknown extension '.txt' (use .py)"),
 
+    # time to train, cost, trace
+    (P, "resnet50 --gpus 8 -s dp=8 --epochs 0", 2, "0 is not in the range 0<x<=1000000"),
+    (P, f"resnet50 --gpus 8 -s dp=8 --epochs {HUGE}", 2, "not in the range"),
+    (P, "resnet50 --gpus 8 -s dp=8 --epochs 1 --dataset-size 0", 2, "not in the range"),
+    (P, "resnet50 --gpus 8 -s dp=8 --epochs 1 --price-per-gpu-hour -1", 2, "not in the range"),
+    (P, "unet --gpus 1 -s dp=1 -b 1 --epochs 1", 2, "give --dataset-size for unet"),
+    (P, "resnet50 --gpus 8 -s dp=8 --trace {out}.txt", 2, "use .json"),
+    (P, "resnet50 --gpus 8 -s dp=8 --trace /nonexistent/t.json", 2, "does not exist"),
+    ("plan", "tiny_cnn --gpus 2 --rank-by time", 2, "--rank-by time needs --epochs"),
+    ("plan", "tiny_cnn --gpus 2 --rank-by speed", 2, "'speed' is not one of"),
+    ("scale", "tiny_cnn --gpus 1,2 --cost-chart {out}.png", 2, "--cost-chart needs --epochs"),
     # compare
     ("compare", "resnt50 --gpus 8 -H a100-80gb-dgx", 1, "did you mean resnet50"),
     ("compare", "resnet50 --gpus 8", 2, "missing option '--hardware'"),

@@ -41,6 +41,7 @@ FIELDS = {
     "depthwise_efficiency": "efficiency.kernels.depthwise_efficiency",
     "host_op_s": "efficiency.kernels.host_op_s",
     "step_overhead_s": "efficiency.kernels.step_overhead_s",
+    "per_gpu_hour": "price.per_gpu_hour",
 }
 
 

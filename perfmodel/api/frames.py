@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
+from ..report.answers import answers_for
 from ..search.plan import plan
 from ..strategies.spec import Strategy
 from .args import check_batches, check_gpus, check_kinds, check_optimizer, check_precision, check_strategy, check_top
@@ -108,6 +109,7 @@ def plan_frame(
             "dominant": p.dominant,
             "why": why,
         }
+        row.update(answers_for(p, hw, net=net).frame_row())
         row.update({f"breakdown_{k}_s": v for k, v in p.breakdown.items()})
         rows.append(row)
     df = text_columns(pd.DataFrame(rows))

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..report.answers import frame_columns
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies.predict import Context, price
 from ..strategies.spec import Strategy
@@ -53,6 +54,7 @@ def price_row(
         "dominant": max(r.breakdown, key=lambda k: r.breakdown[k]),
         "reason": None,
     }
+    row.update(frame_columns(ctx.net.name, ctx.hw, ctx.precision, s.kind, r.time_s, thr, mem))
     row.update({f"breakdown_{k}_s": v for k, v in r.breakdown.items()})
     return row
 
@@ -74,7 +76,7 @@ def gap_row(reason: str) -> dict[str, Any]:
 
 def text_columns(df: pd.DataFrame) -> pd.DataFrame:
     """Missing text (no plan, no reason) as None rather than NaN, in every text column."""
-    for c in ("plan", "plan_kind", "dominant", "reason"):
+    for c in ("plan", "plan_kind", "dominant", "reason", "interval_group"):
         if c in df.columns:
             df[c] = df[c].astype(object).where(df[c].notna(), None)
     return df

@@ -11,6 +11,7 @@ import pandas as pd
 from ..errors import NoFeasiblePlanError, UsageError
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
+from ..report.answers import FRAME_COLUMNS, frame_columns
 from ..search.enumerate import KINDS, candidates
 from ..search.plan import plan
 from ..strategies.predict import Context, baseline_text, context, one_gpu_step
@@ -97,8 +98,9 @@ def scale(
         "memory_per_gpu_bytes",
         "dominant",
         "reason",
+        *FRAME_COLUMNS,
     ]
-    df = df[cols]
+    df = df.reindex(columns=cols)
     df.attrs.update(
         model=net.name,
         image_size=net.image_size,
@@ -153,7 +155,9 @@ def _best_of(
     p = r.plans[0]
     thr = p.throughput_samples_per_s
     speedup = math.nan if one is None else thr / (b1 / one[0])
+    mem = p.memory_per_gpu_bytes
     return {
+        **frame_columns(net.name, hw, ctx.precision, p.strategy.kind, p.iteration_time_s, thr, mem),
         "plan": p.strategy.spec(),
         "plan_kind": p.strategy.kind,
         "step_s": p.iteration_time_s,

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..errors import UsageError
-from ..hardware import PRECISIONS
+from ..hardware import PRECISIONS, load_hardware
 from ..report import render_frame, to_json
+from ..report.answers import answers_for, interval_notes
 from ..search import plan
 from ..search.plan import default_global_batch
 from ..strategies import Prediction, predict
 from ..units import GIB
+from .answer_options import training_options, training_request
 from .common import chart_option, check_writable, emit, format_option, gpus_option, image_size_option, optimizer_option
 
 if TYPE_CHECKING:
@@ -107,10 +109,11 @@ def compare_chart(c: Comparison) -> Figure:
     return fig
 
 
-def render_compare(c: Comparison) -> str:
+def render_compare(c: Comparison, rows: list[dict[str, Any]] | None = None) -> str:
     lines = [f"{c.model} on {c.gpus} GPUs ({'best plan on each' if c.strategy == 'best' else c.strategy}), "
              f"ratio to {c.predictions[0].hardware} {c.predictions[0].precision}", "",
-             render_frame(compare_rows(c)), "", "speedup baselines (one per profile and precision):"]
+             render_frame(compare_rows(c) if rows is None else rows), "",
+             "speedup baselines (one per profile and precision):"]
     lines += [f"  {p.hardware} {p.precision}: {p.speedup_baseline}" for p in c.predictions]
     lines += ["", "assumptions:"] + [f"  {k}: {v}" for k, v in c.predictions[0].assumptions.items()
                                      if k not in ("hardware", "hardware_source", "precision", "memory_capacity")]
@@ -135,9 +138,11 @@ def _split(text: str) -> list[str]:
 @image_size_option
 @format_option
 @chart_option
+@training_options
 def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions: tuple[str, ...],
                 batch_per_gpu: int | None, global_batch: int | None, optimizer: str, image_size: int | None,
-                fmt: str, chart: Path | None) -> None:
+                fmt: str, chart: Path | None, epochs: float | None, dataset_size: int | None,
+                price_per_gpu_hour: float | None, currency: str | None) -> None:
     """Compare MODEL on GPUS GPUs of several hardware profiles (and precisions), side by side.
 
     Each row is one profile at one precision, with its throughput's ratio to the first row's.
@@ -153,9 +158,18 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
         from ..report.charts import save_chart
 
         save_chart(compare_chart(c), chart)
+    req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
+    hws = [load_hardware(h) for h in _split(hardware) for _ in precs]
+    answers = [answers_for(p, hw, req) for p, hw in zip(c.predictions, hws, strict=True)]
     if fmt == "json":
-        emit(to_json(c.to_dict()))
+        d = c.to_dict()
+        for row, a in zip(d["rows"], answers, strict=True):
+            row.update(a.fields())
+        emit(to_json(d))
     elif fmt == "csv":
-        emit(render_frame(compare_rows(c), "csv"))
+        emit(render_frame([{**r, **a.flat_fields()} for r, a in zip(compare_rows(c), answers, strict=True)], "csv"))
     else:
-        emit(render_compare(c))
+        emit(render_compare(c, [{**r, **a.row()} for r, a in zip(compare_rows(c), answers, strict=True)]))
+        notes = [(f"{p.hardware} {p.precision}", a.interval.group, a.interval.runs)
+                 for p, a in zip(c.predictions, answers, strict=True)]
+        emit("\n".join(interval_notes(notes)))

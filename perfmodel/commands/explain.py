@@ -12,6 +12,7 @@ from ..hardware.ranges import check_value
 from ..limits import shown
 from ..network import get_model
 from ..report import to_json
+from ..report.answers import answers_for
 from ..strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
 from ..strategies.predict import context, resolve_batch
 from ..strategies.spec import parse_strategy
@@ -125,8 +126,9 @@ def explain_cmd(
     if new is not None and not all(math.isfinite(v) for v in new.values()):
         setting = ", ".join(f"{k}={v:g}" for k, v in what_if.items())
         raise UsageError(f"--set {setting}: the step time is not a finite number (choose values nearer the profile's)")
+    ans = answers_for(f.prediction, ctx.hw, net=net, largest=False)
     if fmt == "json":
-        out = f.to_dict()
+        out = {**f.to_dict(), **{k: v for k, v in ans.fields().items() if "interval" in k}}
         if new is not None:
             out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values())}
         emit(to_json(out))
@@ -137,6 +139,7 @@ def explain_cmd(
             emit(f'{k},{f.term_values[k]!r},"{str(v)}"' + (f",{new[k]!r}" if new is not None else ""))
         return
     _table(f, s.spec(), gpus, precision, B, full, what_if, new)
+    emit(ans.lines()[0])
 
 
 def _table(

@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..hardware import load_hardware
 from ..report import render_frame, to_json
+from ..report.answers import Answers, answers_for, interval_notes
 from ..search import KINDS, PlanResult, plan
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..units import GIB
+from .answer_options import RANK_BY, rank, training_options, training_request
 from .common import (
     chart_option,
     check_writable,
@@ -63,13 +66,13 @@ def plan_rows(r: PlanResult) -> list[dict[str, Any]]:
     return rows
 
 
-def render_plan(r: PlanResult) -> str:
+def render_plan(r: PlanResult, rows: list[dict[str, Any]] | None = None) -> str:
     best = r.plans[0]
     lines = [
         f"{best.model} on {best.gpus} x {best.hardware}, {best.precision}, global batch {r.global_batch}: "
         f"{len(r.plans)} best of {r.priced} priced plans ({r.candidates} candidates, {r.seconds:.2f} s)",
         "",
-        render_frame(plan_rows(r)),
+        render_frame(plan_rows(r) if rows is None else rows),
         "",
         f"speedup and efficiency of every row: {best.speedup_baseline}",
     ]
@@ -114,6 +117,10 @@ def render_plan(r: PlanResult) -> str:
               help="Also write the best plan as a torchrun program (.py; see `perfmodel export`).")
 @format_option
 @chart_option
+@training_options
+@click.option("--rank-by", type=click.Choice(RANK_BY), default="throughput", show_default=True,
+              help="Order of the plans: throughput, time to train or its cost (at one GPU count and "
+              "global batch these agree; `scale` shows where more GPUs stop paying).")
 def plan_cmd(
     model: str,
     gpus: int,
@@ -126,6 +133,11 @@ def plan_cmd(
     strategies: str,
     fmt: str,
     chart: Path | None,
+    epochs: float | None,
+    dataset_size: int | None,
+    price_per_gpu_hour: float | None,
+    currency: str | None,
+    rank_by: str,
     export_to: Path | None = None,
 ) -> None:
     """Search data, spatial, pipeline, hybrid, filter/channel and model-parallel plans of MODEL on GPUS GPUs.
@@ -137,14 +149,32 @@ def plan_cmd(
     check_writable(export_to, PROGRAM_SUFFIXES)
     kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
     r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds)
+    req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
+    hw = load_hardware(hardware)
+    r, answers = rank(r, [answers_for(p, hw, req) for p in r.plans], rank_by)
     if chart is not None:
         from ..report.charts import plan_chart, save_chart
 
         save_chart(plan_chart(r), chart)
     exported = export_best(r.plans, hardware, export_to, model) if export_to is not None else ""
     if fmt == "json":
-        emit(to_json(r.to_dict()))
+        d = r.to_dict()
+        for row, a in zip(d["plans"], answers, strict=True):
+            row.update(a.fields())
+        d["search"]["rank_by"] = rank_by
+        emit(to_json(d))
     elif fmt == "csv":
-        emit(render_frame(plan_frame(r), "csv"))
+        emit(render_frame(_with_answers(plan_rows(r), answers, flat=True), "csv"))
     else:
-        emit(render_plan(r) + exported)
+        emit(render_plan(r, _with_answers(plan_rows(r), answers)) + exported)
+        notes = [(f"rank {i}", a.interval.group, a.interval.runs) for i, a in enumerate(answers, 1)]
+        emit("\n".join(interval_notes(notes)))
+
+
+def _with_answers(rows: list[dict[str, Any]], answers: list[Answers], flat: bool = False) -> list[dict[str, Any]]:
+    """Plan rows with each plan's interval, headroom (and time, cost) before the 'why' column."""
+    out = []
+    for row, a in zip(rows, answers, strict=True):
+        extra = a.flat_fields() if flat else a.row()
+        out.append({**{k: v for k, v in row.items() if k != "why"}, **extra, "why": row["why"]})
+    return out

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import click
 
+from ..hardware import load_hardware
 from ..report import render_frame, to_json
+from ..report.answers import answers_for
 from ..strategies import Prediction, predict
 from ..units import GIB
+from .answer_options import training_options, training_request
 from .common import (
     chart_option,
     check_writable,
@@ -74,21 +77,37 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @model_input_options
 @format_option
 @chart_option
+@training_options
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the priced step as a Chrome trace (.json: chrome://tracing, ui.perfetto.dev).")
 def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
                 global_batch: int | None, optimizer: str, image_size: int | None, fmt: str,
-                chart: Path | None) -> None:
-    """Predict step time, throughput, speedup and memory of MODEL under one plan."""
+                chart: Path | None, epochs: float | None, dataset_size: int | None,
+                price_per_gpu_hour: float | None, currency: str | None, trace: Path | None) -> None:
+    """Predict step time, throughput, speedup and memory of MODEL under one plan.
+
+    Every answer carries an 80% interval from the measured runs closest to it, the memory
+    verdict with the largest batch that fits, and with --epochs the time (and cost) to train.
+    """
     check_writable(chart)
+    check_writable(trace, (".json",))
     if batch_per_gpu is None and global_batch is None:
         batch_per_gpu = 32
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size)
+    req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
+    ans = answers_for(p, load_hardware(hardware), req)
     if chart is not None:
         from ..report.charts import pipeline_gantt, save_chart
 
         save_chart(pipeline_gantt(p), chart)
+    if trace is not None:
+        from ..report.trace import write_trace
+
+        write_trace(p, trace)
     if fmt == "json":
-        emit(to_json(p.to_dict()))
+        emit(to_json({**p.to_dict(), **ans.fields()}))
     elif fmt == "csv":
-        emit(render_frame([prediction_row(p)], "csv"))
+        emit(render_frame([{**prediction_row(p), **ans.flat_fields()}], "csv"))
     else:
-        emit(render_prediction(p))
+        text = render_prediction(p).split("\n")
+        emit("\n".join(text[:3] + ans.lines() + text[3:]))

@@ -10,11 +10,13 @@ from typing import Any
 import click
 import pandas as pd
 
-from ..api import SCALE_STRATEGIES, parse_gpu_list, scale
+from ..api import SCALE_STRATEGIES, load_hardware, load_model, parse_gpu_list, scale
 from ..errors import UsageError
 from ..report import render_frame, to_json
+from ..report.answers import interval_notes
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..units import GIB
+from .answer_options import training_options, training_request
 from .common import (
     chart_option,
     check_writable,
@@ -74,6 +76,11 @@ def scale_table(df: pd.DataFrame) -> pd.DataFrame:
             "ideal_x": df["ideal_x"],
             "efficiency_%": df["efficiency_%"],
             "mem_GiB": df["memory_per_gpu_bytes"] / GIB,
+            "headroom_GiB": df["memory_headroom_bytes"] / GIB,
+            "80%_low_samples/s": df["samples_per_s_low"],
+            "80%_high_samples/s": df["samples_per_s_high"],
+            **({"train_h": df["time_to_train_s"] / 3600} if "time_to_train_s" in df else {}),
+            **({f"cost_{df.attrs.get('currency', 'USD')}": df["cost"]} if "cost" in df else {}),
             "note": df["reason"],
         }
     )
@@ -135,6 +142,9 @@ def _progress() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
 @model_input_options
 @format_option
 @chart_option
+@training_options
+@click.option("--cost-chart", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --epochs: draw time to train and its cost against GPU count (.png, .svg, .pdf).")
 def scale_cmd(
     model: str,
     gpus: list[int],
@@ -147,6 +157,11 @@ def scale_cmd(
     image_size: int | None,
     fmt: str,
     chart: Path | None,
+    epochs: float | None,
+    dataset_size: int | None,
+    price_per_gpu_hour: float | None,
+    currency: str | None,
+    cost_chart: Path | None,
 ) -> None:
     """Predicted speedup of MODEL against GPU count: the best plan of each strategy kind.
 
@@ -168,6 +183,10 @@ def scale_cmd(
             f"(use {', '.join(CHART_SUFFIXES)})"
         )
     check_writable(chart)
+    check_writable(cost_chart)
+    req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
+    if cost_chart is not None and not req.asked:
+        raise UsageError("--cost-chart needs --epochs (time to train) and a price for the cost panel")
     show, close = _progress()
     try:
         df = scale(
@@ -184,6 +203,14 @@ def scale_cmd(
         )
     finally:
         close()
+    if req.asked:
+        from ..report.charts_cost import add_training_columns, time_cost_chart
+
+        df = add_training_columns(df, load_model(model, image_size), load_hardware(hardware), req)
+        if cost_chart is not None:
+            from ..report.charts import save_chart
+
+            save_chart(time_cost_chart(df), cost_chart)
     if chart is not None:
         from ..report.charts import save_chart, scale_chart
 
@@ -205,3 +232,7 @@ def scale_cmd(
         emit(render_frame(scale_table(df)))
         emit("")
         emit(f"speedup baseline: {a['baseline']}")
+        ok = df[df["interval_group"].notna()]
+        labels = [f"{s} at {g}" for s, g in zip(ok["strategy"], ok["gpus"], strict=True)]
+        runs = [int(n) for n in ok["interval_runs"].to_numpy(float)]
+        emit("\n".join(interval_notes(list(zip(labels, map(str, ok["interval_group"]), runs, strict=True)))))

@@ -41,7 +41,8 @@ DEFAULT_MAX_NODES = 4096
 
 #: Keys each table accepts; anything else is rejected with its name (catches typos).
 _TOP_KEYS = {"schema_version", "name", "description", "source", "device", "node", "network",
-             "efficiency"}
+             "efficiency", "price"}
+_PRICE_KEYS = {"per_gpu_hour", "currency", "date", "source"}
 _DEVICE_KEYS = {"name", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops_per_s",
                 "source"}
 _PEAK_KEYS = set(PEAK_KEY.values()) | {"source"}
@@ -217,6 +218,15 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
             sources["kernels"] = kr.text("source")
         kernel_values = {k: (kr.integer(k, 100_000) if k == "sm_count" else kr.num(k))
                          for k in sorted(kr.table) if k != "source"}
+    price: float | None = None
+    currency = "USD"
+    if "price" in data:  # optional: a list price per GPU-hour, cited and dated
+        pr = r.sub("price")
+        pr.only(_PRICE_KEYS)
+        price = pr.num("per_gpu_hour")
+        currency = pr.text("currency")
+        sources["price"] = pr.text("source")
+        sources["price_date"] = pr.text("date")
     try:
         return Hardware(
             name=name,
@@ -233,6 +243,8 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
             sources=sources,
             path=file,
             schema_version=SCHEMA_VERSION,
+            price_per_gpu_hour=price,
+            price_currency=currency,
         )
     except ProfileError as e:  # a cross-field check of the dataclasses: add the file
         if str(e).startswith(file):

@@ -158,6 +158,9 @@ class Hardware:
     sources: Mapping[str, str] = field(default_factory=dict)
     path: str = ""
     schema_version: int = 1
+    #: optional list price of one GPU for one hour, in ``price_currency`` (source in ``sources["price"]``)
+    price_per_gpu_hour: float | None = None
+    price_currency: str = "USD"
 
     def __post_init__(self) -> None:
         g = self.gpus_per_node

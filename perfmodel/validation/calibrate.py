@@ -448,6 +448,12 @@ def profile_toml(
         if p in notes:
             items.append(("source", notes[p]))
         lines += _table(f"efficiency.compute.{p}", items)
+    if hw.price_per_gpu_hour is not None:
+        lines += _table(
+            "price",
+            [("per_gpu_hour", float(hw.price_per_gpu_hour)), ("currency", hw.price_currency),
+             ("date", s.get("price_date", "unknown")), ("source", s.get("price", "from the base profile"))],
+        )
     return "\n".join(lines)
 
 
