@@ -10,6 +10,7 @@ import click
 
 from ..errors import UsageError
 from ..hardware import PRECISIONS, load_hardware
+from ..network import get_model
 from ..report import render_frame, to_json
 from ..report.answers import answers_for, interval_notes
 from ..search import plan
@@ -160,7 +161,8 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
         save_chart(compare_chart(c), chart)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     hws = [load_hardware(h) for h in _split(hardware) for _ in precs]
-    answers = [answers_for(p, hw, req) for p, hw in zip(c.predictions, hws, strict=True)]
+    net = get_model(model, image_size)  # an imported model's file path is relative to here
+    answers = [answers_for(p, hw, req, net=net) for p, hw in zip(c.predictions, hws, strict=True)]
     if fmt == "json":
         d = c.to_dict()
         for row, a in zip(d["rows"], answers, strict=True):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..hardware import load_hardware
+from ..network import get_model
 from ..report import render_frame, to_json
 from ..report.answers import Answers, answers_for, interval_notes
 from ..search import KINDS, PlanResult, plan
@@ -151,7 +152,8 @@ def plan_cmd(
     r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     hw = load_hardware(hardware)
-    r, answers = rank(r, [answers_for(p, hw, req) for p in r.plans], rank_by)
+    net = get_model(model, image_size)  # an imported model's file path is relative to here
+    r, answers = rank(r, [answers_for(p, hw, req, net=net) for p in r.plans], rank_by)
     if chart is not None:
         from ..report.charts import plan_chart, save_chart
 

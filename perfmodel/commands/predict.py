@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..hardware import load_hardware
+from ..network import get_model
 from ..report import render_frame, to_json
 from ..report.answers import answers_for
 from ..strategies import Prediction, predict
@@ -95,7 +96,7 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
         batch_per_gpu = 32
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
-    ans = answers_for(p, load_hardware(hardware), req)
+    ans = answers_for(p, load_hardware(hardware), req, net=get_model(model, image_size))
     if chart is not None:
         from ..report.charts import pipeline_gantt, save_chart
 

@@ -17,6 +17,7 @@ from ..hardware import PRECISIONS, Hardware, load_hardware, profile_names
 from ..io import MAX_CSV_BYTES, open_bounded_text
 from ..limits import MAX_BATCH, MAX_GPUS, MAX_IMAGE_SIZE, shown
 from ..network import model_names
+from ..network.importers import is_import_spec
 from ..strategies.spec import Strategy, parse_strategy
 
 __all__ = [
@@ -275,7 +276,7 @@ _MEANING = ("model", "hardware", "gpus", "precision", "batch_per_gpu", "global_b
 def _fields(v: Mapping[str, str], p: _RowParser, fail: _Fail) -> dict[str, Any]:
     """The checked meaning of a row's cells (every column but the throughput and free text)."""
     model = v["model"]
-    if model not in p.models:
+    if model not in p.models and not is_import_spec(model):  # a file or ONNX model is read when priced
         close = closest_names(model, sorted(p.models))
         hint = f"did you mean {', '.join(close)}?" if close else "see `perfmodel models`"
         raise fail("model", f"unknown model {shown(model, 60)}; {hint}")
