@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..hardware import load_hardware, profile_names
 from ..network import compile_counts, get_model, model_names
-from ..network.zoo.registry import _models
+from ..network.zoo.registry import model_entries
 from ..report import render_frame, to_json
 from ..units import GIB
 from .common import emit, format_option, image_size_option, model_input_options
@@ -77,7 +77,7 @@ def models_cmd(fmt: str) -> None:
     """List the zoo's models with parameters, input size and GFLOPs per sample."""
     rows = []
     for name in model_names():
-        entry = _models()[name]
+        entry = model_entries()[name]
         net = get_model(name)
         cc = compile_counts(net)
         rows.append(

@@ -11,7 +11,7 @@ from ...limits import MAX_IMAGE_SIZE, shown
 from ..graph import Network
 from ..importers.resolve import is_import_spec, load_imported
 
-__all__ = ["ModelEntry", "MODELS", "get_model", "model_names"]
+__all__ = ["ModelEntry", "MODELS", "get_model", "model_entries", "model_names"]
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,14 @@ def _entries() -> dict[str, ModelEntry]:
 MODELS: dict[str, ModelEntry] = {}
 
 
-def _models() -> dict[str, ModelEntry]:
+def model_entries() -> dict[str, ModelEntry]:
     if not MODELS:
         MODELS.update(_entries())
     return MODELS
 
 
 def model_names() -> list[str]:
-    return sorted(_models())
+    return sorted(model_entries())
 
 
 def get_model(name: str, image_size: int | None = None) -> Network:
@@ -77,7 +77,7 @@ def get_model(name: str, image_size: int | None = None) -> Network:
     (see :mod:`perfmodel.network.importers`)."""
     if is_import_spec(name):
         return load_imported(name, image_size)
-    models = _models()
+    models = model_entries()
     if name not in models:
         raise UnknownNameError("model", name, models)
     entry = models[name]
@@ -100,5 +100,5 @@ _CACHE: dict[tuple[str, int], Network] = {}
 def _build(name: str, size: int) -> Network:
     key = (name, size)
     if key not in _CACHE:
-        _CACHE[key] = _models()[name].build(size)
+        _CACHE[key] = model_entries()[name].build(size)
     return _CACHE[key]
