@@ -17,7 +17,7 @@ from ..errors import ProfileError, UnknownNameError
 from ..io import MAX_PROFILE_BYTES, read_bounded
 from ..limits import MAX_GPUS, shown
 from .profile import PEAK_KEY, PRECISIONS, TOPOLOGIES, ComputeEfficiency, Device, Hardware, KernelParams, LinkTier
-from .ranges import check_value
+from .ranges import check_value, given_text
 
 __all__ = [
     "load_profile",
@@ -74,17 +74,10 @@ def profile_names() -> list[str]:
 
 
 def _kind(v: object) -> str:
-    if v is None:
-        return "nothing (missing)"
-    if isinstance(v, bool):
-        return f"a boolean ({str(v).lower()})"
-    if isinstance(v, str):
-        return f"a string ({v!r})"
-    if isinstance(v, dict):
-        return "a table"
-    if isinstance(v, list):
-        return "an array"
-    return f"{type(v).__name__} {shown(v, 40)}"
+    """What was given: :func:`given_text`, with a plain number's type named (``int 2``)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{type(v).__name__} {shown(v, 40)}"
+    return given_text(v)
 
 
 class _Reader:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..errors import ProfileError
 from ..limits import shown
 
-__all__ = ["Range", "RANGES", "check_value", "describe"]
+__all__ = ["Range", "RANGES", "check_value", "describe", "given_text"]
 
 
 @dataclass(frozen=True)
@@ -79,18 +79,18 @@ def check_value(where: str, name: str, value: object) -> float:
     ``where`` starts the message (the file and dotted field, or the dataclass).
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProfileError(f"{where}: expected {describe(name)}, got {_shown(value)}")
+        raise ProfileError(f"{where}: expected {describe(name)}, got {given_text(value)}")
     try:
         x = float(value)
     except OverflowError:
-        raise ProfileError(f"{where}: expected {describe(name)}, got {_shown(value)}") from None
+        raise ProfileError(f"{where}: expected {describe(name)}, got {given_text(value)}") from None
     r = RANGES.get(name)
     if not math.isfinite(x) or (r is not None and not r.holds(x)):
-        raise ProfileError(f"{where}: expected {describe(name)}, got {_shown(value)}")
+        raise ProfileError(f"{where}: expected {describe(name)}, got {given_text(value)}")
     return x
 
 
-def _shown(value: object) -> str:
+def given_text(value: object) -> str:
     """What was given, in the loader's words (``nothing (missing)``, ``a string ('x')``, a number)."""
     if value is None:
         return "nothing (missing)"
