@@ -10,6 +10,8 @@ from torch.nn import functional as F  # noqa: N812
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from perfmodel.validation.autograd_saved import saved_storages
+
 
 class Bottleneck(nn.Module):
     """torchvision's ResNet v1.5 bottleneck (stride on the 3x3)."""
@@ -313,21 +315,7 @@ def torch_flops(model: nn.Module, shape: tuple[int, ...], batch: int = 2) -> flo
 
 def torch_saved(model: nn.Module, shape: tuple[int, ...], batch: int = 2) -> float:
     """Float elements per sample of the distinct storages autograd saves (parameters, input excluded)."""
-    model.train()
-    x = torch.randn(batch, *shape)
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        st = t.untyped_storage()
-        if st.data_ptr() not in params and st.data_ptr() != x.untyped_storage().data_ptr() and t.is_floating_point():
-            seen[st.data_ptr()] = st.nbytes() // t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = model(x)  # held, so that no saved storage is freed and its address reused
-    del out
-    return sum(seen.values()) / batch
+    return saved_storages(model, shape, batch).float_elements
 
 
 def torch_params(model: nn.Module) -> int:

@@ -29,6 +29,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from perfmodel.validation.autograd_saved import saved_storages
+
 
 def _bare_torchvision(path: str) -> None:
     sys.path.insert(0, path)
@@ -44,25 +46,6 @@ def _bare_torchvision(path: str) -> None:
             return lambda f: f
 
     torch.library.register_fake = tolerant
-
-
-def saved_elements(model: Any, size: int) -> float:
-    """Float elements per sample of the distinct storages autograd saves in training mode."""
-    model.train()
-    x = torch.randn(2, 3, size, size)
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        st = t.untyped_storage()
-        if st.data_ptr() not in params and st.data_ptr() != x.untyped_storage().data_ptr() and t.is_floating_point():
-            seen[st.data_ptr()] = st.nbytes() // t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = model(x)
-    del out
-    return sum(seen.values()) / 2
 
 
 def main() -> None:
@@ -104,7 +87,8 @@ def main() -> None:
         line = (f"{name:22s} ok {took:5.2f} s  params {net.params:,} (torch {params:,})  "
                 f"GFLOPs {mine / 1e9:.3f} (torch {ref / 1e9:.3f})  links {len(net.links)}")
         if args.saved:
-            got, want = compile_counts(net).total("saved_elems"), saved_elements(fn(**kw), size)
+            got = compile_counts(net).total("saved_elems")
+            want = saved_storages(fn(**kw), (3, size, size)).float_elements
             line += f"  saved {got:,.0f} (autograd {want:,.0f}, {(got / want - 1) * 100:+.1f}%)"
         print(line, flush=True)
 

@@ -29,6 +29,8 @@ import torchvision.models as tvm
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+from perfmodel.validation.autograd_saved import saved_storages
+
 TORCHVISION: dict[str, tuple[Callable[..., nn.Module], dict[str, Any], int]] = {
     "alexnet": (tvm.alexnet, {}, 224),
     "vgg11": (tvm.vgg11, {}, 224),
@@ -180,27 +182,6 @@ def flops(model: nn.Module, size: int) -> int:
     return int(fc.get_total_flops())
 
 
-def saved_elements(model: nn.Module, size: int) -> tuple[int, int]:
-    """(float elements, other bytes) of the distinct storages autograd saves in training mode."""
-    model.train()
-    x = torch.randn(2, 3, size, size)  # batch 2: BN in training mode needs more than one value
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, tuple[int, torch.dtype]] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        st = t.untyped_storage()
-        ptr = st.data_ptr()
-        if ptr not in params and ptr != x.untyped_storage().data_ptr():
-            seen[ptr] = (st.nbytes(), t.dtype)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(x)
-    floats = sum(n // 4 for n, dt in seen.values() if dt == torch.float32)
-    other = sum(n for n, dt in seen.values() if dt != torch.float32)
-    return floats // 2, other // 2
-
-
 def compare_shapes(name: str, model: nn.Module, size: int) -> list[str]:
     """Modules whose name is a layer of the zoo network and whose output shape differs."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -241,7 +222,8 @@ def main() -> None:
         params = sum(p.numel() for p in model.parameters())
         line = f"{name:24s} {size:4d} {params:12d} {flops(model, size):15d}"
         if args.saved:
-            fl, other = saved_elements(model, size)
+            saved = saved_storages(model, (3, size, size))
+            fl, other = round(saved.float_elements), round(saved.other_bytes)
             line += f"  saved {fl} elems + {other} bytes"
         print(line, flush=True)
         if args.shapes:
