@@ -1,8 +1,4 @@
-"""The timing harness: a timer per device, medians after a warm-up, precision modes, layer times.
-
-Times are medians over repeated runs after a warm-up: CUDA events on a GPU, ``perf_counter``
-on the CPU. Per-layer times are taken in isolation (each layer on random inputs of its shapes).
-"""
+"""The timing harness: medians after a warm-up (CUDA events or perf_counter), precisions, layers."""
 
 from __future__ import annotations
 
