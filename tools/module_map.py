@@ -1,6 +1,6 @@
 """Write docs/MODULES.md, the module map of perfmodel, from the code.
 
-For every subpackage: each module, its size in lines, the first line of its docstring (what it
+For every subpackage: each module, its size in lines, the summary of its docstring (what it
 owns) and the perfmodel subpackages it imports. tests/test_structure.py fails when the file is
 not what this script writes::
 
@@ -101,7 +101,7 @@ def modules(package: Path = PACKAGE) -> list[ModuleInfo]:
                 rel=rel,
                 subpackage=sub,
                 lines=len(text.splitlines()),
-                summary=(doc.strip().splitlines() or ["(no docstring)"])[0],
+                summary=" ".join(doc.strip().split("\n\n")[0].split()) or "(no docstring)",
                 imports=_imports(tree, dotted, path.name == "__init__.py"),
             )
         )
@@ -134,7 +134,7 @@ def render(package: Path = PACKAGE) -> str:
         "# Module map of perfmodel",
         "",
         "Written by `python tools/module_map.py` from the code; `tests/test_structure.py` fails when",
-        "it is stale. For each subpackage: its modules, their size in lines, the first line of their",
+        "it is stale. For each subpackage: its modules, their size in lines, the summary of their",
         "docstring (what the module owns) and the perfmodel subpackages they import (`errors`,",
         "`units`, ... are top-level modules; \"in functions\": imported only inside functions, for a",
         "late or optional load; \"types\": only for type checking). The layers, from the bottom up,",
