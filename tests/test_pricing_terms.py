@@ -1,9 +1,8 @@
-"""The step as named terms, each computed once: spatial x pipeline plans, and the layering of strategies."""
+"""The step as named terms, each computed once: spatial x pipeline plans, explain on symbols.
+
+(The layering and size rules are in tests/test_structure.py.)"""
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -12,8 +11,6 @@ from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
 from perfmodel.strategies import context, parse_strategy, predict
 from perfmodel.strategies.explain import StepFormula, explain_plan
-
-PACKAGE = Path(__file__).resolve().parents[1] / "perfmodel"
 
 
 @pytest.mark.parametrize(
@@ -40,49 +37,6 @@ def test_halo_of_the_pipeline_is_at_most_the_unpipelined_plans() -> None:
     flat = predict("resnet50", 8, "sp=2x2,dp=2", global_batch=32, image_size=512)
     # the same tiles of 16 samples per replica: a stage holds a part of the links' halos
     assert pp.breakdown["halo_exchange"] < flat.breakdown["halo_exchange"]
-
-
-def _imports(path: Path) -> list[tuple[ast.ImportFrom, bool]]:
-    """Every ``from ... import`` of a module, and whether it sits inside a function."""
-    tree = ast.parse(path.read_text())
-    out: list[tuple[ast.ImportFrom, bool]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            out += [(n, True) for n in ast.walk(node) if isinstance(n, ast.ImportFrom)]
-    inner = {id(n) for n, _ in out}
-    out += [(n, False) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and id(n) not in inner]
-    return out
-
-
-#: strategies/spec.py (the spec language) is checked with its owners' tests.
-MODULES = [p for p in sorted((PACKAGE / "strategies").glob("*.py")) if p.name != "spec.py"] + sorted(
-    (PACKAGE / "partition").glob("*.py")
-)
-
-
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_strategies_and_partition_import_cleanly(path: Path) -> None:
-    """No private name from another module, no function-level import of the package, and
-    partition never imports strategies (it sits below them)."""
-    for node, in_function in _imports(path):
-        if node.level == 0:
-            continue
-        names = [a.name for a in node.names]
-        assert not [n for n in names if n.startswith("_")], f"{path.name} imports private {names} from {node.module}"
-        assert not in_function, f"{path.name} imports {node.module} inside a function"
-        if path.parent.name == "partition":
-            assert not (node.module or "").startswith("strategies"), f"{path.name} imports {node.module}"
-
-
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_modules_and_functions_fit_a_screen(path: Path) -> None:
-    """Modules under ~400 lines, functions under ~80 (the team's limits for these packages)."""
-    src = path.read_text()
-    assert len(src.splitlines()) <= 400, f"{path.name}: {len(src.splitlines())} lines"
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            length = (node.end_lineno or node.lineno) - node.lineno + 1
-            assert length <= 80, f"{path.name}: {node.name} is {length} lines"
 
 
 #: Plans of every chain kind and both split kinds on small networks (mp plans are covered in test_explain).

@@ -21,10 +21,28 @@ from .loading import available_kinds, load_hardware, load_model
 from .rows import gap_row, resolve_batches, text_columns
 from .sweeps import Progress
 
-__all__ = ["scale", "SCALE_STRATEGIES"]
+__all__ = ["scale", "SCALE_COLUMNS", "SCALE_STRATEGIES"]
 
 #: Names ``scale`` accepts: the plan search's strategy kinds, and ``best`` (all of them).
 SCALE_STRATEGIES = (*KINDS, "best")
+#: The columns of a scale frame, in order.
+SCALE_COLUMNS = (
+    "strategy",
+    "gpus",
+    "plan",
+    "plan_kind",
+    "global_batch",
+    "batch_per_gpu",
+    "step_s",
+    "samples_per_s",
+    "speedup_x",
+    "ideal_x",
+    "efficiency_%",
+    "memory_per_gpu_bytes",
+    "dominant",
+    "reason",
+    *FRAME_COLUMNS,
+)
 
 
 def scale(
@@ -82,25 +100,7 @@ def scale(
             done += 1
             if progress is not None:
                 progress(done, total)
-    df = text_columns(pd.DataFrame(rows))
-    cols = [
-        "strategy",
-        "gpus",
-        "plan",
-        "plan_kind",
-        "global_batch",
-        "batch_per_gpu",
-        "step_s",
-        "samples_per_s",
-        "speedup_x",
-        "ideal_x",
-        "efficiency_%",
-        "memory_per_gpu_bytes",
-        "dominant",
-        "reason",
-        *FRAME_COLUMNS,
-    ]
-    df = df.reindex(columns=cols)
+    df = text_columns(pd.DataFrame(rows)).reindex(columns=list(SCALE_COLUMNS))
     df.attrs.update(
         model=net.name,
         image_size=net.image_size,

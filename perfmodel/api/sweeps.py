@@ -74,24 +74,9 @@ def sweep(
         batch_per_gpu = DEFAULT_BATCH_PER_GPU
     if batch_per_gpu is not None and global_batch is not None:
         raise UsageError("give at most one of batch_per_gpu and global_batch")
-    axes: dict[str, list[Any]] = {}
-    fixed: dict[str, Any] = {}
-    named = {
-        "gpus": gpus,
-        "strategy": strategy,
-        "hardware": hardware,
-        "precision": precision,
-        "batch_per_gpu": batch_per_gpu,
-        "global_batch": global_batch,
-    }
-    for key, value in [*named.items(), *what_if.items()]:
-        lst = as_list(value)
-        if lst is None:
-            fixed[key] = value
-        elif not lst:
-            raise UsageError(f"sweep axis '{key}' is empty")
-        else:
-            axes[key] = lst
+    named = [("gpus", gpus), ("strategy", strategy), ("hardware", hardware), ("precision", precision)]
+    named += [("batch_per_gpu", batch_per_gpu), ("global_batch", global_batch)]
+    axes, fixed = _grid([*named, *what_if.items()])
     _check_values(axes, fixed)
     base = Baselines()
     contexts: dict[tuple[int, str], Context] = {}
@@ -100,20 +85,9 @@ def sweep(
     rows = []
     for i, combo in enumerate(points):
         pt = {**fixed, **dict(zip(axes, combo, strict=True))}
-        changes = {k: pt[k] for k in what_if}
-        hkey = (
-            id(pt["hardware"]) if isinstance(pt["hardware"], Hardware) else pt["hardware"],
-            repr(sorted(changes.items())),
-        )
-        if hkey not in hw_cache:
-            hw_cache[hkey] = load_hardware(pt["hardware"], **changes)
-        hw = hw_cache[hkey]
-        ckey = (id(hw), pt["precision"])
-        if ckey not in contexts:
-            contexts[ckey] = context(net, hw, pt["precision"], optimizer)
-        ctx = contexts[ckey]
+        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, optimizer, hw_cache, contexts)
         row: dict[str, Any] = {k: pt[k] for k in axes}
-        row.update(model=net.name, hardware=hw.name, gpus=pt["gpus"], precision=pt["precision"])
+        row.update(model=net.name, hardware=ctx.hw.name, gpus=pt["gpus"], precision=pt["precision"])
         row.update(_point(ctx, net, pt, optimizer, search_kinds, base))
         rows.append(row)
         if progress is not None:
@@ -126,6 +100,44 @@ def sweep(
         scaling="weak" if global_batch is None else "strong",
     )
     return df
+
+
+def _grid(args: Sequence[tuple[str, Any]]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The sweep's axes (arguments given as lists, in order) and its fixed arguments."""
+    axes: dict[str, list[Any]] = {}
+    fixed: dict[str, Any] = {}
+    for key, value in args:
+        lst = as_list(value)
+        if lst is None:
+            fixed[key] = value
+        elif not lst:
+            raise UsageError(f"sweep axis '{key}' is empty")
+        else:
+            axes[key] = lst
+    return axes, fixed
+
+
+def _context_of(
+    pt: Mapping[str, Any],
+    changes: dict[str, Any],
+    net: Network,
+    optimizer: str,
+    hw_cache: dict[tuple[Any, ...], Hardware],
+    contexts: dict[tuple[int, str], Context],
+) -> Context:
+    """The pricing context of a point: its profile with the what-if ``changes`` and its
+    precision, each built once per sweep (the caches)."""
+    hkey = (
+        id(pt["hardware"]) if isinstance(pt["hardware"], Hardware) else pt["hardware"],
+        repr(sorted(changes.items())),
+    )
+    if hkey not in hw_cache:
+        hw_cache[hkey] = load_hardware(pt["hardware"], **changes)
+    hw = hw_cache[hkey]
+    ckey = (id(hw), pt["precision"])
+    if ckey not in contexts:
+        contexts[ckey] = context(net, hw, pt["precision"], optimizer)
+    return contexts[ckey]
 
 
 _CHECKS: dict[str, Callable[[Any], Any]] = {

@@ -10,10 +10,10 @@ from pathlib import Path
 import click
 
 from ..errors import DataError, UsageError
-from ..hardware import load_hardware, parse_profile
+from ..hardware import Hardware, load_hardware, parse_profile
 from ..io import atomic_write_text, check_target
 from ..report import to_json
-from ..validation import calibrate_profile, load_measurements, mape, profile_toml
+from ..validation import Measurement, calibrate_profile, load_measurements, mape, profile_toml
 from ..validation.compare import compare_rows
 from ..validation.devices import ran_on_cpu
 from .common import emit, format_option
@@ -51,21 +51,7 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
         raise UsageError(f"cannot write '{output}': the calibrated profile must be a .toml file")
     check_target(output, (".toml",))
     base = load_hardware(hardware)
-    ms = load_measurements([file])
-    keys = {hardware, base.name}
-    rows = [
-        m for m in ms.rows if m.hardware in keys or Path(m.hardware).name == Path(hardware).name
-    ]
-    cpu = sum(ran_on_cpu(m) for m in rows)
-    rows = [m for m in rows if not ran_on_cpu(m)]
-    if cpu and not rows:
-        raise UsageError(f"{file}: the {cpu} row(s) naming '{hardware}' ran on the CPU (device column); "
-                         "a GPU profile cannot be calibrated to them")
-    if not rows:
-        named = sorted({m.hardware for m in ms.rows})
-        raise UsageError(
-            f"{file}: no row names hardware '{hardware}' (rows name: {', '.join(named)})"
-        )
+    rows = _gpu_rows(file, hardware, base)
     key = rows[0].hardware
     cal = calibrate_profile(rows, base, key)
     hw = cal.profiles[key]
@@ -120,6 +106,26 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     )
     lines.append(f"wrote {output} (use it with --hardware {output})")
     emit("\n".join(lines))
+
+
+def _gpu_rows(file: Path, hardware: str, base: Hardware) -> list[Measurement]:
+    """The rows of ``file`` that name ``hardware`` and ran on a GPU (a usage error if none)."""
+    ms = load_measurements([file])
+    keys = {hardware, base.name}
+    rows = [
+        m for m in ms.rows if m.hardware in keys or Path(m.hardware).name == Path(hardware).name
+    ]
+    cpu = sum(ran_on_cpu(m) for m in rows)
+    rows = [m for m in rows if not ran_on_cpu(m)]
+    if cpu and not rows:
+        raise UsageError(f"{file}: the {cpu} row(s) naming '{hardware}' ran on the CPU (device column); "
+                         "a GPU profile cannot be calibrated to them")
+    if not rows:
+        named = sorted({m.hardware for m in ms.rows})
+        raise UsageError(
+            f"{file}: no row names hardware '{hardware}' (rows name: {', '.join(named)})"
+        )
+    return rows
 
 
 def _loads_as(output: Path) -> Callable[[Path], None]:

@@ -215,6 +215,11 @@ def scale_cmd(
         from ..report.charts import save_chart, scale_chart
 
         save_chart(scale_chart(df), chart)
+    _emit_scale(df, fmt)
+
+
+def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
+    """The scale frame as JSON, CSV, or a table with its setting, baseline and interval notes."""
     a = df.attrs
     if fmt == "json":
         emit(to_json({"setting": {k: v for k, v in a.items()}, "baseline": baseline_object(a),

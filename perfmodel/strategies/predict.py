@@ -178,6 +178,3 @@ def predict_in(
         baseline=base,
     )
 
-
-#: The former private name, kept for callers outside this package until they move to :func:`predict_in`.
-_predict = predict_in

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..errors import StrategyError
+from ..errors import StrategyError, closest_names
 from ..limits import MAX_BATCH, MAX_GPUS, shown
 
 __all__ = ["Strategy", "parse_strategy", "COMM_CHOICES", "SCHEDULES", "DECOMPOSITIONS", "OVERLAPS"]
@@ -170,8 +170,6 @@ def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
         key, value = (s.strip() for s in item.split("=", 1))
         key = key.lower()
         if key not in _KEYS:
-            from ..errors import closest_names
-
             close = closest_names(key, _KEYS)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise StrategyError(f"strategy: unknown key '{key}' (keys: {', '.join(_KEYS)}){hint}")

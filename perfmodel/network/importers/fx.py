@@ -211,10 +211,7 @@ def _walk(torch: Any, model: Any, graph: Any, x: Any, em: Emitter) -> None:
         val = run(node) if real else None
         path = _path(node)
         lname = node.target if node.op == "call_module" else (f"{path[-1]}.{node.name}" if path else node.name)
-        base, k = lname, 1
-        while lname in taken:  # a module called again
-            lname, k = f"{base}:{k}", k + 1
-        taken.add(lname)
+        lname = _unique(lname, taken)
         c = Ctx(em, lname, path, _where(node), args, kwargs, val, ps, first.dim())
         c.copies = _copies(torch, node, values, fname, val)
         if node.op == "call_module":
@@ -223,14 +220,29 @@ def _walk(torch: Any, model: Any, graph: Any, x: Any, em: Emitter) -> None:
             out = _split(c, val)
         else:
             out = function_layer(c, fname)
-        if isinstance(out, str) and isinstance(val, torch.Tensor):
-            em.check(out, ps(val), c.where)
-        elif val is None:
-            if not isinstance(out, str):
-                raise UnsupportedOp(f"{c.where}: {fname} gives several tensors")
-            val = torch.empty((TRACE_BATCH, *em.builder.shape(out)), device=x.device)
-        values[node.name] = val
+        values[node.name] = _checked_value(torch, c, out, val, fname, x.device)
         refs[node.name] = out
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """``name``, or ``name:k`` when a module is called again; remembered in ``taken``."""
+    base, k = name, 1
+    while name in taken:
+        name, k = f"{base}:{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def _checked_value(torch: Any, c: Ctx, out: Any, val: Any, fname: str, device: Any) -> Any:
+    """The node's value for the nodes after it: the one it ran to (its shape checked against
+    the IR's), or an empty tensor of the IR's shape when it did not run."""
+    if isinstance(out, str) and isinstance(val, torch.Tensor):
+        c.em.check(out, c.ps(val), c.where)
+    elif val is None:
+        if not isinstance(out, str):
+            raise UnsupportedOp(f"{c.where}: {fname} gives several tensors")
+        val = torch.empty((TRACE_BATCH, *c.em.builder.shape(out)), device=device)
+    return val
 
 
 def _copies(torch: Any, node: Any, values: dict[str, Any], fname: str, val: Any) -> bool | None:

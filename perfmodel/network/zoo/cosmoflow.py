@@ -6,7 +6,7 @@ import math
 
 from ..builder import NetBuilder
 from ..graph import Network
-from .registry import ModelEntry
+from .entry import ModelEntry
 
 __all__ = ["cosmoflow", "ENTRIES", "SOURCE"]
 

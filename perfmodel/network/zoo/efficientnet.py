@@ -8,7 +8,7 @@ from collections.abc import Callable
 from ..builder import NetBuilder
 from ..graph import Network
 from ._common import conv_bn_act, make_divisible
-from .registry import ModelEntry
+from .entry import ModelEntry
 
 __all__ = [
     "efficientnet",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..builder import IntOrTuple, NetBuilder
 from ..graph import Network
 from ._common import conv_bn_act
-from .registry import ModelEntry
+from .entry import ModelEntry
 
 __all__ = ["inception_v3", "ENTRIES"]
 

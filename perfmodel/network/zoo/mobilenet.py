@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..builder import NetBuilder
 from ..graph import Network
 from ._common import conv_bn_act
-from .registry import ModelEntry
+from .entry import ModelEntry
 
 __all__ = ["mobilenet_v2", "ENTRIES"]
 

@@ -3,29 +3,18 @@
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from ...errors import UnknownNameError, UsageError
 from ...limits import MAX_IMAGE_SIZE, shown
 from ..graph import Network
 from ..importers.resolve import is_import_spec, load_imported
+from .entry import ModelEntry
 
 __all__ = ["ModelEntry", "MODELS", "get_model", "model_entries", "model_names"]
 
 
-@dataclass(frozen=True)
-class ModelEntry:
-    """A zoo model: ``build(image_size)`` returns the network for a square input of that size."""
-
-    name: str
-    build: Callable[[int], Network]
-    default_image_size: int
-    source: str
-    min_image_size: int = 32
-
-
 def _entries() -> dict[str, ModelEntry]:
+    # loaded on first use, to keep start-up small (they import .entry, never this module)
     from . import (
         alexnet,
         cosmoflow,

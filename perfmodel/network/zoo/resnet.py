@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..builder import NetBuilder
 from ..graph import Network
 from ._common import conv_bn_act
-from .registry import ModelEntry
+from .entry import ModelEntry
 
 __all__ = [
     "ResNetSpec",

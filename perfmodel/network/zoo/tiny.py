@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..builder import NetBuilder
 from ..graph import Network
-from .registry import ModelEntry
+from .entry import ModelEntry
 
 __all__ = ["tiny_cnn", "ENTRIES"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...errors import UsageError
 from ..builder import NetBuilder
 from ..graph import Network
-from .registry import ModelEntry
+from .entry import ModelEntry
 
 __all__ = ["unet", "unet_5_64", "ENTRIES"]
 

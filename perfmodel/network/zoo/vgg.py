@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ..builder import NetBuilder
 from ..graph import Network
-from .registry import ModelEntry
+from .entry import ModelEntry
 
 __all__ = ["vgg", "vgg11", "vgg13", "vgg16", "vgg19", "ENTRIES"]
 

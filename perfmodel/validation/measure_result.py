@@ -1,0 +1,80 @@
+"""A measured training step and its per-layer times, as a measurement-format row and as JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["LayerTiming", "MeasureResult"]
+
+
+@dataclass(frozen=True)
+class LayerTiming:
+    """Median seconds of one layer, alone, for the whole batch: forward and backward."""
+
+    name: str
+    kind: str
+    forward_s: float
+    backward_s: float
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """A measured training step of one model on one device, with per-layer times."""
+
+    model: str
+    image_size: int
+    batch: int
+    precision: str
+    device: str
+    device_name: str
+    steps: int
+    warmup: int
+    step_time_s: float
+    step_times_s: tuple[float, ...]
+    layers: tuple[LayerTiming, ...]
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def throughput_samples_per_s(self) -> float:
+        return self.batch / self.step_time_s
+
+    def measurement_row(self, hardware: str = "unspecified") -> dict[str, object]:
+        """The run as one row of the measurement format (``perfmodel validate`` reads it)."""
+        env = self.environment
+        return {
+            "model": self.model,
+            "hardware": hardware,
+            "gpus": 1,
+            "precision": self.precision,
+            "batch_per_gpu": self.batch,
+            "global_batch": "",
+            "strategy": "dp=1",
+            "measured_throughput": self.throughput_samples_per_s,
+            "image_size": self.image_size,
+            "framework": f"PyTorch {env.get('torch', '?')} (perfmodel measure)",
+            "source": f"perfmodel measure on {self.device_name} ({self.device}), "
+            f"{env.get('date', '')}; median of {self.steps} steps after {self.warmup} warm-up",
+            "step_time_s": self.step_time_s,
+            "device_name": self.device_name,
+            "driver": env.get("driver", ""),
+            "cuda": env.get("cuda", ""),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "image_size": self.image_size,
+            "batch": self.batch,
+            "precision": self.precision,
+            "device": self.device,
+            "device_name": self.device_name,
+            "steps": self.steps,
+            "warmup": self.warmup,
+            "step_time_s": self.step_time_s,
+            "step_times_s": list(self.step_times_s),
+            "throughput_samples_per_s": self.throughput_samples_per_s,
+            "environment": dict(self.environment),
+            "layers": [lt.__dict__ for lt in self.layers],
+        }
