@@ -12,6 +12,10 @@ Prints, per op kind and phase (PipeDream rows as ``perfmodel validate --kernels`
   of that type, i.e. what the profiler's hooks, ``torch.cuda.synchronize()`` and the module's
   host work cost; ``1 / b`` the rate per output byte. The scorer removes 0.26 ms forward /
   0.02 ms backward from every row (``perfmodel.validation.kernel_rows``);
+* the prologue check: forward rows whose window also holds untimed ops (residual adds,
+  concatenations, dropout) exceed the model, when that work is priced in full, by at most about
+  0.12 ms: what runs hidden behind the window's host work before the module's first launch
+  (``PIPEDREAM_FWD_PROLOGUE_S``);
 * with ``--lomo``: leave-one-model-out. For each of PipeDream's models, the memory-side
   parameters PipeDream's rows inform (the memory efficiency of ``v100-16gb-dgx1`` fp32) are
   fitted by ``scripts/fit_kernel_params.py``'s loss on the other models' rows, and the left-out
@@ -107,6 +111,24 @@ def hook_check() -> None:
         print(f"{t:12s} {len(v):6d} {af:10.3f} {ab:9.3f}  {_rate(bf)}  {_rate(bb)}")
 
 
+def overlap_check(rows: Sequence[KernelRow]) -> None:
+    """How far forward rows with untimed work in their window exceed the model, by that work's time,
+    priced as if none of it hid behind the window's host prologue (the prologue's estimate)."""
+    fwd = [r for r in rows if r.what == "layer_fwd" and r.extra]
+    serial = [dataclasses.replace(r, extra_hidden_s=0.0) for r in fwd]
+    bare = [dataclasses.replace(r, extra=()) for r in fwd]
+    p, _ = price_rows(serial, before=False)
+    p0, _ = price_rows(bare, before=False)
+    extra, excess = p - p0, p - np.array([r.measured_s for r in fwd])
+    print("\nforward rows with untimed work in their window: excess of the serial price over the measured")
+    print("untimed work ms   rows  median excess ms")
+    for lo, hi in ((0, 0.05e-3), (0.05e-3, 0.1e-3), (0.1e-3, 0.2e-3), (0.2e-3, 0.4e-3), (0.4e-3, 1.0)):
+        m = (extra >= lo) & (extra < hi)
+        if m.any():
+            med = float(np.median(excess[m]))
+            print(f"{lo * 1e3:5.2f} - {min(hi, 9.99e-3) * 1e3:5.2f}  {int(m.sum()):6d}  {med * 1e3:16.3f}")
+
+
 def fit_memory(rows: Sequence[KernelRow], hw: Hardware) -> float:
     """The memory efficiency minimising mean |log(pred / meas)| over ``rows`` (the fitting script's loss)."""
     meas = np.array([r.measured_s for r in rows])
@@ -143,6 +165,7 @@ def main(argv: list[str]) -> None:
     pred, _ = price_rows(rows, before=False)
     residual_tables(rows, pred)
     hook_check()
+    overlap_check(rows)
     if "--lomo" in argv:
         lomo(rows, load_hardware(PROFILE))
 

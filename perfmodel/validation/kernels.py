@@ -92,7 +92,8 @@ def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np
 
 def _extra_time(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np.ndarray:
     """GPU seconds of the work each row's measured window holds besides its layer (``KernelRow.extra``:
-    a memory-bound layer's forward or backward kernels, priced by the same model)."""
+    a memory-bound layer's forward or backward kernels, priced by the same model), less what can
+    hide behind the window's own host work (``KernelRow.extra_hidden_s``)."""
     owner = [j for j, r in enumerate(rows) for _ in r.extra]
     out = np.zeros(len(rows))
     if not owner:
@@ -104,7 +105,7 @@ def _extra_time(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np.n
     v = ComputeValues.of(hw, precision)
     fwd, bwd = phase_times(w, np.zeros(len(extra)), v, np.full(len(extra), v.eta_conv), 0.0, 0.0, host=False)
     np.add.at(out, owner, np.where([phase == "fwd" for phase, _ in extra], fwd, bwd))
-    return out
+    return np.asarray(np.maximum(out - np.array([r.extra_hidden_s for r in rows]), 0.0))
 
 
 def price_rows(
