@@ -1,6 +1,7 @@
 """Fit the kernel model's few global numbers per GPU generation to the shipped kernel data.
 
-Usage: ``python scripts/fit_kernel_params.py [volta-fp32|volta-amp|pascal-fp32 ...]``
+Usage: ``python scripts/fit_kernel_params.py [--only NAME,...] [volta-fp32|volta-amp|pascal-fp32 ...]``
+(``--only memory``: fit just those numbers, the others kept at the profile's values)
 
 For each generation, minimises the mean |log(predicted / measured)| over all rows of its
 sources (never per row) with Nelder-Mead, and prints the values to write into the profiles'
@@ -44,7 +45,7 @@ PARAMS = (
 TC_PARAMS = (("conv", 0.2, 1.0), ("linear", 0.2, 1.0), ("wgrad_efficiency_tensor_cores", 0.2, 1.0))
 
 
-def fit(name: str) -> dict[str, float]:
+def fit(name: str, only: tuple[str, ...] = ()) -> dict[str, float]:
     profile, precision, sources, gpu = SETS[name]
     rows = [r for r in load_rows(sources) if r.precision == precision and gpu in r.gpu]
     if precision != "fp32":
@@ -54,6 +55,7 @@ def fit(name: str) -> dict[str, float]:
     # memory-bound kernels (memory efficiency) and depthwise convolutions are only in PipeDream's rows
     free = PARAMS if "pipedream" in sources else PARAMS[:2] if sources == ("neusight",) else \
         PARAMS[:2] + PARAMS[3:6] if precision == "fp32" else TC_PARAMS
+    free = tuple(p for p in free if p[0] in only) if only else free
     # each source weighs the same in the loss, whatever its number of rows
     n_of = {s: sum(1 for r in rows if r.source == s) for s in sources}
     weight = np.array([1.0 / n_of[r.source] for r in rows])
@@ -89,5 +91,9 @@ def fit(name: str) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    for n in sys.argv[1:] or list(SETS):
-        fit(n)
+    args = sys.argv[1:]
+    subset: tuple[str, ...] = ()
+    if args[:1] == ["--only"]:
+        subset, args = tuple(args[1].split(",")), args[2:]
+    for n in args or list(SETS):
+        fit(n, subset)

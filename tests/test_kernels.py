@@ -89,8 +89,9 @@ def test_memory_kernels_of_pooling_and_batch_norm() -> None:
     bn, mp = kinds.index("batchnorm"), kinds.index("maxpool")
     n = net.layers[bn].out_elems
     assert lk.mem_elems_fwd[bn] == 3 * n and lk.mem_elems_bwd[bn] == 5 * n  # issue 14: 5 passes backward
-    # max-pool backward moves several times its forward's bytes (zero-fill, indices, scatter)
-    assert lk.mem_elems_bwd[mp] > 3 * lk.mem_elems_fwd[mp]
+    # max-pool backward moves over twice its forward's bytes (zero-fill, window reads of indices)
+    fwd_bytes = 4 * lk.mem_elems_fwd[mp] + lk.mem_bytes_extra_fwd[mp]
+    assert 4 * lk.mem_elems_bwd[mp] + lk.mem_bytes_extra_bwd[mp] > 2 * fwd_bytes
 
 
 def test_small_batches_are_host_bound() -> None:

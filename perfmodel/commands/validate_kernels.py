@@ -19,7 +19,9 @@ KERNEL_ASSUMPTIONS = (
     "V100-SXM2). PipeDream: per-layer forward/backward of PyTorch training on a V100-class GPU, "
     f"minus {PIPEDREAM_FWD_OVERHEAD_S * 1e3:.2f} ms forward / {PIPEDREAM_BWD_OVERHEAD_S * 1e3:.2f} ms "
     f"backward of profiler hooks and synchronisation, rows below {PIPEDREAM_MIN_S * 1e3:.1f} ms "
-    "after that not scored. NeuSight: forward fp32 kernels (TF32 off) on P100, V100, A100, H100, "
+    "after that not scored; each row also prices the untimed ops its window waits for (residual adds, "
+    "concatenations, dropout, gradient sums at forks). NeuSight: forward fp32 kernels (TF32 off) on P100, "
+    "V100, A100, H100, "
     "priced on the closest shipped profile (perfmodel/data/KERNELS.md)."
 )
 

@@ -16,11 +16,15 @@ Byte counts per kind (``n`` output, ``n_in`` input elements, ``e`` bytes per ele
 kind                forward                                      backward
 ==================  ==========================================  ============================================
 conv/linear bias    bias add: read+write ``n``                  bias gradient: read ``n``
-batchnorm (train)   statistics pass + normalise: ``3n``          two reductions + dx: ``5n`` (issue 14)
+batchnorm (train)   statistics pass + normalise: ``3n``, and     two reductions + dx: ``5n`` (issue 14)
+                    ``num_batches_tracked += 1`` (one launch)
 act, dropout        read+write ``n`` (+1-byte mask)              read dy and saved, write dx: ``3n``
 add                 ``3n``                                       gradient sum at the fork: ``3n``
 mul (broadcast)     ``2n`` + scale                               dy*s, dy*x and its sum: ``6n``
-maxpool             read ``n_in``, write ``n`` + int64 indices   zero-fill, scatter: 3.5 passes over in + out
+maxpool             read ``n_in``, write ``n`` + int64 indices   zero-fill ``n_in``; per input, read grad and
+                                                                 index of each covering window: ``a n``
+                                                                 reads from L2 (window area ``a``), write
+                                                                 ``n_in`` (PyTorch ``max_pool_backward_nchw``)
 avgpool             read ``n_in``, write ``n``                   gather per input: 6 passes over in + out
 adaptive avgpool    read ``n_in``, write ``n``                   read ``n``, write ``n_in``
 concat              read+write ``n``                             none (gradient slices are views)
@@ -47,13 +51,16 @@ __all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDE
 MM_SLOTS = ("fwd", "dgrad", "wgrad")
 #: Bytes of one max-pooling index (PyTorch keeps int64 indices).
 INDEX_BYTES = 8
-#: Pooling backward scatters (max) or gathers (average) gradients window by window, with
-#: uncoalesced 32-byte-sector accesses and atomics: PipeDream's V100 profiles (shipped in
-#: perfmodel/data/kernels_pipedream_layers.csv) show max-pool backward moving its input and
-#: output at a median ~205 GB/s and average-pool backward at ~120 GB/s, against ~720 GB/s for
-#: streaming kernels (0.8 x 900 GB/s). Priced as this many streaming passes over input + output.
-MAXPOOL_BWD_PASSES = 3.5
+#: Average-pool backward gathers each input's gradient from the windows covering it, with
+#: index and divisor arithmetic per window: PipeDream's V100 profiles (shipped in
+#: perfmodel/data/kernels_pipedream_layers.csv) show it moving its input and output at ~120 GB/s
+#: against ~720 GB/s for streaming kernels. Priced as this many streaming passes over input + output.
 AVGPOOL_BWD_PASSES = 6.0
+#: How much faster the L2 cache serves loads than DRAM: pooling kernels re-read each value once
+#: per window that covers it, and all but the first read hit L2. Jia et al., "Dissecting the
+#: NVIDIA Volta GPU Architecture via Microbenchmarking" (arXiv:1804.06826, 2018): V100 L2 load
+#: throughput about 2.2 TB/s against about 0.75 TB/s measured from HBM2, i.e. about 3x.
+L2_OVER_DRAM = 3.0
 #: A grouped convolution with at most this many input channels per group runs cuDNN's
 #: depthwise kernels (no GEMM tiles: one filter per channel), priced as CUDA-core FLOPs
 #: at the profile's depthwise efficiency or by their memory traffic.
@@ -136,13 +143,18 @@ def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]
     n_in = sum(numel(s) for s in layer.in_shapes)
     if kind in ("conv", "conv_transpose", "linear"):
         return (2 * n, n, 0, 0, 1, 1) if layer.bias else (0, 0, 0, 0, 0, 0)
+    # window reads of max-pool backward (each output's gradient and index, once per input of its
+    # window), served by L2; a global (adaptive) window covers the whole input
+    reads = n * (math.prod(layer.kernel) if kind == "maxpool" and layer.kernel else n_in / max(n, 1)) / L2_OVER_DRAM
     table: dict[str, tuple[float, float, float, float, int, int]] = {
-        "batchnorm": (3 * n, 5 * n, 0, 0, 2, 2),
+        # training forward also increments num_batches_tracked (torch.nn.BatchNorm2d docs): one more launch
+        "batchnorm": (3 * n, 5 * n, 0, 0, 3, 2),
         "act": (2 * n, 3 * n, 0, 0, 1, 1),
         "dropout": (2 * n, 2 * n, n, n, 1, 1),
         "add": (3 * n, 3 * n, 0, 0, 1, 1),
         "mul": (2 * n + n_in - n, 6 * n, 0, 0, 1, 3),
-        "maxpool": (n_in + n, MAXPOOL_BWD_PASSES * (n_in + n), INDEX_BYTES * n, INDEX_BYTES * n, 1, 2),
+        "maxpool": (n_in + n, 2 * n_in + reads, INDEX_BYTES * n, INDEX_BYTES * reads, 1, 2),
+        "adaptive_maxpool": (n_in + n, 2 * n_in + reads, INDEX_BYTES * n, INDEX_BYTES * reads, 1, 2),
         "avgpool": (n_in + n, AVGPOOL_BWD_PASSES * (n_in + n), 0, 0, 1, 1),
         "adaptive_avgpool": (n_in + n, n_in + n, 0, 0, 1, 1),
         "concat": (2 * n, 0, 0, 0, 1, 0),
@@ -185,7 +197,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
         cols["lb"][i] = lb + sum(1 for s in ("dgrad", "wgrad") if n[s][i])
         # host: one op per layer forward, one autograd node backward (a view too: it launches no
         # kernel but is dispatched and recorded like any op)
-        cols["hf"][i] = 1
+        cols["hf"][i] = 2 if layer.kind == "batchnorm" else 1  # + the num_batches_tracked increment
         cols["hb"][i] = 1
     return LayerKernels(
         m=m, n=n, k=k, m_batch=mb, mm_elems=el, groups=cols["groups"], c_in=cols["c_in"],

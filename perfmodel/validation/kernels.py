@@ -87,7 +87,25 @@ def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np
             out[j] = bwd[j]
         else:
             out[j] = mm_time(w, r.what, params, v, eta)[j] + v.launch_s
-    return out
+    return np.asarray(out + _extra_time(rows, precision, hw))
+
+
+def _extra_time(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np.ndarray:
+    """GPU seconds of the work each row's measured window holds besides its layer (``KernelRow.extra``:
+    a memory-bound layer's forward or backward kernels, priced by the same model), less what can
+    hide behind the window's own host work (``KernelRow.extra_hidden_s``)."""
+    owner = [j for j, r in enumerate(rows) for _ in r.extra]
+    out = np.zeros(len(rows))
+    if not owner:
+        return out
+    extra = [e for r in rows for e in r.extra]
+    lk = layer_kernels([layer for _, layer in extra], [False] * len(extra))
+    w = kernel_work(lk, hw.kernels, np.array([rows[j].batch for j in owner]), tensor_cores(hw, precision),
+                    precision in HALF_PRECISIONS)
+    v = ComputeValues.of(hw, precision)
+    fwd, bwd = phase_times(w, np.zeros(len(extra)), v, np.full(len(extra), v.eta_conv), 0.0, 0.0, host=False)
+    np.add.at(out, owner, np.where([phase == "fwd" for phase, _ in extra], fwd, bwd))
+    return np.asarray(np.maximum(out - np.array([r.extra_hidden_s for r in rows]), 0.0))
 
 
 def price_rows(
