@@ -14,7 +14,7 @@ from ..cost.collectives import allreduce_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import p2p, smax
 from ..partition.hypergraph import Hypergraph
-from .channels import BREAKDOWN_KEYS, replica_exchange, split_counts, split_plan
+from .channels import split_counts, split_plan
 from .context import Context, weight_group
 from .data import buckets
 from .dimension import optimizer_step_s
@@ -22,7 +22,6 @@ from .formula import (
     B_SYM,
     LINK,
     MODULES,
-    OPS,
     SYMBOLS,
     E,
     M,
@@ -30,7 +29,7 @@ from .formula import (
     count_words,
     finish,
     layer_exprs,
-    ring,
+    symbol_valuation,
     tier,
 )
 from .model_parallel import mp_partition
@@ -38,68 +37,42 @@ from .mp_schedule import simulate
 from .mp_segments import Segments, segments
 from .prediction import Prediction
 from .spec import Strategy
+from .split_terms import BREAKDOWN_KEYS, OPS, split_terms
 
 __all__ = ["explain_split", "explain_mp"]
 
 
 def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pred: Prediction) -> StepFormula:
-    """Filter / channel splits (``filter=N,dp=D``): compute, grouped exchanges, gradient allreduce."""
+    """Filter / channel splits (``filter=N,dp=D``): :func:`.split_terms.split_terms`, the function
+    that gives predict's breakdown, on symbols: compute, grouped exchanges, gradient allreduce."""
     mode, n = ("channel", s.channel) if s.channel > 1 else ("filter", s.filter)
-    net, g = ctx.net, ctx.hw.gpus_per_node
-    plan = split_plan(net, mode, n)
+    plan = split_plan(ctx.net, mode, n)
     params = ctx.cc.params * plan.f_par
     fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM], split_counts(ctx.cc, plan, 1.0), params)
-    # n consecutive ranks; the dp replicas of a shard are n ranks apart (as channels places them)
-    split_group = weight_group(Strategy(dp=n), g)
-    _, _, where = tier(split_group)
-    # each exchange joins its layer's forward or backward time (for the gradient overlap) ...
-    fwd_c = list(fwd)
-    bwd_c = list(bwd)
-    for x in plan.exchanges:
-        t = ring(x.op, B_SYM * x.elems_per_sample * E, split_group)
-        if x.phase == "fwd":
-            fwd_c[x.layer] += t
-        else:
-            bwd_c[x.layer] += t
-    # ... and is shown grouped by pass and collective: one term per pass, one summand per collective
-    terms: dict[str, sp.Expr] = {"compute": M * (sp.Add(*fwd) + sp.Add(*bwd))}
-    legend: dict[str, str] = {}
-    meaning: dict[str, str] = {}
-    bw, alpha, where = tier(split_group)
+    val = symbol_valuation(values)
+    terms, _, _ = split_terms(ctx, s, mode, n, plan.exchanges, fwd, bwd, params, val)
+    group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
+    _, _, where = tier(group)
+    legend = {"compute": f"forward and backward of every layer's share on the busiest of the {n} GPUs, M micro-batches"}
     for phase, key in zip(("fwd", "bwd"), BREAKDOWN_KEYS[mode], strict=True):
-        parts, words = [], []
-        for op, (short, word, done) in OPS.items():
-            xs = [x for x in plan.exchanges if x.phase == phase and x.op == op]
-            if not xs:
-                continue
-            k = len(xs)
-            n_sym = sp.Symbol(f"N_{short}_{phase}", positive=True)
-            values[n_sym] = float(sum(x.elems_per_sample for x in xs))
-            pass_name = "forward" if phase == "fwd" else "backward"
-            tensors = count_words(k, "tensor")
-            meaning[str(n_sym)] = f"elements per sample of the {tensors} {done} in the {pass_name} pass"
-            parts.append(ring(op, B_SYM * n_sym * E, split_group, k))
-            twice = "2*" if op == "allreduce" else ""
-            words.append(
-                f"{count_words(k, 'ring ' + word)}: {twice}(p - 1)/p * b*{n_sym}*e/{bw} + {k}*{twice}(p - 1)*{alpha}"
-            )
-        if parts:
-            terms[key] = M * sp.Add(*parts)
-            legend[key] = f"p = {n} GPUs {where}, per micro-batch; " + "; ".join(words)
-    body = sp.Add(*terms.values())
-    if s.dp > 1:
-        terms["gradient_exchange_exposed"], _, _ = replica_exchange(ctx, s, n, params, bwd_c, body, LINK)
-        legend["gradient_exchange_exposed"] = (
-            f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
-            "overlapped with the last backward pass (exchanges included) as for data parallelism"
+        ops = sorted({OPS[x.op][1] for x in plan.exchanges if x.phase == phase})
+        legend[key] = (
+            f"p = {n} GPUs {where}, M micro-batches; one ring {' / '.join(ops)} per tensor, those of one collective "
+            "summed: (p - 1)/p * b*N*e/beta + k*(p - 1)*alpha (twice for an allreduce)" if ops
+            else "no exchange in this pass (zero in predict's breakdown too)"
         )
-    terms["optimizer_step"] = optimizer_step_s(float(params.sum()), ctx.optimizer, SYMBOLS)
+    legend["gradient_exchange_exposed"] = (
+        f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
+        "overlapped with the last backward pass (exchanges included) as for data parallelism"
+        if s.dp > 1 else "one replica: no gradient exchange (zero in predict's breakdown too)"
+    )
+    legend["optimizer_step"] = "the update of the shard's weights"
     notes = [
         f"{mode}={n}: every exchanged tensor of |y| elements per sample is one ring collective of n = b*|y|*e "
         "bytes; the k tensors of one collective in one pass are one summand with k latencies and N = sum |y| "
         "elements (N_ag_fwd, ...). Exchanges are not overlapped with compute."
     ]
-    return finish(terms, values, pred, legend=legend, meaning=meaning, notes=notes)
+    return finish(terms, values, pred, legend=legend, meaning=val.meaning, notes=notes)
 
 
 #: The two tiers a message of an mp plan crosses: (across nodes?, (bandwidth, latency, name)).
@@ -147,9 +120,9 @@ def _mp_sends(q: _Mp, terms: dict[str, Any], values: dict[sp.Symbol, float], leg
         meaning[str(n_sym)] = f"elements per sample of the {msgs} GPU {q.crit} sends ({tier_name} links)"
         sends.append(p2p(B_SYM * n_sym * E, bw, alpha) + (k - 1) * alpha)
         words.append(f"{msgs} over {tier_name} links, alpha + n/beta each: {k}*{alpha} + b*{n_sym}*e/{bw}")
-    if sends:
-        terms["pipeline_p2p"] = M * sp.Add(*sends)
-        legend["pipeline_p2p"] = f"sent by GPU {q.crit} after its compute, per micro-batch; " + "; ".join(words)
+    terms["pipeline_p2p"] = M * sp.Add(*sends) if sends else 0
+    legend["pipeline_p2p"] = (f"sent by GPU {q.crit} after its compute, per micro-batch; " + "; ".join(words) if sends
+                              else f"GPU {q.crit} sends nothing (zero in predict's breakdown too)")
 
 
 def _mp_exchange(q: _Mp, body: Any, meaning: dict[str, str]) -> Any:
@@ -247,6 +220,8 @@ def explain_mp(
     legend["pipeline_bubble"] = (
         "simulated: the GPipe schedule of the segments over the parts (mp_schedule.simulate), evaluated numerically"
     )
+    terms["gradient_exchange_exposed"] = 0
+    legend["gradient_exchange_exposed"] = "one replica: no gradient exchange (zero in predict's breakdown too)"
     if s.dp > 1:
         terms["gradient_exchange_exposed"] = _mp_exchange(q, sp.Add(*terms.values()), meaning)
         legend["gradient_exchange_exposed"] = (

@@ -183,7 +183,9 @@ class ChainLayers:
     """Per layer, one micro-batch of ``m`` samples on one GPU of a group of ``p`` (1: no
     spatial split): forward and backward seconds, each with half of the layer's halo exchange
     and redistribution, which ``halo`` and ``redist`` give whole (both passes); saved bytes;
-    per link whether it is tiled (else sample-decomposed); whether the group is in one node."""
+    per link whether it is tiled (else sample-decomposed); whether the group is in one node;
+    the compute alone (``compute_fwd``, ``compute_bwd``) and the exchanges' volumes
+    (``exchanges``; ``None`` without a spatial split)."""
 
     m: float
     p: int
@@ -194,6 +196,9 @@ class ChainLayers:
     redist: np.ndarray
     spatial_links: list[bool]
     in_node: bool
+    compute_fwd: np.ndarray
+    compute_bwd: np.ndarray
+    exchanges: SpatialExchanges | None
 
     def held(self, link: int) -> float:
         """Samples' worth of link ``link``'s tensors one GPU holds (:func:`held_samples`)."""
@@ -214,7 +219,8 @@ def sample_layers(ctx: Context, m: float) -> ChainLayers:
     lt, ev = ctx.times(m)
     saved = ev["saved_elems"] * ctx.elem_bytes + ev["saved_extra_bytes"]
     zeros = np.zeros_like(lt.fwd)
-    return ChainLayers(m, 1, lt.fwd, lt.bwd, saved, zeros, zeros, [False] * len(ctx.net.links), True)
+    return ChainLayers(m, 1, lt.fwd, lt.bwd, saved, zeros, zeros, [False] * len(ctx.net.links), True, lt.fwd, lt.bwd,
+                       None)
 
 
 def _check_grid(net: Network, grid: tuple[int, int, int]) -> None:
@@ -291,8 +297,9 @@ def spatial_layers(ctx: Context, s: Strategy, m: float) -> ChainLayers:
     halo = np.where(x.halo_elems > 0, halo_exchange_s(x.halo_elems, x.supersteps, m, e, bw, alpha), 0.0)
     redist = np.where(x.switch_elems > 0, redistribution_s(x.switch_elems, 1, p, m, e, bw, alpha), 0.0)
     tiled = np.repeat(choice, [lk.stop - lk.start for lk in net.links])
-    fwd = np.where(tiled, lt_sp.fwd, lt_sa.fwd) + (halo + redist) / 2
-    bwd = np.where(tiled, lt_sp.bwd, lt_sa.bwd) + (halo + redist) / 2
+    compute_fwd, compute_bwd = np.where(tiled, lt_sp.fwd, lt_sa.fwd), np.where(tiled, lt_sp.bwd, lt_sa.bwd)
+    fwd = compute_fwd + (halo + redist) / 2
+    bwd = compute_bwd + (halo + redist) / 2
     saved_sp = ev_sp["saved_elems"] * e + ev_sp["saved_extra_bytes"]
     saved = np.where(tiled, saved_sp, ev_sa["saved_elems"] * e + ev_sa["saved_extra_bytes"])
-    return ChainLayers(m, p, fwd, bwd, saved, halo, redist, list(choice), in_node)
+    return ChainLayers(m, p, fwd, bwd, saved, halo, redist, list(choice), in_node, compute_fwd, compute_bwd, x)
