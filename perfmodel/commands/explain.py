@@ -156,14 +156,18 @@ def _table(
     emit(f"{p.model} on {gpus} x {p.hardware}, {spec}, {precision}, global batch {B}")
     emit("")
     emit("T_step = " + " + ".join(f"T_{k}" for k in f.terms))
+    emit("(one term per part of predict's breakdown, in its order, each valued as there)")
     emit("")
     limit = None if full else 400
     for k, v in f.terms.items():
-        text = str(v)
-        if limit and len(text) > limit:
-            text = text[:limit] + f" ... ({len(text):,} characters; --full prints all)"
-        emit(f"T_{k} = {text}")
-        emit(f"    = {f.term_values[k] * 1e3:.4f} ms")
+        if v == 0:
+            emit(f"T_{k} = 0")
+        else:
+            text = str(v)
+            if limit and len(text) > limit:
+                text = text[:limit] + f" ... ({len(text):,} characters; --full prints all)"
+            emit(f"T_{k} = {text}")
+            emit(f"    = {f.term_values[k] * 1e3:.4f} ms")
         if k in f.legend:
             emit(f"    ({f.legend[k]})")
     emit("")

@@ -122,18 +122,20 @@ def _explain_chain(
 
 def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str, str]:
     """What each term of a chain plan is, in words (the formula is the pricing's own)."""
-    stage = f"stage {details['critical_stage']} (the critical stage, of {s.pp})" if s.pp > 1 else ""
+    stage = f"stage {details['critical_stage']} of {s.pp} (the critical stage)" if s.pp > 1 else ""
     per = f"of {stage}" if stage else "of every layer"
+    again = "every micro-batch but the last" if s.pp > 1 else "all M micro-batches"
     words = {
         "compute": f"forward and backward compute {per}, M micro-batches",
         "recompute": (
-            f"the forward pass again before backward ({'every micro-batch but the last' if s.pp > 1 else 'M'}"
-            " micro-batches" + (", with its halo exchanges and redistributions)" if s.sp_degree > 1 else ")")
+            f"the forward pass again before backward, {again}"
+            + (" (with its halo exchanges and redistributions)" if s.sp_degree > 1 else "")
+            if s.recompute else "no recomputation (zero in predict's breakdown too)"
         ),
-        "pipeline_p2p": f"{stage}'s point-to-point sends after each pass, alpha + n/beta each, M micro-batches",
+        "pipeline_p2p": f"point-to-point sends of {stage} after each pass, alpha + n/beta each, M micro-batches",
         "pipeline_bubble": (
             "the fill-drain step (sum_s F_s + (M - 1)*max_s F_s, likewise backward; Huang et al. 2019) minus "
-            f"{stage}'s busy time, never negative"
+            f"the busy time of {stage}, never negative"
         ),
         "halo_exchange": (
             f"halo exchanges {per}, forward and backward, one point-to-point superstep per tiled dimension and "
