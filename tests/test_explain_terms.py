@@ -51,6 +51,7 @@ MATRIX = [
     ("filter x dp", "resnet18", 64, "abci-v100-16gb", 16, "filter=4,dp=4", 128),
     ("channel x dp", "alexnet", None, "v100-16gb-dgx1", 8, "channel=2,dp=4", 128),
     ("mp", "tiny_cnn", None, "a100-80gb-dgx", 2, "mp=2", 16),
+    ("mp, recompute", "tiny_cnn", None, "v100-16gb-dgx1", 4, "mp=2,dp=2,mb=4,recompute=true", 32),
     ("mp x dp", "resnet18", 64, "abci-v100-16gb", 8, "mp=2,dp=4,mb=2", 64),
     ("dataparallel", "resnet18", 64, "p40-24gb-pcie", 8, "dp=8,comm=dataparallel", 256),
     ("overlap=none", "resnet18", 64, "abci-v100-16gb", 16, "dp=16,overlap=none", 512),

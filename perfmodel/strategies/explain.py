@@ -1,26 +1,22 @@
 """``explain``: the step time of a plan as a sympy formula in named symbols, and its value.
 
-The formula is the pricing's own functions evaluated on symbols: each layer's roofline
-(:func:`perfmodel.cost.compute.layer_seconds` on ``ComputeValues.symbols()``), the
-collectives on the link symbols, the spatial dimension's halo and redistribution seconds,
-the pipeline's cut sends and fill-drain step (:func:`~perfmodel.strategies.pipeline.pipeline_step`),
-the bucketed overlap (:func:`~perfmodel.strategies.data.overlapped_exchange`), the
-parameter server's worst case and the optimizer step; the plan's decisions (stage split,
-tiled links, the mp partition) are the ones ``predict`` took. Lambdified at the profile's
-values it gives the iteration time ``predict`` reports (tests check it), and
-:meth:`StepFormula.evaluate` prices what-ifs (other hardware values) from the same formula.
+The formula's terms are predict's breakdown, term by term: the function that builds the
+breakdown on the profile's numbers is run on symbols (a symbolic
+:class:`~perfmodel.strategies.dimension.Valuation`): :func:`.chain_terms.chain_terms` for
+data, parameter-server, spatial, pipeline and hybrid plans, :func:`.split_terms.split_terms`
+for filter/channel splits, :func:`.model_parallel.mp_terms` for ``mp=K``. Each layer is
+:func:`perfmodel.cost.compute.layer_seconds` on ``ComputeValues.symbols()``, every exchange
+a collective or point-to-point in the link symbols, and a count of the plan a term names
+(halo elements, exchanged elements per sample) a symbol of its own (``N_halo_0``,
+``N_ag_fwd``, ...). The plan's decisions (stage split, critical stage, tiled links, the mp
+partition) are the ones ``predict`` took. Lambdified at the profile's values each term is
+predict's entry (tests check it), and :meth:`StepFormula.evaluate` prices what-ifs.
 
-Filter and channel splits are closed forms: each pass's exchanges are grouped by
-collective, one term per collective with the summed elements per sample as a symbol
-(``N_ag_fwd`` ...). Hypergraph model parallelism (``mp=K``) is priced by simulating a
-schedule: compute, recomputation and point-to-point sends of the busiest GPU are closed
-forms, its idle time and when each GPU's last backward ends come from the simulation
-(re-run by :meth:`StepFormula.evaluate`). Spatial plans' halo exchanges and
-redistributions (switching between spatial and sample decomposition at a cut) are
-point-to-point closed forms on the spatial group's tier, grouped like the split exchanges
-(``N_halo``, ``N_redist``: the summed elements per sample). Parameter-server exchanges are
-the worst case ``predict`` reports, in the same link symbols (central: ``2*N*G/link +
-2*N*alpha``; sharded: ``2*(N - 1)/N*G/beta + 2*(N - 1)*alpha``).
+Hypergraph model parallelism (``mp=K``) is priced by simulating a schedule: the busiest
+GPU's compute, recomputation and sends are closed forms, its idle time (the bubble) and when
+each segment's last backward begins come from the simulation, evaluated numerically and
+re-run by :meth:`StepFormula.evaluate`. A breakdown entry with no symbolic form would enter
+as predict's number, said in the output (:func:`.formula.finish`).
 """
 
 from __future__ import annotations

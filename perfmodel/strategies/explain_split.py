@@ -17,12 +17,10 @@ from ..partition.hypergraph import Hypergraph
 from .channels import split_counts, split_plan
 from .context import Context, weight_group
 from .data import buckets
-from .dimension import optimizer_step_s
 from .formula import (
     B_SYM,
     LINK,
     MODULES,
-    SYMBOLS,
     E,
     M,
     StepFormula,
@@ -32,7 +30,7 @@ from .formula import (
     symbol_valuation,
     tier,
 )
-from .model_parallel import mp_partition
+from .model_parallel import mp_partition, mp_terms
 from .mp_schedule import simulate
 from .mp_segments import Segments, segments
 from .prediction import Prediction
@@ -105,9 +103,8 @@ class _Mp:
         return out
 
 
-def _mp_sends(q: _Mp, terms: dict[str, Any], values: dict[sp.Symbol, float], legend: dict[str, str],
-              meaning: dict[str, str]) -> None:
-    """Point-to-point messages the busiest GPU sends per micro-batch, grouped by tier."""
+def _mp_sends(q: _Mp, values: dict[sp.Symbol, float], legend: dict[str, str], meaning: dict[str, str]) -> Any:
+    """Seconds of the point-to-point messages the busiest GPU sends per micro-batch, grouped by tier."""
     sends, words = [], []
     for net_tier, (bw, alpha, tier_name) in _TIERS:
         sel = (q.seg.msg_src == q.crit) & (q.across == net_tier)
@@ -120,9 +117,9 @@ def _mp_sends(q: _Mp, terms: dict[str, Any], values: dict[sp.Symbol, float], leg
         meaning[str(n_sym)] = f"elements per sample of the {msgs} GPU {q.crit} sends ({tier_name} links)"
         sends.append(p2p(B_SYM * n_sym * E, bw, alpha) + (k - 1) * alpha)
         words.append(f"{msgs} over {tier_name} links, alpha + n/beta each: {k}*{alpha} + b*{n_sym}*e/{bw}")
-    terms["pipeline_p2p"] = M * sp.Add(*sends) if sends else 0
-    legend["pipeline_p2p"] = (f"sent by GPU {q.crit} after its compute, per micro-batch; " + "; ".join(words) if sends
+    legend["pipeline_p2p"] = (f"sent by GPU {q.crit} after its compute, M micro-batches; " + "; ".join(words) if sends
                               else f"GPU {q.crit} sends nothing (zero in predict's breakdown too)")
+    return sp.Add(*sends)
 
 
 def _mp_exchange(q: _Mp, body: Any, meaning: dict[str, str]) -> Any:
@@ -207,31 +204,29 @@ def explain_mp(
     )
     mine = np.flatnonzero(q.assignment == q.crit)
     f_d, b_d = sp.Add(*q.units(fwd, mine)), sp.Add(*q.units(bwd, mine))
-    terms: dict[str, Any] = {"compute": M * (f_d + b_d)}
     on_crit = f"{len(mine)} layers on GPU {q.crit} (the busiest)"
-    legend = {"compute": f"forward and backward of the {on_crit}, per micro-batch"}
-    meaning: dict[str, str] = {}
-    if s.recompute:
-        terms["recompute"] = (M - 1) * f_d
-        legend["recompute"] = "the forward pass again before every backward but the last micro-batch's"
-    _mp_sends(q, terms, values, legend, meaning)
-    terms["pipeline_bubble"] = q.idle
-    meaning["T_idle_sim"] = f"GPU {q.crit}'s idle time in the simulated schedule (critical path minus its busy time), s"
+    legend = {"compute": f"forward and backward of the {on_crit}, M micro-batches"}
+    meaning: dict[str, str] = {"T_idle_sim": (
+        f"GPU {q.crit}'s idle time in the simulated schedule (critical path minus its busy time), s")}
+    legend["recompute"] = "the forward pass again before every backward but the last micro-batch's"
+    sends = _mp_sends(q, values, legend, meaning)
     legend["pipeline_bubble"] = (
         "simulated: the GPipe schedule of the segments over the parts (mp_schedule.simulate), evaluated numerically"
     )
-    terms["gradient_exchange_exposed"] = 0
-    legend["gradient_exchange_exposed"] = "one replica: no gradient exchange (zero in predict's breakdown too)"
-    if s.dp > 1:
-        terms["gradient_exchange_exposed"] = _mp_exchange(q, sp.Add(*terms.values()), meaning)
-        legend["gradient_exchange_exposed"] = (
-            f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, each "
-            "once its gradients are ready in the last backward pass of their segments (from T_bwd_start_i, "
-            "simulated) and the previous bucket is done"
-        )
+
+    def exposed(body: Any) -> Any:
+        return _mp_exchange(q, body, meaning) if s.dp > 1 else 0
+
+    legend["gradient_exchange_exposed"] = (
+        f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, each "
+        "once its gradients are ready in the last backward pass of their segments (from T_bwd_start_i, "
+        "simulated) and the previous bucket is done" if s.dp > 1
+        else "one replica: no gradient exchange (zero in predict's breakdown too)"
+    )
     u_params = q.hg.layer_values(ctx.cc.params)
     largest = float(max(u_params[q.assignment == d].sum() for d in range(K)))
-    terms["optimizer_step"] = optimizer_step_s(largest, ctx.optimizer, SYMBOLS)
+    terms = mp_terms(s, ctx.optimizer, symbol_valuation(values), f_d, b_d, sends, q.idle, exposed, largest)
+    legend["optimizer_step"] = "the update of the largest part's weights"
     resimulate, sim_symbols = _mp_resimulate(q)
     values.update(resimulate(values))
     notes = [

@@ -50,13 +50,15 @@ GPipe's and the simulation equals :func:`pipeline_timing`.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import allreduce, point_to_point
+from ..cost.collectives import allreduce, link_params, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..cost.formulas import Num, ssum
 from ..errors import StrategyError, UsageError
 from ..network import Network
 from ..partition.hypergraph import REFERENCE_PROFILE
@@ -64,13 +66,13 @@ from ..partition.metrics import imbalance, is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
 from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, overlapped_exchange
-from .dimension import Priced, memory_parts, optimizer_step_s
+from .dimension import Priced, Valuation, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
 from .mp_schedule import Schedule, gradient_ready_s, simulate
 from .mp_segments import Segments, segments
 from .spec import Strategy
 
-__all__ = ["GRANULARITY", "price_model_parallel", "mp_partition"]
+__all__ = ["GRANULARITY", "price_model_parallel", "mp_partition", "mp_terms"]
 
 #: The hypergraph granularity ``mp=K`` plans are partitioned at (one vertex per layer).
 GRANULARITY = "layer"
@@ -240,6 +242,25 @@ def _details(ctx: Context, s: Strategy, r: _Run, crit: int) -> dict[str, Any]:
     )
 
 
+def mp_terms(
+    s: Strategy, optimizer: str, val: Valuation, busy_f: Num, busy_b: Num, sends: Num, idle: Num,
+    exposed: Callable[[Num], Num], largest_params: float,
+) -> dict[str, Num]:
+    """The step's terms on the busiest GPU of the schedule, numbers or symbols: its compute
+    (``busy_f + busy_b`` per micro-batch), recomputation (every micro-batch's forward but the
+    last's), sends per micro-batch, its ``idle`` time up to the schedule's end (the bubble,
+    simulated), the gradient exchange exposed past that body (``exposed(body)``) and the
+    largest part's optimizer step."""
+    terms: dict[str, Num] = {"compute": val.M * (busy_f + busy_b)}
+    if s.recompute:
+        terms["recompute"] = (val.M - 1) * busy_f
+    terms["pipeline_p2p"] = val.M * sends
+    terms["pipeline_bubble"] = idle
+    terms["gradient_exchange_exposed"] = exposed(ssum(list(terms.values())))
+    terms["optimizer_step"] = optimizer_step_s(largest_params, optimizer, val.v)
+    return terms
+
+
 def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     """Step terms, memory and details of ``mp=K[,dp=D][,mb=M]`` (see the module docstring).
 
@@ -252,15 +273,14 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced
     r = _run(ctx, s, m)
     sched = r.sched
     crit = int(np.argmax(sched.compute_s + sched.recompute_s + sched.send_s))
-    terms: dict[str, float] = {"compute": float(sched.compute_s[crit])}
-    if s.recompute:
-        terms["recompute"] = float(sched.recompute_s[crit])
-    terms["pipeline_p2p"] = float(sched.send_s[crit])
+    mine = r.part_units[crit]
+    sends = float(sched.send_s[crit]) / s.mb
     busy = float(sched.compute_s[crit] + sched.recompute_s[crit] + sched.send_s[crit])
-    terms["pipeline_bubble"] = max(0.0, sched.total_s - busy)
     details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
-    terms["gradient_exchange_exposed"] = _exchange(ctx, s, r, details)
-    terms["optimizer_step"] = optimizer_step_s(float(r.part_params.max()), ctx.optimizer, ctx.values)
+    exposed = _exchange(ctx, s, r, details)
+    val = Valuation(ctx.values, link_params(ctx.hw), float(m), s.mb)
+    terms = mp_terms(s, ctx.optimizer, val, float(r.u_f[mine].sum()), float(r.u_b[mine].sum()), sends,
+                     max(0.0, sched.total_s - busy), lambda body: exposed, float(r.part_params.max()))
     details["busiest_part"], memory = _memory(ctx, s, r, m, per_replica)
     details.update(_details(ctx, s, r, crit))
     return Priced.of(terms, memory, details)
