@@ -160,14 +160,15 @@ def _table(
     emit("")
     limit = None if full else 400
     for k, v in f.terms.items():
-        if v == 0:
+        if v == 0 and p.breakdown[k] == 0:
             emit(f"T_{k} = 0")
-        else:
-            text = str(v)
-            if limit and len(text) > limit:
-                text = text[:limit] + f" ... ({len(text):,} characters; --full prints all)"
-            emit(f"T_{k} = {text}")
-            emit(f"    = {f.term_values[k] * 1e3:.4f} ms")
+            emit(f"    (zero in predict's breakdown too: {f.legend.get(k, 'nothing of this part in this plan')})")
+            continue
+        text = str(v)
+        if limit and len(text) > limit:
+            text = text[:limit] + f" ... ({len(text):,} characters; --full prints all)"
+        emit(f"T_{k} = {text}")
+        emit(f"    = {f.term_values[k] * 1e3:.4f} ms")
         if k in f.legend:
             emit(f"    ({f.legend[k]})")
     emit("")

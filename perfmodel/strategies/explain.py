@@ -126,7 +126,7 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
         "recompute": (
             f"the forward pass again before backward, {again}"
             + (" (with its halo exchanges and redistributions)" if s.sp_degree > 1 else "")
-            if s.recompute else "no recomputation (zero in predict's breakdown too)"
+            if s.recompute else "no recomputation"
         ),
         "pipeline_p2p": f"point-to-point sends of {stage} after each pass, alpha + n/beta each, M micro-batches",
         "pipeline_bubble": (
@@ -144,7 +144,9 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
         "optimizer_step": "the update of the largest stage's weights: fp32 traffic over the memory bandwidth, "
         "launches and the step's fixed cost",
     }
-    if s.is_ps:
+    if s.dp * s.sp_degree == 1:
+        words["gradient_exchange_exposed"] = "one GPU holds each weight: no gradient exchange"
+    elif s.is_ps:
         words["gradient_exchange_exposed"] = (
             f"parameter server ({s.comm}), worst case: all {s.dp} workers push G gradient bytes and pull G weight "
             f"bytes at once after compute, G = {float(ctx.cc.params.sum()) * GRAD_BYTES_PER_PARAM:,.0f} bytes"

@@ -57,12 +57,12 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
         legend[key] = (
             f"p = {n} GPUs {where}, M micro-batches; one ring {' / '.join(ops)} per tensor, those of one collective "
             "summed: (p - 1)/p * b*N*e/beta + k*(p - 1)*alpha (twice for an allreduce)" if ops
-            else "no exchange in this pass (zero in predict's breakdown too)"
+            else "no exchange in this pass"
         )
     legend["gradient_exchange_exposed"] = (
         f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
         "overlapped with the last backward pass (exchanges included) as for data parallelism"
-        if s.dp > 1 else "one replica: no gradient exchange (zero in predict's breakdown too)"
+        if s.dp > 1 else "one replica: no gradient exchange"
     )
     legend["optimizer_step"] = "the update of the shard's weights"
     notes = [
@@ -118,7 +118,7 @@ def _mp_sends(q: _Mp, values: dict[sp.Symbol, float], legend: dict[str, str], me
         sends.append(p2p(B_SYM * n_sym * E, bw, alpha) + (k - 1) * alpha)
         words.append(f"{msgs} over {tier_name} links, alpha + n/beta each: {k}*{alpha} + b*{n_sym}*e/{bw}")
     legend["pipeline_p2p"] = (f"sent by GPU {q.crit} after its compute, M micro-batches; " + "; ".join(words) if sends
-                              else f"GPU {q.crit} sends nothing (zero in predict's breakdown too)")
+                              else f"GPU {q.crit} sends nothing")
     return sp.Add(*sends)
 
 
@@ -221,7 +221,7 @@ def explain_mp(
         f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, each "
         "once its gradients are ready in the last backward pass of their segments (from T_bwd_start_i, "
         "simulated) and the previous bucket is done" if s.dp > 1
-        else "one replica: no gradient exchange (zero in predict's breakdown too)"
+        else "one replica: no gradient exchange"
     )
     u_params = q.hg.layer_values(ctx.cc.params)
     largest = float(max(u_params[q.assignment == d].sum() for d in range(K)))

@@ -175,6 +175,7 @@ class StepFormula:
             },
             "symbols": {str(s): {"value": v, "meaning": self.meaning_of(str(s))} for s, v in self.values.items()},
             "notes": list(self.notes),
+            "numeric_terms": list(self.numeric_terms),
             "iteration_time_s": self.iteration_time_s,
             "predict_iteration_time_s": self.prediction.iteration_time_s,
         }
