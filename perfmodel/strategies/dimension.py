@@ -18,7 +18,12 @@ total patched to match. Shared by every dimension: :func:`optimizer_step_s` (num
 symbols) and :func:`memory_parts`.
 
 The terms are built once, on a :class:`Valuation`: the profile's numbers (``predict``, the
-search) or named symbols (``explain``, whose formula is then the same terms, term by term).
+search) or named symbols (``explain``, whose formula is then the same terms, term by term):
+:func:`.chain_terms.chain_terms`, :func:`.split_terms.split_terms`,
+:func:`.model_parallel.mp_terms`. A dimension adds a term by adding a key there, written
+over ``Num`` (numbers or symbols; its counts named by :meth:`Valuation.count`), and
+``explain`` prints it with no code of its own; a term only numbers can give shows in
+``explain`` as predict's value, flagged (:func:`.formula.finish`).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from .formula import (
     symbol_valuation,
     symbol_values,
 )
-from .predict import predict_in, price
+from .predict import predict_in
 from .prediction import Prediction
 from .spatial import halo_exchange_s, redistribution_s, spatial_exchanges, spatial_tier
 from .spec import Strategy
@@ -57,17 +57,17 @@ __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
 def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     """The symbolic step formula of plan ``s`` (see the module docstring)."""
     pred = predict_in(ctx, s, global_batch)
-    priced = price(ctx, s, global_batch)
+    details = pred.details  # the plan's decisions, taken on numbers
     # the mean micro-batch: uneven micro-batches are priced at their mean (chain, channels)
-    m = priced.details.get("samples_per_replica", priced.details.get("micro_batch", 1)) / s.mb
+    m = details.get("samples_per_replica", details.get("micro_batch", 1)) / s.mb
     values = symbol_values(ctx, weight_group(s, ctx.hw.gpus_per_node))
     values[B_SYM] = float(m)
     values[M] = float(s.mb)
     if s.mp > 1:
-        return explain_mp(ctx, s, priced.details, values, pred)
+        return explain_mp(ctx, s, details, values, pred)
     if s.filter > 1 or s.channel > 1:
         return explain_split(ctx, s, values, pred)
-    return _explain_chain(ctx, s, priced.details, values, pred)
+    return _explain_chain(ctx, s, details, values, pred)
 
 
 def _symbolic_step(ctx: Context, s: Strategy, details: dict[str, Any], val: SymbolValuation) -> ChainStep:
