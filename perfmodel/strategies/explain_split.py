@@ -10,13 +10,10 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from ..cost.collectives import allreduce_expr
-from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import p2p, smax
+from ..cost.formulas import p2p
 from ..partition.hypergraph import Hypergraph
 from .channels import split_counts, split_plan
 from .context import Context, weight_group
-from .data import buckets
 from .formula import (
     B_SYM,
     LINK,
@@ -30,7 +27,7 @@ from .formula import (
     symbol_valuation,
     tier,
 )
-from .model_parallel import mp_partition, mp_terms
+from .model_parallel import mp_gradient_exchange, mp_partition, mp_terms
 from .mp_schedule import simulate
 from .mp_segments import Segments, segments
 from .prediction import Prediction
@@ -123,37 +120,17 @@ def _mp_sends(q: _Mp, values: dict[sp.Symbol, float], legend: dict[str, str], me
 
 
 def _mp_exchange(q: _Mp, body: Any, meaning: dict[str, str]) -> Any:
-    """Exposed seconds of the parts' gradient allreduce over the replicas: each bucket once its
-    gradients are ready in the simulated last backward of their segments, and the last is done."""
-    s, K = q.s, q.s.mp
-    # a part's replicas are K ranks apart, as model_parallel places them
-    group = weight_group(Strategy(dp=s.dp, pp=K), q.ctx.hw.gpus_per_node)
-    # a unit's gradient is complete when the last micro-batch's backward of its segment has run
-    # it: the segment's start (simulated) plus its units' backward, last layer first
-    ready: dict[int, tuple[int, Any]] = {}
-    for i, units in enumerate(q.seg.units):
-        t: Any = q.starts[i]
-        for u in units[::-1]:
-            t = t + q.units(q.bwd, np.array([u]))[0]
-            ready[int(u)] = (i, t)
-        meaning[str(q.starts[i])] = (
+    """Exposed seconds of the parts' gradient allreduce over the replicas: predict's
+    :func:`.model_parallel.mp_gradient_exchange` on the link symbols, each segment's last
+    backward start a simulated symbol ``T_bwd_start_i``."""
+    for i, start in enumerate(q.starts):
+        meaning[str(start)] = (
             f"when segment {i}'s (GPU {int(q.seg.part[i])}) last backward begins in the simulated schedule, s"
         )
-    grad_units = q.hg.layer_values(q.ctx.cc.params) * GRAD_BYTES_PER_PARAM
-    end_max: Any = 0
-    for d in range(K):
-        units = np.flatnonzero(q.assignment == d)[::-1]  # DDP fills buckets last layer first
-        marks = dict(buckets(grad_units[units]))
-        latest: dict[int, Any] = {}  # per segment, its latest ready unit so far (ready times grow)
-        end: Any = 0
-        for j, u in enumerate(units):
-            i, t = ready[int(u)]
-            latest[i] = t
-            if j in marks:  # a bucket is full: reduced once all its gradients are ready and the last is done
-                got = smax(*latest.values()) if len(latest) > 1 else t
-                end = (got if end == 0 else smax(end, got)) + allreduce_expr(marks[j], group, LINK, s.comm)
-        end_max = end if end_max == 0 else smax(end_max, end)
-    return smax(0, end_max - body)
+    unit_bwd = [q.units(q.bwd, np.array([u]))[0] for u in range(q.hg.num_units)]
+    u_params = q.hg.layer_values(q.ctx.cc.params)
+    exposed, _, _ = mp_gradient_exchange(q.ctx, q.s, q.seg, q.assignment, q.starts, unit_bwd, u_params, body, LINK)
+    return exposed
 
 
 def _mp_resimulate(q: _Mp) -> tuple[Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]], set[sp.Symbol]]:
