@@ -48,7 +48,7 @@ from .formula import (
 )
 from .predict import predict_in
 from .prediction import Prediction
-from .spatial import halo_exchange_s, redistribution_s, spatial_exchanges, spatial_tier
+from .spatial import layer_exchange_s, spatial_exchanges, spatial_tier
 from .spec import Strategy
 
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
@@ -90,11 +90,8 @@ def _symbolic_step(ctx: Context, s: Strategy, details: dict[str, Any], val: Symb
         cb += (b_sp if on else b_sa)[lk.start : lk.stop]
     x = spatial_exchanges(ctx, s, tiled)
     bw, alpha, _ = spatial_tier(p, ctx.hw.gpus_per_node, LINK)
-    half = [
-        ((halo_exchange_s(float(h), int(n), B_SYM, E, bw, alpha) if h > 0 else 0)
-         + (redistribution_s(float(c), 1, p, B_SYM, E, bw, alpha) if c > 0 else 0)) / 2
-        for h, n, c in zip(x.halo_elems, x.supersteps, x.switch_elems, strict=True)
-    ]
+    halo, redist = layer_exchange_s(x, p, B_SYM, E, bw, alpha)
+    half = [(h + r) / 2 for h, r in zip(halo, redist, strict=True)]
     fwd = [f + h for f, h in zip(cf, half, strict=True)]
     bwd = [b + h for b, h in zip(cb, half, strict=True)]
     return ChainStep(cf, cb, fwd, bwd, x, tiled, p, val)
