@@ -52,6 +52,7 @@ MATRIX = [
     ("channel x dp", "alexnet", None, "v100-16gb-dgx1", 8, "channel=2,dp=4", 128),
     ("mp", "tiny_cnn", None, "a100-80gb-dgx", 2, "mp=2", 16),
     ("mp, recompute", "tiny_cnn", None, "v100-16gb-dgx1", 4, "mp=2,dp=2,mb=4,recompute=true", 32),
+    ("mp, uneven micro-batches", "tiny_cnn", None, "a100-80gb-dgx", 4, "mp=2,dp=2,mb=3", 40),
     ("mp x dp", "resnet18", 64, "abci-v100-16gb", 8, "mp=2,dp=4,mb=2", 64),
     ("dataparallel", "resnet18", 64, "p40-24gb-pcie", 8, "dp=8,comm=dataparallel", 256),
     ("overlap=none", "resnet18", 64, "abci-v100-16gb", 16, "dp=16,overlap=none", 512),
@@ -126,6 +127,22 @@ def test_random_plans_explain_as_predicted(plan: tuple[int, int, str, int, bool,
     try:
         s = parse_strategy(",".join(parts), gpus)
         f = explain_plan(_ctx("tiny_cnn", None, "abci-v100-16gb"), s, batch)
+    except (StrategyError, BatchSplitError):
+        assume(False)
+        return
+    check_terms(f)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["mp", "filter", "channel"]), degree=st.sampled_from([2, 3, 4]),
+       dp=st.sampled_from([1, 2]), mb=st.sampled_from([1, 2, 3]), per_sample=st.sampled_from([1, 2, 5]),
+       recompute=st.booleans(), hw=st.sampled_from(["a100-80gb-dgx", "abci-v100-16gb"]))
+def test_random_split_and_mp_plans_explain_as_predicted(kind: str, degree: int, dp: int, mb: int, per_sample: int,
+                                                        recompute: bool, hw: str) -> None:
+    spec = f"{kind}={degree},dp={dp},mb={mb}" + (",recompute=true" if recompute and kind == "mp" else "")
+    try:
+        s = parse_strategy(spec, degree * dp)
+        f = explain_plan(_ctx("tiny_cnn", None, hw), s, dp * mb * per_sample)
     except (StrategyError, BatchSplitError):
         assume(False)
         return

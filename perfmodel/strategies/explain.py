@@ -58,8 +58,9 @@ def explain_plan(ctx: Context, s: Strategy, global_batch: int) -> StepFormula:
     """The symbolic step formula of plan ``s`` (see the module docstring)."""
     pred = predict_in(ctx, s, global_batch)
     details = pred.details  # the plan's decisions, taken on numbers
-    # the mean micro-batch: uneven micro-batches are priced at their mean (chain, channels)
-    m = details.get("samples_per_replica", details.get("micro_batch", 1)) / s.mb
+    # uneven micro-batches: chain and channel plans are priced at their mean, mp plans (whose
+    # schedule is simulated per micro-batch) at the largest, as predict prices them
+    m = details["micro_batch"] if s.mp > 1 else details["samples_per_replica"] / s.mb
     values = symbol_values(ctx, weight_group(s, ctx.hw.gpus_per_node))
     values[B_SYM] = float(m)
     values[M] = float(s.mb)
