@@ -27,7 +27,7 @@ from .formula import (
     symbol_valuation,
     tier,
 )
-from .model_parallel import mp_gradient_exchange, mp_partition, mp_terms
+from .model_parallel import mp_gradient_exchange, mp_partition, mp_sends, mp_terms
 from .mp_schedule import simulate
 from .mp_segments import Segments, segments
 from .prediction import Prediction
@@ -100,23 +100,17 @@ class _Mp:
         return out
 
 
-def _mp_sends(q: _Mp, values: dict[sp.Symbol, float], legend: dict[str, str], meaning: dict[str, str]) -> Any:
-    """Seconds of the point-to-point messages the busiest GPU sends per micro-batch, grouped by tier."""
-    sends, words = [], []
+def _sends_words(q: _Mp) -> str:
+    """What the busiest GPU sends, in words (the term is :func:`.model_parallel.mp_sends`)."""
+    words = []
     for net_tier, (bw, alpha, tier_name) in _TIERS:
-        sel = (q.seg.msg_src == q.crit) & (q.across == net_tier)
-        k = int(sel.sum())
-        if not k:
-            continue
-        n_sym = sp.Symbol(f"N_p2p_{tier_name}", positive=True)
-        values[n_sym] = float(q.seg.msg_elems[sel].sum())
-        msgs = count_words(k, "message")
-        meaning[str(n_sym)] = f"elements per sample of the {msgs} GPU {q.crit} sends ({tier_name} links)"
-        sends.append(p2p(B_SYM * n_sym * E, bw, alpha) + (k - 1) * alpha)
-        words.append(f"{msgs} over {tier_name} links, alpha + n/beta each: {k}*{alpha} + b*{n_sym}*e/{bw}")
-    legend["pipeline_p2p"] = (f"sent by GPU {q.crit} after its compute, M micro-batches; " + "; ".join(words) if sends
-                              else f"GPU {q.crit} sends nothing")
-    return sp.Add(*sends)
+        k = int(((q.seg.msg_src == q.crit) & (q.across == net_tier)).sum())
+        if k:
+            words.append(f"{count_words(k, 'message')} over {tier_name} links, alpha + n/beta each: "
+                         f"{k}*{alpha} + b*N_p2p_{tier_name}*e/{bw}")
+    if not words:
+        return f"GPU {q.crit} sends nothing"
+    return f"sent by GPU {q.crit} after its compute, M micro-batches; " + "; ".join(words)
 
 
 def _mp_exchange(q: _Mp, body: Any, meaning: dict[str, str]) -> Any:
@@ -186,7 +180,9 @@ def explain_mp(
     meaning: dict[str, str] = {"T_idle_sim": (
         f"GPU {q.crit}'s idle time in the simulated schedule (critical path minus its busy time), s")}
     legend["recompute"] = "the forward pass again before every backward but the last micro-batch's"
-    sends = _mp_sends(q, values, legend, meaning)
+    val = symbol_valuation(values)
+    sends = mp_sends(q.seg, q.crit, q.across, val)
+    legend["pipeline_p2p"] = _sends_words(q)
     legend["pipeline_bubble"] = (
         "simulated: the GPipe schedule of the segments over the parts (mp_schedule.simulate), evaluated numerically"
     )
@@ -202,7 +198,7 @@ def explain_mp(
     )
     u_params = q.hg.layer_values(ctx.cc.params)
     largest = float(max(u_params[q.assignment == d].sum() for d in range(K)))
-    terms = mp_terms(s, ctx.optimizer, symbol_valuation(values), f_d, b_d, sends, q.idle, exposed, largest)
+    terms = mp_terms(s, ctx.optimizer, val, f_d, b_d, sends, q.idle, exposed, largest)
     legend["optimizer_step"] = "the update of the largest part's weights"
     resimulate, sim_symbols = _mp_resimulate(q)
     values.update(resimulate(values))
@@ -214,5 +210,6 @@ def explain_mp(
         "alpha + n/beta; a what-if re-runs the simulation.",
     ]
     return finish(
-        terms, values, pred, legend=legend, meaning=meaning, notes=notes, resimulate=resimulate, also=sim_symbols
+        terms, values, pred, legend=legend, meaning={**meaning, **val.meaning}, notes=notes, resimulate=resimulate,
+        also=sim_symbols,
     )

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, link_params, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import Num, smax, ssum
+from ..cost.formulas import Num, p2p, smax, ssum
 from ..errors import StrategyError, UsageError
 from ..network import Network
 from ..partition.hypergraph import REFERENCE_PROFILE
@@ -72,7 +72,7 @@ from .mp_schedule import Schedule, simulate
 from .mp_segments import Segments, segments
 from .spec import Strategy
 
-__all__ = ["GRANULARITY", "price_model_parallel", "mp_partition", "mp_terms", "mp_gradient_exchange"]
+__all__ = ["GRANULARITY", "price_model_parallel", "mp_partition", "mp_terms", "mp_gradient_exchange", "mp_sends"]
 
 #: The hypergraph granularity ``mp=K`` plans are partitioned at (one vertex per layer).
 GRANULARITY = "layer"
@@ -295,6 +295,23 @@ def mp_terms(
     return terms
 
 
+def mp_sends(seg: Segments, gpu: int, across: np.ndarray, val: Valuation) -> Num:
+    """Seconds of the point-to-point messages GPU ``gpu`` sends per micro-batch (numbers or
+    symbols): per tier (in the node, over the network) its ``k`` messages of ``N`` elements
+    per sample in all, ``alpha + n/beta`` each: ``k*alpha + b*N*e/beta``."""
+    out: Num = 0.0
+    for net_tier, name in ((False, "intra"), (True, "net")):
+        sel = (seg.msg_src == gpu) & (across == net_tier)
+        k = int(sel.sum())
+        if not k:
+            continue
+        bw, alpha = (val.lp.bw_net_per_gpu, val.lp.alpha_net) if net_tier else (val.lp.bw_intra, val.lp.alpha_intra)
+        n = val.count(f"N_p2p_{name}", float(seg.msg_elems[sel].sum()),
+                      f"elements per sample of the {k} message{'s' * (k > 1)} GPU {gpu} sends ({name} links)")
+        out = out + p2p(val.b * n * val.e, bw, alpha) + (k - 1) * alpha
+    return out
+
+
 def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     """Step terms, memory and details of ``mp=K[,dp=D][,mb=M]`` (see the module docstring).
 
@@ -308,11 +325,12 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced
     sched = r.sched
     crit = int(np.argmax(sched.compute_s + sched.recompute_s + sched.send_s))
     mine = r.part_units[crit]
-    sends = float(sched.send_s[crit]) / s.mb
     busy = float(sched.compute_s[crit] + sched.recompute_s[crit] + sched.send_s[crit])
     details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
     exposed = _exchange(ctx, s, r, details)
     val = Valuation(ctx.values, link_params(ctx.hw), float(m), s.mb)
+    g = ctx.hw.gpus_per_node
+    sends = mp_sends(r.seg, crit, (r.seg.msg_src // g) != (r.seg.msg_dst // g), val)
     terms = mp_terms(s, ctx.optimizer, val, float(r.u_f[mine].sum()), float(r.u_b[mine].sum()), sends,
                      max(0.0, sched.total_s - busy), lambda body: exposed, float(r.part_params.max()))
     details["busiest_part"], memory = _memory(ctx, s, r, m, per_replica)
