@@ -26,14 +26,14 @@ from .dataparallel import dataparallel_parts
 from .dimension import Valuation, optimizer_step_s
 from .memory import input_batch_bytes
 from .parameter_server import parameter_server_comm_s, parameter_server_links
-from .pipeline import critical_stage, cut_sends, pipeline_parts
+from .pipeline import critical_stage, cut_sends, pipeline_parts, stage_ranges
 from .spatial import SpatialExchanges, halo_exchange_s, held_samples, redistribution_s, spatial_tier
 from .spec import Strategy
 
 #: Per-layer seconds: a numpy array (numbers) or a list of expressions (symbols).
 PerLayer = Sequence[Num] | np.ndarray
 
-__all__ = ["ChainStep", "ChainTerms", "chain_terms", "stage_ranges"]
+__all__ = ["ChainStep", "ChainTerms", "chain_terms"]
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,6 @@ class ChainTerms:
     terms: dict[str, Num]
     body_s: Num
     details: dict[str, Any]
-
-
-def stage_ranges(ctx: Context, bounds: Sequence[int] | np.ndarray) -> list[tuple[int, int]]:
-    """Each stage's layers ``[start, stop)`` from its link bounds."""
-    links = ctx.net.links
-    return [(int(links[int(bounds[i])].start), int(links[int(bounds[i + 1]) - 1].stop)) for i in range(len(bounds) - 1)]
 
 
 def chain_terms(

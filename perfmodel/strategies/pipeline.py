@@ -33,6 +33,7 @@ __all__ = [
     "cut_across_nodes",
     "cut_sends",
     "StageSplit",
+    "stage_ranges",
     "stage_split",
     "stage_candidates",
     "STAGE_REFERENCE_PROFILES",
@@ -164,8 +165,13 @@ class StageSplit:
 
     def layer_ranges(self, ctx: Context) -> list[tuple[int, int]]:
         """Each stage's layers ``[start, stop)``."""
-        links, b = ctx.net.links, self.bounds
-        return [(int(links[b[i]].start), int(links[b[i + 1] - 1].stop)) for i in range(len(b) - 1)]
+        return stage_ranges(ctx, self.bounds)
+
+
+def stage_ranges(ctx: Context, bounds: Sequence[int] | np.ndarray) -> list[tuple[int, int]]:
+    """Each stage's layers ``[start, stop)`` from its bounds in links."""
+    links = ctx.net.links
+    return [(int(links[int(bounds[i])].start), int(links[int(bounds[i + 1]) - 1].stop)) for i in range(len(bounds) - 1)]
 
 
 def stage_split(ctx: Context, s: Strategy, layers: ChainLayers, balance: tuple[int, ...]) -> StageSplit:
