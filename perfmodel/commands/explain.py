@@ -156,9 +156,14 @@ def _table(
     emit(f"{p.model} on {gpus} x {p.hardware}, {spec}, {precision}, global batch {B}")
     emit("")
     emit("T_step = " + " + ".join(f"T_{k}" for k in f.terms))
+    emit("(one term per part of predict's breakdown, in its order, each valued as there)")
     emit("")
     limit = None if full else 400
     for k, v in f.terms.items():
+        if v == 0 and p.breakdown[k] == 0:
+            emit(f"T_{k} = 0")
+            emit(f"    (zero in predict's breakdown too: {f.legend.get(k, 'nothing of this part in this plan')})")
+            continue
         text = str(v)
         if limit and len(text) > limit:
             text = text[:limit] + f" ... ({len(text):,} characters; --full prints all)"

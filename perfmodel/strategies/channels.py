@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, link_params, ring_tier
-from ..cost.compute import GRAD_BYTES_PER_PARAM, layer_times
-from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, ssum
+from ..cost.collectives import link_params
+from ..cost.compute import layer_times
 from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
 from ..network.counts import CompiledCounts, saved_storages
 from ..network.graph import Network
 from ..network.layers import MATMUL_KINDS, Layer, numel
 from .context import Context, split_batch, weight_group
-from .data import BUCKET_BYTES, overlapped_exchange
-from .dimension import Priced, memory_parts, optimizer_step_s
+from .data import BUCKET_BYTES
+from .dimension import Priced, Valuation, memory_parts
 from .memory import input_batch_bytes
 from .spec import Strategy
+from .split_terms import BREAKDOWN_KEYS, Exchange, exchange_s, replica_exchange, split_terms
 
 __all__ = [
     "Exchange",
@@ -33,29 +32,6 @@ __all__ = [
     "replica_exchange",
     "BREAKDOWN_KEYS",
 ]
-
-#: Breakdown keys of the layer-parallel exchanges, per split kind: (forward, backward).
-BREAKDOWN_KEYS = {
-    "filter": ("filter_allgather", "filter_reduce_scatter"),
-    "channel": ("channel_allreduce", "channel_allgather"),
-}
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One collective inside the split group, per micro-batch.
-
-    ``layer`` is the index of the layer it is charged to (its time joins that layer's forward
-    or backward), ``op`` one of ``allgather``, ``reduce_scatter``, ``allreduce``, and
-    ``elems_per_sample`` the size of the whole (gathered / reduced) tensor per sample.
-    """
-
-    layer: int
-    phase: str
-    op: str
-    tensor: str
-    elems_per_sample: int
-
 
 @dataclass
 class SplitPlan:
@@ -274,13 +250,8 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     m_t = per_replica / s.mb  # time at the mean micro-batch (memory at the largest, ``scaled``)
     lt = layer_times(replace(ctx.cc, params=params), ctx.hw, ctx.precision, m_t,
                      counts=scaled if m_t == m else _gpu_counts(ctx, plan, m_t))
-    fwd_comm, bwd_comm = _exchange_seconds(ctx, plan, n, m_t)
-    key_f, key_b = BREAKDOWN_KEYS[mode]
-    terms: dict[str, float] = {
-        "compute": s.mb * float(lt.fwd.sum() + lt.bwd.sum()),
-        key_f: s.mb * float(fwd_comm.sum()),
-        key_b: s.mb * float(bwd_comm.sum()),
-    }
+    val = Valuation(ctx.values, link_params(ctx.hw), m_t, s.mb)
+    terms, total_comm, dp_group = split_terms(ctx, s, mode, n, plan.exchanges, lt.fwd, lt.bwd, params, val)
     split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
     e = ctx.elem_bytes
     details: dict[str, Any] = {
@@ -291,15 +262,10 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         "exchange_bytes_per_step": float(s.mb * m * e * sum(x.elems_per_sample for x in plan.exchanges)),
         "replicated_layers": list(plan.replicated),
     }
-    bwd = lt.bwd + bwd_comm
-    body = s.mb * float((lt.fwd + fwd_comm).sum() + bwd.sum())
-    exposed, total_comm, dp_group = replica_exchange(ctx, s, n, params, bwd, body)
-    terms["gradient_exchange_exposed"] = exposed
     if s.dp > 1:
         details["gradient_allreduce_s"] = total_comm
         details["gradient_group"] = {"gpus": s.dp, "per_node": dp_group.per_node, "algorithm": s.comm}
     params_gpu = float(params.sum())
-    terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, ctx.values)
     # memory of the busiest GPU; the gradients of the largest layer's output and input live
     # during its backward, as in the chain pricing
     acts = float((scaled["saved_elems"] * e + scaled["saved_extra_bytes"]).sum())
@@ -326,58 +292,3 @@ def _gpu_counts(ctx: Context, plan: SplitPlan, m: float) -> dict[str, np.ndarray
         saved[i] += numel(net.shape_of(t))  # the gathered copy its readers keep
     scaled["saved_elems"] = m * saved
     return scaled
-
-
-def _exchange_seconds(ctx: Context, plan: SplitPlan, n: int, m: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per layer, the seconds of the split group's collectives in forward and in backward."""
-    # n consecutive ranks, placed as weight_group places n replicas of a one-GPU plan
-    split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
-    fwd_comm = np.zeros(len(ctx.net.layers))
-    bwd_comm = np.zeros(len(ctx.net.layers))
-    bw, alpha = ring_tier(split_group, link_params(ctx.hw, split_group))
-    for x in plan.exchanges:
-        nbytes = m * x.elems_per_sample * ctx.elem_bytes
-        secs = float(exchange_s(x.op, nbytes, split_group.size, bw, alpha)) if split_group.size > 1 else 0.0
-        (fwd_comm if x.phase == "fwd" else bwd_comm)[x.layer] += secs
-    return fwd_comm, bwd_comm
-
-
-#: The ring collective of each exchange kind (Thakur, Rabenseifner & Gropp 2005).
-_RINGS = {"allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter, "allreduce": ring_allreduce}
-
-
-def exchange_s(op: str, n_bytes: Num, p: Num, bw: Num, alpha: Num) -> Num:
-    """Seconds of one ring collective ``op`` of ``n_bytes`` (the gathered or reduced size) over
-    the ``p`` GPUs of a split group at ``bw``/``alpha``; numbers or symbols (``explain``)."""
-    return _RINGS[op](n_bytes, p, bw, alpha)
-
-
-def replica_exchange(
-    ctx: Context,
-    s: Strategy,
-    n: int,
-    params: np.ndarray,
-    bwd: Sequence[Num] | np.ndarray,
-    body: Num,
-    lp: LinkParams | None = None,
-) -> tuple[Num, Num, Group]:
-    """(exposed seconds, total allreduce seconds, the replicas' group) of each shard's gradient
-    allreduce across the dp replicas, bucketed and overlapped with the last micro-batch's
-    backward (``bwd`` per layer, exchanges included); the replicas are ``n`` ranks apart, as
-    those of an ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
-    dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
-    if s.dp <= 1:
-        return 0.0, 0.0, dp_group
-
-    def reduce(nbytes: float) -> Num:
-        if lp is None:
-            return allreduce(nbytes, dp_group, ctx.hw, s.comm)
-        return allreduce_expr(nbytes, dp_group, lp, s.comm)
-
-    grad_bytes = params * GRAD_BYTES_PER_PARAM
-    rev = bwd[::-1]
-    start = body - ssum(rev)
-    if s.overlap == "none":  # the exchange starts when the backward pass has ended
-        rev, start = [0.0] * len(rev), body
-    end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, start)
-    return smax(0, end - body), total_comm, dp_group

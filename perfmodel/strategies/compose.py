@@ -8,7 +8,8 @@ layer's seconds and saved bytes on one GPU of a spatial group (or of whole sampl
 pipeline dimension (:mod:`.pipeline`) cuts the chain into stages and times the micro-batches
 through them; the data dimension (:mod:`.data`) adds the gradient exchange among the GPUs
 sharing each weight (or :mod:`.parameter_server`'s); every plan ends with the optimizer step.
-Each term of the breakdown is computed once; the step is their sum (:class:`.Priced`).
+The terms are built by :func:`.chain_terms.chain_terms`, on numbers here and on symbols in
+``explain``. Each term of the breakdown is computed once; the step is their sum (:class:`.Priced`).
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from ..cost.collectives import link_params
-from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..errors import BatchSplitError, DataError, StrategyError
 from ..limits import MAX_BATCH, shown
+from .chain_terms import ChainStep, chain_terms
 from .channels import price_channel_split
-from .context import Context, split_batch, transient_bytes, weight_group
+from .context import Context, split_batch, transient_bytes
 from .data import BUCKET_BYTES, gradient_exchange
-from .dataparallel import check_dataparallel, dataparallel_parts
-from .dimension import Priced, memory_parts, optimizer_step_s
+from .dataparallel import check_dataparallel
+from .dimension import Priced, Valuation, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
 from .model_parallel import price_model_parallel
 from .parameter_server import parameter_server_exchange
@@ -34,7 +35,7 @@ from .pipeline import StageSplit, stage_candidates, stage_split
 from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
 
-__all__ = ["price", "price_chain", "chain_memory"]
+__all__ = ["price", "price_chain", "chain_memory", "numeric_step"]
 
 
 def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
@@ -93,70 +94,25 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     workspace = transient_bytes(ctx, m, s.sp if s.sp_degree > 1 else (1, 1, 1)) + ctx.hw.framework_reserve_bytes
     if s.pp > 1:
         split = _best_split(ctx, s, layers, mem_layers, per_replica, workspace, details)
-        terms = _pipeline_terms(ctx, s, layers, split)
-        bounds, ranges, ends = split.bounds, split.layer_ranges(ctx), split.timing.last_bwd_end_s
-        body = split.timing.total_s
+        bounds, crit = split.bounds, split.timing.critical_stage
+        details["critical_stage"] = crit
     else:
-        terms = _single_stage_terms(s, layers)
-        bounds, ranges = np.array([0, len(net.links)]), [(0, len(net.layers))]
-        fwd = float(layers.fwd.sum())
-        body = s.mb * (fwd + float(layers.bwd.sum())) + (s.mb * fwd if s.recompute else 0.0)
-        ends = (body,)
+        bounds, crit = np.array([0, len(net.links)]), None
+    step = chain_terms(ctx, s, numeric_step(ctx, s, layers), bounds, crit)
     if s.is_ps:
-        exposed, details["parameter_server"] = parameter_server_exchange(ctx, s, body)
-    elif s.comm == "dataparallel" and s.dp > 1:
-        lp = link_params(ctx.hw)
-        params = float(ctx.cc.params.sum())
-        parts = dataparallel_parts(
-            layers.fwd, params * 4, params * GRAD_BYTES_PER_PARAM, input_batch_bytes(net.input_shape, m_t),
-            m_t * float(ctx.cc.evaluate(1.0)["out_elems"][-1]) * ctx.elem_bytes, s.dp, lp.bw_intra, lp.alpha_intra,
-            ctx.hw.kernel_launch_s,
-        )
-        exposed = s.mb * float(sum(parts.values()))
-        details["dataparallel"] = {k: s.mb * float(v) for k, v in parts.items()}
-    else:
-        exposed, total_comm = gradient_exchange(ctx, s, layers.bwd, ranges, ends, body)
-        if s.dp * s.sp_degree > 1:
-            group = weight_group(s, ctx.hw.gpus_per_node)
-            details["gradient_allreduce_s"] = total_comm
-            details["gradient_group"] = {"gpus": group.size, "per_node": group.per_node, "algorithm": s.comm}
-    terms["gradient_exchange_exposed"] = exposed
-    terms["optimizer_step"] = optimizer_step_s(_largest_stage_params(ctx, bounds), ctx.optimizer, ctx.values)
+        _, details["parameter_server"] = parameter_server_exchange(ctx, s, float(step.body_s))
+    details.update(step.details)
     details["bucket_bytes"] = BUCKET_BYTES
     details["sp_group_in_node"] = layers.in_node
     memory = chain_memory(ctx, s, mem_layers, bounds, per_replica, workspace)
-    return Priced.of(terms, memory, details)
+    return Priced.of(step.terms, memory, details)
 
 
-def _single_stage_terms(s: Strategy, layers: ChainLayers) -> dict[str, float]:
-    """One stage: ``mb`` micro-batches in turn (forward again before backward under recomputation)."""
-    halo, redist = float(layers.halo.sum()), float(layers.redist.sum())
-    terms = {"compute": s.mb * float((layers.fwd + layers.bwd - layers.halo - layers.redist).sum())}
-    if s.recompute:
-        terms["recompute"] = s.mb * float(layers.fwd.sum())
-    if layers.p > 1:
-        terms["halo_exchange"] = s.mb * halo
-        terms["redistribution"] = s.mb * redist
-    return terms
-
-
-def _pipeline_terms(ctx: Context, s: Strategy, layers: ChainLayers, split: StageSplit) -> dict[str, float]:
-    """The pipeline's terms on its critical stage: compute, recomputation, sends, the bubble,
-    and (spatial groups) that stage's halo exchanges and redistributions, each once."""
-    t = split.timing
-    crit = t.critical_stage
-    halo = s.mb * split.stage_sum(ctx.link_sum(layers.halo), crit)
-    redist = s.mb * split.stage_sum(ctx.link_sum(layers.redist), crit)
-    terms = {
-        "compute": t.compute_s - halo - redist,
-        "recompute": t.recompute_s,
-        "pipeline_p2p": t.p2p_s,
-        "pipeline_bubble": t.bubble_s,
-    }
-    if layers.p > 1:
-        terms["halo_exchange"] = halo
-        terms["redistribution"] = redist
-    return terms
+def numeric_step(ctx: Context, s: Strategy, layers: ChainLayers) -> ChainStep:
+    """A micro-batch of ``layers`` at the profile's numbers (:func:`.chain_terms.chain_terms`'s input)."""
+    val = Valuation(ctx.values, link_params(ctx.hw), layers.m, s.mb)
+    return ChainStep(layers.compute_fwd, layers.compute_bwd, layers.fwd, layers.bwd, layers.exchanges,
+                     layers.spatial_links, layers.p, val)
 
 
 def _largest_stage_params(ctx: Context, bounds: np.ndarray) -> float:

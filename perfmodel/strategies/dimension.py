@@ -16,6 +16,14 @@ The interface every dimension module follows (:mod:`.data`, :mod:`.parameter_ser
 breakdown is the list of terms and the step time is their sum (:class:`Priced`), never a
 total patched to match. Shared by every dimension: :func:`optimizer_step_s` (numbers or
 symbols) and :func:`memory_parts`.
+
+The terms are built once, on a :class:`Valuation`: the profile's numbers (``predict``, the
+search) or named symbols (``explain``, whose formula is then the same terms, term by term):
+:func:`.chain_terms.chain_terms`, :func:`.split_terms.split_terms`,
+:func:`.model_parallel.mp_terms`. A dimension adds a term by adding a key there, written
+over ``Num`` (numbers or symbols; its counts named by :meth:`Valuation.count`), and
+``explain`` prints it with no code of its own; a term only numbers can give shows in
+``explain`` as predict's value, flagged (:func:`.formula.finish`).
 """
 
 from __future__ import annotations
@@ -23,11 +31,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..cost.collectives import LinkParams
 from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
 from ..cost.formulas import Num
 from .memory import optimizer_bytes_per_param, optimizer_traffic_bytes_per_param, weight_bytes_per_param
 
-__all__ = ["OPTIMIZER_LAUNCHES", "Priced", "memory_parts", "optimizer_step_s"]
+__all__ = ["OPTIMIZER_LAUNCHES", "Priced", "Valuation", "memory_parts", "optimizer_step_s"]
 
 #: Kernel launches of one optimizer step: torch.optim's ``foreach`` implementation (the
 #: default since PyTorch 2.0) updates lists of tensors in a handful of fused launches.
@@ -54,6 +63,36 @@ class Priced:
     def of(cls, terms: dict[str, Any], memory: dict[str, Any], details: dict[str, Any]) -> Priced:
         """Terms and memory as floats."""
         return cls({k: float(v) for k, v in terms.items()}, {k: float(v) for k, v in memory.items()}, details)
+
+
+@dataclass(frozen=True)
+class Valuation:
+    """The values a step's terms are built on: the hardware's (``v``: compute, ``lp``: links),
+    the mean micro-batch ``b`` on one GPU and the micro-batches ``M`` per step.
+
+    Here numbers (``predict``, the search); ``explain`` passes a subclass whose values are
+    sympy symbols, so the same code gives the formula. :meth:`count` is how a term names a
+    count of the plan (halo elements, exchanged elements per sample, ...).
+    """
+
+    v: ComputeValues
+    lp: LinkParams
+    b: Num
+    M: Num
+
+    @property
+    def symbolic(self) -> bool:
+        return False
+
+    @property
+    def e(self) -> Num:
+        """Bytes per activation element."""
+        return self.v.elem_bytes
+
+    def count(self, name: str, value: float, meaning: str) -> Num:
+        """A count of the plan: ``value`` here; a symbol ``name`` that stands for it, with its
+        ``meaning``, in ``explain``."""
+        return value
 
 
 def optimizer_step_s(params: Num, optimizer: str, v: ComputeValues) -> Num:

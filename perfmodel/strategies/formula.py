@@ -18,25 +18,25 @@ import sympy as sp
 from ..cost.collectives import Group, link_params, link_symbols, ring_tier
 from ..cost.compute import ComputeValues, ShapeRules, layer_seconds
 from ..errors import UsageError
-from .channels import exchange_s
 from .context import Context
+from .dimension import Valuation
 from .prediction import Prediction
 
 __all__ = [
     "StepFormula",
+    "SymbolValuation",
+    "symbol_valuation",
     "SYMBOLS",
     "SYMBOL_MEANING",
     "HARDWARE_SYMBOLS",
     "B_SYM",
     "M",
     "LINK",
-    "OPS",
     "MODULES",
     "E",
     "symbol_values",
     "layer_exprs",
     "tier",
-    "ring",
     "count_words",
     "finish",
 ]
@@ -75,14 +75,31 @@ HARDWARE_SYMBOLS: tuple[str, ...] = (
     "beta_intra", "alpha_intra", "beta_net", "alpha_net",
 )
 
-#: Short names of the split collectives in symbol names, and their words in legends.
-OPS = {
-    "allgather": ("ag", "all-gather", "all-gathered"),
-    "reduce_scatter": ("rs", "reduce-scatter", "reduce-scattered"),
-    "allreduce": ("ar", "allreduce", "all-reduced"),
-}
-
 MODULES: list[Any] = ["math", {"Max": max, "Min": min, "ceiling": math.ceil}]
+
+
+@dataclass(frozen=True)
+class SymbolValuation(Valuation):
+    """The pricing's values as symbols (:class:`~.dimension.Valuation`): the hardware's, ``b``
+    and ``M``; each count a term names becomes a symbol whose value and meaning are recorded."""
+
+    values: dict[sp.Symbol, float] = field(default_factory=dict)
+    meaning: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def symbolic(self) -> bool:
+        return True
+
+    def count(self, name: str, value: float, meaning: str) -> Any:
+        sym = sp.Symbol(name, positive=True)
+        self.values[sym] = float(value)
+        self.meaning[name] = meaning
+        return sym
+
+
+def symbol_valuation(values: dict[sp.Symbol, float]) -> SymbolValuation:
+    """Symbols for the hardware, ``b`` and ``M``, recording the plan's counts into ``values``."""
+    return SymbolValuation(SYMBOLS, LINK, B_SYM, M, values, {})
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,7 @@ class StepFormula:
     )
     functions: dict[str, Callable[..., float]] = field(default_factory=dict, repr=False, compare=False)
     all_values: dict[sp.Symbol, float] = field(default_factory=dict, repr=False, compare=False)
+    numeric_terms: tuple[str, ...] = ()
 
     @property
     def total(self) -> sp.Expr:
@@ -157,6 +175,7 @@ class StepFormula:
             },
             "symbols": {str(s): {"value": v, "meaning": self.meaning_of(str(s))} for s, v in self.values.items()},
             "notes": list(self.notes),
+            "numeric_terms": list(self.numeric_terms),
             "iteration_time_s": self.iteration_time_s,
             "predict_iteration_time_s": self.prediction.iteration_time_s,
         }
@@ -222,19 +241,12 @@ def tier(group: Group) -> tuple[Any, Any, str]:
     return bw, alpha, where
 
 
-def ring(op: str, n_bytes: Any, group: Group, count: int = 1) -> Any:
-    """``count`` ring collectives ``op`` over ``group`` moving ``n_bytes`` in all (one latency each)."""
-    bw, alpha, _ = tier(group)
-    p = sp.Integer(group.size)
-    return exchange_s(op, n_bytes, p, bw, alpha) + (count - 1) * exchange_s(op, 0, p, bw, alpha)
-
-
 def count_words(k: int, noun: str) -> str:
     return f"{k} {noun}" + ("" if k == 1 else "s")
 
 
 def finish(
-    terms: dict[str, sp.Expr],
+    terms: dict[str, Any],
     values: dict[sp.Symbol, float],
     pred: Prediction,
     legend: dict[str, str] | None = None,
@@ -243,20 +255,43 @@ def finish(
     resimulate: Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]] | None = None,
     also: set[sp.Symbol] | None = None,
 ) -> StepFormula:
-    """Evaluate the terms; the symbols kept are those of the terms and ``also`` (read by a simulation)."""
-    fns = {k: _lambdify(v) for k, v in terms.items()}
-    term_values = {k: fns[k](values) for k in terms}
-    used = set().union(*(v.free_symbols for v in terms.values() if isinstance(v, sp.Basic))) | (also or set())
+    """Evaluate the terms, in the order of ``predict``'s breakdown; the symbols kept are those
+    of the terms and ``also`` (read by a simulation).
+
+    A breakdown entry the symbolic pricing did not give (a term priced by a function that
+    takes numbers only) enters as a symbol ``T_<key>`` valued at predict's number, said in
+    the notes and the legend, so a new term of a dimension is never missing from the formula.
+    """
+    values = dict(values)
+    legend = dict(legend or {})
+    ordered = {k: terms[k] for k in pred.breakdown if k in terms}
+    extra = [k for k in terms if k not in pred.breakdown]
+    if extra:
+        raise ValueError(f"explain built terms predict's breakdown lacks: {', '.join(extra)}")
+    numeric = [k for k in pred.breakdown if k not in terms]
+    for k in numeric:
+        sym = sp.Symbol(f"T_{k}", positive=True)
+        values[sym] = float(pred.breakdown[k])
+        ordered[k] = sym
+        legend[k] = "evaluated numerically: the symbolic pricing gives no closed form for this term"
+    notes = list(notes or ())
+    if numeric:
+        notes.append(f"{', '.join('T_' + k for k in numeric)}: predict's number (no closed form yet); "
+                     "a what-if leaves it unchanged.")
+    fns = {k: _lambdify(v) for k, v in ordered.items()}
+    term_values = {k: fns[k](values) for k in ordered}
+    used = set().union(*(v.free_symbols for v in ordered.values() if isinstance(v, sp.Basic))) | (also or set())
     return StepFormula(
-        terms,
+        ordered,
         term_values,
         {k: v for k, v in values.items() if k in used},
         sum(term_values.values()),
         pred,
-        legend=legend or {},
+        legend=legend,
         meaning=meaning or {},
-        notes=tuple(notes or ()),
+        notes=tuple(notes),
         resimulate=resimulate,
         functions=fns,
         all_values=dict(values),
+        numeric_terms=tuple(numeric),
     )

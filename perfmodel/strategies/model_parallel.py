@@ -27,7 +27,7 @@ pipeline:
 
 With ``dp=D`` every part's gradients are allreduced over the D replicas in buckets, last
 layer first, each bucket as soon as the last micro-batch's backward has produced all its
-gradients (:func:`gradient_ready_s`, from the simulation) and the previous bucket is done,
+gradients (:func:`mp_gradient_exchange`, from the simulation) and the previous bucket is done,
 overlapping the backward pass. (Dating the buckets back from the part's last backward end,
 as if its backward ran without a gap, is not monotone: when a wait on another part ends the
 part's backward, a shorter early segment moves its buckets' ready times later.)
@@ -50,27 +50,29 @@ GPipe's and the simulation equals :func:`pipeline_timing`.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import allreduce, point_to_point
+from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, link_params, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..cost.formulas import Num, p2p, smax, ssum
 from ..errors import StrategyError, UsageError
 from ..network import Network
 from ..partition.hypergraph import REFERENCE_PROFILE
 from ..partition.metrics import imbalance, is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
 from .context import Context, split_batch, transient_bytes, weight_group
-from .data import BUCKET_BYTES, overlapped_exchange
-from .dimension import Priced, memory_parts, optimizer_step_s
+from .data import BUCKET_BYTES, buckets
+from .dimension import Priced, Valuation, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
-from .mp_schedule import Schedule, gradient_ready_s, simulate
+from .mp_schedule import Schedule, simulate
 from .mp_segments import Segments, segments
 from .spec import Strategy
 
-__all__ = ["GRANULARITY", "price_model_parallel", "mp_partition"]
+__all__ = ["GRANULARITY", "price_model_parallel", "mp_partition", "mp_terms", "mp_gradient_exchange", "mp_sends"]
 
 #: The hypergraph granularity ``mp=K`` plans are partitioned at (one vertex per layer).
 GRANULARITY = "layer"
@@ -154,31 +156,65 @@ def _run(ctx: Context, s: Strategy, m: int) -> _Run:
 
 
 def _exchange(ctx: Context, s: Strategy, r: _Run, details: dict[str, Any]) -> float:
-    """Exposed seconds of each part's gradient allreduce over the dp replicas, every bucket
-    once its gradients are ready in the simulated last backward pass."""
+    """Exposed seconds of each part's gradient allreduce over the dp replicas
+    (:func:`mp_gradient_exchange` on the simulated schedule's numbers)."""
     if s.dp <= 1:
         return 0.0
+    exposed, total_comm, group = mp_gradient_exchange(
+        ctx, s, r.seg, r.part.assignment, list(r.sched.bwd_start_s), list(r.u_b), r.u_params, r.sched.total_s
+    )
+    details["gradient_allreduce_s"] = float(total_comm)
+    details["gradient_group"] = {"gpus": s.dp, "per_node": group.per_node, "algorithm": s.comm}
+    return float(exposed)
+
+
+def mp_gradient_exchange(
+    ctx: Context, s: Strategy, seg: Segments, assignment: Sequence[int] | np.ndarray, starts: Sequence[Num],
+    unit_bwd: Sequence[Num], unit_params: np.ndarray, body: Num, lp: LinkParams | None = None,
+) -> tuple[Num, Num, Group]:
+    """(exposed seconds, total allreduce seconds, a part's replica group) of every part's
+    gradient allreduce over the dp replicas; numbers, or symbols on ``lp``'s links.
+
+    A unit's gradient is complete when the last micro-batch's backward of its segment has run
+    it: from the segment's last backward start (``starts``, simulated), its units last layer
+    first (``unit_bwd`` each). A part fills DDP's buckets last layer first; a bucket is reduced
+    once all its gradients are complete and the previous bucket is done. Within a segment the
+    ready times grow, so a bucket's are the latest of each segment's so far. What ends after
+    the schedule's ``body`` is exposed.
+    """
     # replica r's part d is rank r * K + d: a part's dp group has ranks K apart, as the
     # replicas of a K-stage pipeline
     group = weight_group(Strategy(dp=s.dp, pp=s.mp), ctx.hw.gpus_per_node)
 
-    def reduce(nbytes: float) -> float:
-        return allreduce(nbytes, group, ctx.hw, s.comm)
+    def reduce(nbytes: float) -> Num:
+        return allreduce(nbytes, group, ctx.hw, s.comm) if lp is None else allreduce_expr(nbytes, group, lp, s.comm)
 
-    ready = gradient_ready_s(r.seg, r.sched, r.u_b)
-    end_max, total_comm = 0.0, 0.0
-    for units in r.part_units:
-        units = units[::-1]  # DDP fills buckets last layer first
-        # a bucket is reduced once all its gradients are ready and the previous bucket is
-        # done: the ready times as increments of their running maximum
-        steps = np.diff(np.maximum.accumulate(ready[units]), prepend=0.0)
-        grads = (r.u_params[units] * GRAD_BYTES_PER_PARAM).tolist()
-        end, tot = overlapped_exchange(steps.tolist(), grads, reduce, 0.0)
-        end_max = max(end_max, float(end))
-        total_comm += float(tot)
-    details["gradient_allreduce_s"] = total_comm
-    details["gradient_group"] = {"gpus": s.dp, "per_node": group.per_node, "algorithm": s.comm}
-    return max(0.0, end_max - r.sched.total_s)
+    ready: dict[int, tuple[int, Num]] = {}
+    for i, units in enumerate(seg.units):
+        t = starts[i]
+        for u in units[::-1]:
+            t = t + unit_bwd[int(u)]
+            ready[int(u)] = (i, t)
+    grads = unit_params * GRAD_BYTES_PER_PARAM
+    a = np.asarray(assignment)
+    end_max: Num = None
+    total: Num = 0.0
+    for d in range(s.mp):
+        units = np.flatnonzero(a == d)[::-1]
+        marks = dict(buckets(grads[units]))
+        latest: dict[int, Num] = {}
+        end: Num = None
+        for j, u in enumerate(units.tolist()):
+            i, t = ready[u]
+            latest[i] = t
+            if j in marks:
+                got = smax(*latest.values()) if len(latest) > 1 else t
+                c = reduce(marks[j])
+                end = (got if end is None else smax(end, got)) + c
+                total = total + c
+        if end is not None:
+            end_max = end if end_max is None else smax(end_max, end)
+    return (0.0 if end_max is None else smax(0, end_max - body)), total, group
 
 
 def _memory(ctx: Context, s: Strategy, r: _Run, m: int, per_replica: int) -> tuple[int, dict[str, float]]:
@@ -240,6 +276,42 @@ def _details(ctx: Context, s: Strategy, r: _Run, crit: int) -> dict[str, Any]:
     )
 
 
+def mp_terms(
+    s: Strategy, optimizer: str, val: Valuation, busy_f: Num, busy_b: Num, sends: Num, idle: Num,
+    exposed: Callable[[Num], Num], largest_params: float,
+) -> dict[str, Num]:
+    """The step's terms on the busiest GPU of the schedule, numbers or symbols: its compute
+    (``busy_f + busy_b`` per micro-batch), recomputation (every micro-batch's forward but the
+    last's), sends per micro-batch, its ``idle`` time up to the schedule's end (the bubble,
+    simulated), the gradient exchange exposed past that body (``exposed(body)``) and the
+    largest part's optimizer step."""
+    terms: dict[str, Num] = {"compute": val.M * (busy_f + busy_b)}
+    if s.recompute:
+        terms["recompute"] = (val.M - 1) * busy_f
+    terms["pipeline_p2p"] = val.M * sends
+    terms["pipeline_bubble"] = idle
+    terms["gradient_exchange_exposed"] = exposed(ssum(list(terms.values())))
+    terms["optimizer_step"] = optimizer_step_s(largest_params, optimizer, val.v)
+    return terms
+
+
+def mp_sends(seg: Segments, gpu: int, across: np.ndarray, val: Valuation) -> Num:
+    """Seconds of the point-to-point messages GPU ``gpu`` sends per micro-batch (numbers or
+    symbols): per tier (in the node, over the network) its ``k`` messages of ``N`` elements
+    per sample in all, ``alpha + n/beta`` each: ``k*alpha + b*N*e/beta``."""
+    out: Num = 0.0
+    for net_tier, name in ((False, "intra"), (True, "net")):
+        sel = (seg.msg_src == gpu) & (across == net_tier)
+        k = int(sel.sum())
+        if not k:
+            continue
+        bw, alpha = (val.lp.bw_net_per_gpu, val.lp.alpha_net) if net_tier else (val.lp.bw_intra, val.lp.alpha_intra)
+        n = val.count(f"N_p2p_{name}", float(seg.msg_elems[sel].sum()),
+                      f"elements per sample of the {k} message{'s' * (k > 1)} GPU {gpu} sends ({name} links)")
+        out = out + p2p(val.b * n * val.e, bw, alpha) + (k - 1) * alpha
+    return out
+
+
 def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     """Step terms, memory and details of ``mp=K[,dp=D][,mb=M]`` (see the module docstring).
 
@@ -252,15 +324,15 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced
     r = _run(ctx, s, m)
     sched = r.sched
     crit = int(np.argmax(sched.compute_s + sched.recompute_s + sched.send_s))
-    terms: dict[str, float] = {"compute": float(sched.compute_s[crit])}
-    if s.recompute:
-        terms["recompute"] = float(sched.recompute_s[crit])
-    terms["pipeline_p2p"] = float(sched.send_s[crit])
+    mine = r.part_units[crit]
     busy = float(sched.compute_s[crit] + sched.recompute_s[crit] + sched.send_s[crit])
-    terms["pipeline_bubble"] = max(0.0, sched.total_s - busy)
     details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
-    terms["gradient_exchange_exposed"] = _exchange(ctx, s, r, details)
-    terms["optimizer_step"] = optimizer_step_s(float(r.part_params.max()), ctx.optimizer, ctx.values)
+    exposed = _exchange(ctx, s, r, details)
+    val = Valuation(ctx.values, link_params(ctx.hw), float(m), s.mb)
+    g = ctx.hw.gpus_per_node
+    sends = mp_sends(r.seg, crit, (r.seg.msg_src // g) != (r.seg.msg_dst // g), val)
+    terms = mp_terms(s, ctx.optimizer, val, float(r.u_f[mine].sum()), float(r.u_b[mine].sum()), sends,
+                     max(0.0, sched.total_s - busy), lambda body: exposed, float(r.part_params.max()))
     details["busiest_part"], memory = _memory(ctx, s, r, m, per_replica)
     details.update(_details(ctx, s, r, crit))
     return Priced.of(terms, memory, details)

@@ -27,10 +27,13 @@ FloatSeq = Sequence[float] | np.ndarray
 __all__ = [
     "PipelineTiming",
     "pipeline_step",
+    "pipeline_parts",
+    "critical_stage",
     "pipeline_timing",
     "cut_across_nodes",
     "cut_sends",
     "StageSplit",
+    "stage_ranges",
     "stage_split",
     "stage_candidates",
     "STAGE_REFERENCE_PROFILES",
@@ -65,6 +68,27 @@ def pipeline_step(
     return total, [total - sum(b[:s]) for s in range(len(b))]
 
 
+def critical_stage(fwd: FloatSeq, bwd: FloatSeq, recompute: bool) -> int:
+    """The stage with the largest compute per micro-batch (forward again under recomputation)."""
+    f = np.asarray(fwd, dtype=float)
+    return int(np.argmax(f + np.asarray(bwd, dtype=float) + (f if recompute else 0.0)))
+
+
+def pipeline_parts(
+    fwd: Sequence[Num], bwd: Sequence[Num], send_fwd: Sequence[Num], send_bwd: Sequence[Num], m: Num,
+    recompute: bool, crit: int,
+) -> tuple[Num, list[Num], dict[str, Num]]:
+    """(step seconds, each stage's last backward end, the step's parts on stage ``crit``):
+    its compute, recomputation and sends for ``m`` micro-batches, and the bubble, what is left
+    of the step (numbers or symbols; :func:`pipeline_timing`)."""
+    total, ends = pipeline_step(fwd, bwd, send_fwd, send_bwd, m, recompute)
+    compute = m * (fwd[crit] + bwd[crit])
+    p2p = m * (send_fwd[crit] + send_bwd[crit])
+    rec = (m - 1) * fwd[crit] if recompute else 0.0
+    parts = {"compute": compute, "recompute": rec, "p2p": p2p, "bubble": smax(0, total - compute - p2p - rec)}
+    return total, ends, parts
+
+
 def pipeline_timing(
     fwd: FloatSeq,
     bwd: FloatSeq,
@@ -83,17 +107,13 @@ def pipeline_timing(
     ``checkpoint='except_last'``) every micro-batch but the last re-runs its forward pass
     in backward. The parts are those of the critical stage (the largest compute).
     """
-    m = micro_batches
     f, b, sf, sb = ([float(x) for x in seq] for seq in (fwd, bwd, send_fwd, send_bwd))
-    total_n, ends_n = pipeline_step(f, b, sf, sb, m, recompute)
-    total = float(total_n)
-    crit = int(np.argmax(np.asarray(fwd) + np.asarray(bwd) + (np.asarray(fwd) if recompute else 0)))
-    compute = m * (fwd[crit] + bwd[crit])
-    p2p = m * (send_fwd[crit] + send_bwd[crit])
-    rec = (m - 1) * fwd[crit] if recompute else 0.0
-    bubble = max(0.0, total - compute - p2p - rec)
-    ends = tuple(float(x) for x in ends_n)
-    return PipelineTiming(total, float(compute), float(p2p), float(rec), float(bubble), ends, crit)
+    crit = critical_stage(f, b, recompute)
+    total, ends, parts = pipeline_parts(f, b, sf, sb, micro_batches, recompute, crit)
+    return PipelineTiming(
+        float(total), float(parts["compute"]), float(parts["p2p"]), float(parts["recompute"]),
+        float(parts["bubble"]), tuple(float(x) for x in ends), crit,
+    )
 
 
 def cut_sends(
@@ -145,8 +165,13 @@ class StageSplit:
 
     def layer_ranges(self, ctx: Context) -> list[tuple[int, int]]:
         """Each stage's layers ``[start, stop)``."""
-        links, b = ctx.net.links, self.bounds
-        return [(int(links[b[i]].start), int(links[b[i + 1] - 1].stop)) for i in range(len(b) - 1)]
+        return stage_ranges(ctx, self.bounds)
+
+
+def stage_ranges(ctx: Context, bounds: Sequence[int] | np.ndarray) -> list[tuple[int, int]]:
+    """Each stage's layers ``[start, stop)`` from its bounds in links."""
+    links = ctx.net.links
+    return [(int(links[int(bounds[i])].start), int(links[int(bounds[i + 1]) - 1].stop)) for i in range(len(bounds) - 1)]
 
 
 def stage_split(ctx: Context, s: Strategy, layers: ChainLayers, balance: tuple[int, ...]) -> StageSplit:

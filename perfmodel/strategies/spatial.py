@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..cost.collectives import LinkParams, link_params
-from ..cost.formulas import Num, ceil
+from ..cost.formulas import Num, ceil, is_symbolic
 from ..errors import StrategyError
 from ..network.graph import Network
 from ..network.layers import Layer
@@ -34,6 +34,7 @@ __all__ = [
     "ChainLayers",
     "SpatialExchanges",
     "spatial_exchanges",
+    "layer_exchange_s",
     "halo_supersteps",
     "tiled_dims",
     "held_samples",
@@ -183,7 +184,9 @@ class ChainLayers:
     """Per layer, one micro-batch of ``m`` samples on one GPU of a group of ``p`` (1: no
     spatial split): forward and backward seconds, each with half of the layer's halo exchange
     and redistribution, which ``halo`` and ``redist`` give whole (both passes); saved bytes;
-    per link whether it is tiled (else sample-decomposed); whether the group is in one node."""
+    per link whether it is tiled (else sample-decomposed); whether the group is in one node;
+    the compute alone (``compute_fwd``, ``compute_bwd``) and the exchanges' volumes
+    (``exchanges``; ``None`` without a spatial split)."""
 
     m: float
     p: int
@@ -194,6 +197,9 @@ class ChainLayers:
     redist: np.ndarray
     spatial_links: list[bool]
     in_node: bool
+    compute_fwd: np.ndarray
+    compute_bwd: np.ndarray
+    exchanges: SpatialExchanges | None
 
     def held(self, link: int) -> float:
         """Samples' worth of link ``link``'s tensors one GPU holds (:func:`held_samples`)."""
@@ -214,7 +220,8 @@ def sample_layers(ctx: Context, m: float) -> ChainLayers:
     lt, ev = ctx.times(m)
     saved = ev["saved_elems"] * ctx.elem_bytes + ev["saved_extra_bytes"]
     zeros = np.zeros_like(lt.fwd)
-    return ChainLayers(m, 1, lt.fwd, lt.bwd, saved, zeros, zeros, [False] * len(ctx.net.links), True)
+    return ChainLayers(m, 1, lt.fwd, lt.bwd, saved, zeros, zeros, [False] * len(ctx.net.links), True, lt.fwd, lt.bwd,
+                       None)
 
 
 def _check_grid(net: Network, grid: tuple[int, int, int]) -> None:
@@ -267,6 +274,19 @@ def spatial_exchanges(ctx: Context, s: Strategy, tiled: Sequence[bool]) -> Spati
     return SpatialExchanges(np.where(layer_tiled, halos, 0.0), halo_supersteps(net, s.sp), switch)
 
 
+def layer_exchange_s(x: SpatialExchanges, p: int, batch: Num, e: Num, bw: Num, alpha: Num) -> tuple[Any, Any]:
+    """Per layer, the seconds of its halo exchange and of the redistribution at its start (both
+    passes, 0 where there is none): arrays on numbers, lists of expressions on symbols."""
+    if not is_symbolic(batch, e, bw, alpha):
+        halo = np.where(x.halo_elems > 0, halo_exchange_s(x.halo_elems, x.supersteps, batch, e, bw, alpha), 0.0)
+        redist = np.where(x.switch_elems > 0, redistribution_s(x.switch_elems, 1, p, batch, e, bw, alpha), 0.0)
+        return halo, redist
+    halo_l = [halo_exchange_s(float(h), int(n), batch, e, bw, alpha) if h > 0 else 0
+              for h, n in zip(x.halo_elems, x.supersteps, strict=True)]
+    redist_l = [redistribution_s(float(c), 1, p, batch, e, bw, alpha) if c > 0 else 0 for c in x.switch_elems]
+    return halo_l, redist_l
+
+
 def spatial_layers(ctx: Context, s: Strategy, m: float) -> ChainLayers:
     """A spatial group's micro-batch: each link tiled or sample-decomposed (every link that can
     be tiled, or by :func:`choose_decomposition` with ``decomp=auto``), with halo exchanges on
@@ -288,11 +308,11 @@ def spatial_layers(ctx: Context, s: Strategy, m: float) -> ChainLayers:
     else:  # tile every link whose layers can be tiled
         choice = list(allowed)
     x = spatial_exchanges(ctx, s, choice)
-    halo = np.where(x.halo_elems > 0, halo_exchange_s(x.halo_elems, x.supersteps, m, e, bw, alpha), 0.0)
-    redist = np.where(x.switch_elems > 0, redistribution_s(x.switch_elems, 1, p, m, e, bw, alpha), 0.0)
+    halo, redist = layer_exchange_s(x, p, m, e, bw, alpha)
     tiled = np.repeat(choice, [lk.stop - lk.start for lk in net.links])
-    fwd = np.where(tiled, lt_sp.fwd, lt_sa.fwd) + (halo + redist) / 2
-    bwd = np.where(tiled, lt_sp.bwd, lt_sa.bwd) + (halo + redist) / 2
+    compute_fwd, compute_bwd = np.where(tiled, lt_sp.fwd, lt_sa.fwd), np.where(tiled, lt_sp.bwd, lt_sa.bwd)
+    fwd = compute_fwd + (halo + redist) / 2
+    bwd = compute_bwd + (halo + redist) / 2
     saved_sp = ev_sp["saved_elems"] * e + ev_sp["saved_extra_bytes"]
     saved = np.where(tiled, saved_sp, ev_sa["saved_elems"] * e + ev_sa["saved_extra_bytes"])
-    return ChainLayers(m, p, fwd, bwd, saved, halo, redist, list(choice), in_node)
+    return ChainLayers(m, p, fwd, bwd, saved, halo, redist, list(choice), in_node, compute_fwd, compute_bwd, x)

@@ -1,0 +1,153 @@
+"""A filter/channel split's step as named terms, built once on numbers (``predict``) or symbols (``explain``).
+
+:func:`split_terms` prices the busiest GPU of a split group (its per-layer compute given),
+the group's ring collectives (each pass's exchanges summed per collective, one latency per
+tensor), the replicas' gradient allreduce overlapped with the last backward pass, and the
+optimizer step; on a numeric :class:`~.dimension.Valuation` it gives
+:func:`~.channels.price_channel_split`'s breakdown, on a symbolic one ``explain``'s formula.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, ring_tier
+from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, ssum
+from .context import Context, weight_group
+from .data import overlapped_exchange
+from .dimension import Valuation, optimizer_step_s
+from .spec import Strategy
+
+__all__ = ["BREAKDOWN_KEYS", "OPS", "Exchange", "exchange_s", "replica_exchange", "split_terms"]
+
+#: Breakdown keys of the layer-parallel exchanges, per split kind: (forward, backward).
+BREAKDOWN_KEYS = {
+    "filter": ("filter_allgather", "filter_reduce_scatter"),
+    "channel": ("channel_allreduce", "channel_allgather"),
+}
+
+#: Short names of the split collectives in count names, and their words.
+OPS = {
+    "allgather": ("ag", "all-gather", "all-gathered"),
+    "reduce_scatter": ("rs", "reduce-scatter", "reduce-scattered"),
+    "allreduce": ("ar", "allreduce", "all-reduced"),
+}
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One collective inside the split group, per micro-batch.
+
+    ``layer`` is the index of the layer it is charged to (its time joins that layer's forward
+    or backward), ``op`` one of ``allgather``, ``reduce_scatter``, ``allreduce``, and
+    ``elems_per_sample`` the size of the whole (gathered / reduced) tensor per sample.
+    """
+
+    layer: int
+    phase: str
+    op: str
+    tensor: str
+    elems_per_sample: int
+
+
+#: The ring collective of each exchange kind (Thakur, Rabenseifner & Gropp 2005).
+_RINGS = {"allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter, "allreduce": ring_allreduce}
+
+
+def exchange_s(op: str, n_bytes: Num, p: Num, bw: Num, alpha: Num) -> Num:
+    """Seconds of one ring collective ``op`` of ``n_bytes`` (the gathered or reduced size) over
+    the ``p`` GPUs of a split group at ``bw``/``alpha``; numbers or symbols (``explain``)."""
+    return _RINGS[op](n_bytes, p, bw, alpha)
+
+
+def replica_exchange(
+    ctx: Context,
+    s: Strategy,
+    n: int,
+    params: np.ndarray,
+    bwd: Sequence[Num] | np.ndarray,
+    body: Num,
+    lp: LinkParams | None = None,
+) -> tuple[Num, Num, Group]:
+    """(exposed seconds, total allreduce seconds, the replicas' group) of each shard's gradient
+    allreduce across the dp replicas, bucketed and overlapped with the last micro-batch's
+    backward (``bwd`` per layer, exchanges included); the replicas are ``n`` ranks apart, as
+    those of an ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
+    dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
+    if s.dp <= 1:
+        return 0.0, 0.0, dp_group
+
+    def reduce(nbytes: float) -> Num:
+        if lp is None:
+            return allreduce(nbytes, dp_group, ctx.hw, s.comm)
+        return allreduce_expr(nbytes, dp_group, lp, s.comm)
+
+    grad_bytes = params * GRAD_BYTES_PER_PARAM
+    rev = bwd[::-1]
+    start = body - ssum(rev)
+    if s.overlap == "none":  # the exchange starts when the backward pass has ended
+        rev, start = [0.0] * len(rev), body
+    end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, start)
+    return smax(0, end - body), total_comm, dp_group
+
+
+def _plus(per_layer: Sequence[Num] | np.ndarray, extra: list[Num]) -> Sequence[Num] | np.ndarray:
+    if isinstance(per_layer, np.ndarray):
+        return np.asarray(per_layer + np.asarray(extra, dtype=float))
+    return [x + y for x, y in zip(per_layer, extra, strict=True)]
+
+
+def _collectives(
+    exchanges: Sequence[Exchange], mode: str, n: int, group: Group, val: Valuation, n_layers: int
+) -> tuple[dict[str, Num], list[Num]]:
+    """(each pass's exchange seconds by breakdown key, per layer backward exchange seconds):
+    the ``k`` tensors of one collective in one pass are one ring collective of their summed
+    elements ``N`` plus ``k - 1`` more latencies."""
+    bw, alpha = ring_tier(group, val.lp)
+    p = group.size
+    terms: dict[str, Num] = {}
+    layer_b: list[Num] = [0.0] * n_layers
+    for x in exchanges:
+        if x.phase == "bwd":
+            layer_b[x.layer] = layer_b[x.layer] + exchange_s(x.op, val.b * x.elems_per_sample * val.e, p, bw, alpha)
+    for phase, key in zip(("fwd", "bwd"), BREAKDOWN_KEYS[mode], strict=True):
+        parts: list[Num] = []
+        for op, (short, _, done) in OPS.items():
+            xs = [x for x in exchanges if x.phase == phase and x.op == op]
+            if not xs:
+                continue
+            k = len(xs)
+            pass_name = "forward" if phase == "fwd" else "backward"
+            elems = val.count(f"N_{short}_{phase}", float(sum(x.elems_per_sample for x in xs)),
+                              f"elements per sample of the {k} tensor{'s' * (k > 1)} {done} in the {pass_name} pass")
+            parts.append(exchange_s(op, val.b * elems * val.e, p, bw, alpha)
+                         + (k - 1) * exchange_s(op, 0, p, bw, alpha))
+        terms[key] = val.M * ssum(parts) if parts else 0.0
+    return terms, layer_b
+
+
+def split_terms(
+    ctx: Context, s: Strategy, mode: str, n: int, exchanges: Sequence[Exchange],
+    fwd: Sequence[Num] | np.ndarray, bwd: Sequence[Num] | np.ndarray, params: np.ndarray, val: Valuation,
+) -> tuple[dict[str, Num], Num, Group]:
+    """(terms, total gradient allreduce seconds, the replicas' group) of a ``mode=n`` split
+    whose busiest GPU computes ``fwd``/``bwd`` per layer and holds ``params`` per layer.
+
+    The ``n`` GPUs of a split group are consecutive ranks (placed as ``weight_group`` places
+    ``n`` replicas of a one-GPU plan); the exchanges are on the critical path, and the
+    replicas' gradient exchange overlaps the last backward pass, exchanges included.
+    """
+    group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
+    comm, layer_b = _collectives(exchanges, mode, n, group, val, len(params))
+    terms: dict[str, Num] = {"compute": val.M * (ssum(fwd) + ssum(bwd)), **comm}
+    body = ssum(list(terms.values()))
+    exposed, total_comm, dp_group = replica_exchange(
+        ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None
+    )
+    terms["gradient_exchange_exposed"] = exposed
+    terms["optimizer_step"] = optimizer_step_s(float(params.sum()), ctx.optimizer, val.v)
+    return terms, total_comm, dp_group
