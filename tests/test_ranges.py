@@ -36,6 +36,7 @@ FIELDS = {
     "tile_half_intensity": "efficiency.kernels.tile_half_intensity",
     "winograd_gain": "efficiency.kernels.winograd_gain",
     "winograd_min_channels": "efficiency.kernels.winograd_min_channels",
+    "winograd_transform_flops": "efficiency.kernels.winograd_transform_flops",
     "wgrad_efficiency": "efficiency.kernels.wgrad_efficiency",
     "wgrad_efficiency_tensor_cores": "efficiency.kernels.wgrad_efficiency_tensor_cores",
     "depthwise_efficiency": "efficiency.kernels.depthwise_efficiency",

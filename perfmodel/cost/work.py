@@ -99,9 +99,15 @@ def kernel_work(
         direct = 2 * lk.groups * m * n * k
         split_k = ~lk.conv if s != "wgrad" else True
         eff = gemm_shape_efficiency(m, n, k, lk.groups, kp.sm_count, kp.tile_half_intensity, split_k)
+        if s == "dgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
+            eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp))
         wgrad_eff = kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency
-        slow = 1 / wgrad_eff if s == "wgrad" else 1.0
-        flops[s] = np.where(present & ~lk.depthwise, direct / (eff * gain) * slow, 0.0)
+        implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
+        # Winograd: the reduced GEMMs plus the transforms, whose cost grows with C + K per output
+        # pixel (npq: the GEMM's batch-growing side); cudnnFind keeps the faster of the two
+        npq = k if s == "wgrad" else m
+        fast = direct / (eff * gain) + kp.winograd_transform_flops * (lk.c_in + lk.c_out) * npq
+        flops[s] = np.where(present & ~lk.depthwise, np.where(wino, np.minimum(implicit, fast), implicit), 0.0)
         dw_slow = 1 / kp.wgrad_efficiency if s == "wgrad" else 1.0  # depthwise kernels run on CUDA cores
         dw_slow *= 0.5 if half_precision else 1.0
         cc[s] = np.where(present & lk.depthwise, direct / kp.depthwise_efficiency * dw_slow, 0.0)
@@ -119,6 +125,20 @@ def kernel_work(
         host_ops_fwd=lk.host_ops_fwd,
         host_ops_bwd=lk.host_ops_bwd,
     )
+
+
+def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pad: np.ndarray,
+                          kp: KernelParams) -> np.ndarray:
+    """Shape efficiency of the data gradient as a sum of matrix products (``dgrad_sum_n`` x
+    ``dgrad_sum_k``, :func:`~perfmodel.cost.kernels.layer_kernels`), relative to the implicit
+    view's FLOPs ``direct``: its output tiles are added atomically into the input gradient
+    (read, add, write: two store passes), and it does the forward's FLOPs, not the strided
+    data gradient's (zero where the layer has no such view)."""
+    n, k = lk.dgrad_sum_n * pad, lk.dgrad_sum_k
+    has = n > 0
+    eff = gemm_shape_efficiency(m, np.where(has, n, 1.0), np.where(has, k, 1.0), lk.groups, kp.sm_count,
+                                kp.tile_half_intensity, False, store_passes=2.0)
+    return np.where(has, eff, 0.0)
 
 
 def tile_scale(lk: LayerKernels, batch: float, grid: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> np.ndarray:
