@@ -39,6 +39,8 @@ FIELDS = {
     "winograd_transform_flops": "efficiency.kernels.winograd_transform_flops",
     "wgrad_efficiency": "efficiency.kernels.wgrad_efficiency",
     "wgrad_efficiency_tensor_cores": "efficiency.kernels.wgrad_efficiency_tensor_cores",
+    "wgrad_split_efficiency": "efficiency.kernels.wgrad_split_efficiency",
+    "wgrad_split_efficiency_tensor_cores": "efficiency.kernels.wgrad_split_efficiency_tensor_cores",
     "depthwise_efficiency": "efficiency.kernels.depthwise_efficiency",
     "host_op_s": "efficiency.kernels.host_op_s",
     "step_overhead_s": "efficiency.kernels.step_overhead_s",

@@ -65,7 +65,7 @@ _TABLES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 def gemm_shape_efficiency(
     m: np.ndarray, n: np.ndarray, k: np.ndarray, groups: np.ndarray, sms: int, half_intensity: float,
-    split_k: np.ndarray | bool = True, store_passes: float = 1.0,
+    split_k: np.ndarray | bool = True, store_passes: float = 1.0, split_rate: float = 1.0,
 ) -> np.ndarray:
     """Fraction of the asymptotic rate a (``groups`` x) ``m x n x k`` GEMM reaches.
 
@@ -81,7 +81,10 @@ def gemm_shape_efficiency(
       data-gradient convolution kernels do not split their reduction): when the tiles cannot
       fill one wave, the reduction ``k`` is split into slices that run as extra blocks and are
       summed (CUTLASS ``GemmSplitKParallel``; cuDNN's weight-gradient kernels do the same over
-      the N*P*Q reduction), at most ``k / 128``;
+      the N*P*Q reduction), at most ``k / 128``; a split kernel runs at ``split_rate`` of
+      an unsplit one (its slices' partial tiles go through a workspace and a reduction pass:
+      CUTLASS ``GemmSplitKParallel`` is a partitioned GEMM plus a reduction kernel), 1 for
+      cuBLAS GEMMs, the profile's ``wgrad_split_efficiency`` for cuDNN weight gradients;
     * *tile intensity*: a block computing a ``tm x tn`` tile over a reduction of ``kb`` (``k``
       or its split-K slice) does ``tm*tn*kb`` FMAs and moves ``(tm + tn)*kb`` operands in and
       its ``tm*tn`` output tile out, ``store_passes`` times (1; 2 where partial sums are read
@@ -108,7 +111,8 @@ def gemm_shape_efficiency(
     executed = waves * slots * tm * tn * kb
     stores = np.where(split > 1, 2.0, store_passes)
     intensity = tm * tn * kb / ((tm + tn) * kb + stores * tm * tn)
-    best = np.max(useful / executed * intensity / (intensity + half_intensity), axis=0)
+    rate = intensity / (intensity + half_intensity) * np.where(split > 1, split_rate, 1.0)
+    best = np.max(useful / executed * rate, axis=0)
     return np.asarray(np.clip(best, 1e-6, 1.0))
 
 

@@ -120,13 +120,15 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 10.3
-    winograd_gain: float = 3.02
+    tile_half_intensity: float = 10.4
+    winograd_gain: float = 3.47
     winograd_min_channels: float = 1.0
-    winograd_transform_flops: float = 322.0
-    wgrad_efficiency: float = 0.51
-    wgrad_efficiency_tensor_cores: float = 0.627
-    depthwise_efficiency: float = 0.0417
+    winograd_transform_flops: float = 291.0
+    wgrad_efficiency: float = 0.603
+    wgrad_efficiency_tensor_cores: float = 1.0
+    wgrad_split_efficiency: float = 0.867
+    wgrad_split_efficiency_tensor_cores: float = 0.383
+    depthwise_efficiency: float = 0.0372
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
 
@@ -138,6 +140,8 @@ class KernelParams:
                   winograd_transform_flops=self.winograd_transform_flops,
                   wgrad_efficiency=self.wgrad_efficiency,
                   wgrad_efficiency_tensor_cores=self.wgrad_efficiency_tensor_cores,
+                  wgrad_split_efficiency=self.wgrad_split_efficiency,
+                  wgrad_split_efficiency_tensor_cores=self.wgrad_split_efficiency_tensor_cores,
                   depthwise_efficiency=self.depthwise_efficiency, host_op_s=self.host_op_s,
                   step_overhead_s=self.step_overhead_s)
 

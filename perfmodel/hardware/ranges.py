@@ -61,6 +61,8 @@ RANGES: dict[str, Range] = {
     "winograd_transform_flops": Range(0.0, 1e6, "0 to 1e6 FLOP per pixel and channel"),
     "wgrad_efficiency": _FRACTION,
     "wgrad_efficiency_tensor_cores": _FRACTION,
+    "wgrad_split_efficiency": _FRACTION,
+    "wgrad_split_efficiency_tensor_cores": _FRACTION,
     "depthwise_efficiency": _FRACTION,
     "host_op_s": Range(0.0, 0.1, "0 to 0.1 s"),
     "step_overhead_s": Range(0.0, 1.0, "0 to 1 s"),
