@@ -81,7 +81,9 @@ def gemm_shape_efficiency(
       data-gradient convolution kernels do not split their reduction): when the tiles cannot
       fill one wave, the reduction ``k`` is split into slices that run as extra blocks and are
       summed (CUTLASS ``GemmSplitKParallel``; cuDNN's weight-gradient kernels do the same over
-      the N*P*Q reduction), at most ``k / 128``; a split kernel runs at ``split_rate`` of
+      the N*P*Q reduction), into as many slices as fill one wave where that is faster than
+      not splitting (short slices lose to their stores: *tile intensity* below); a
+      split kernel runs at ``split_rate`` of
       an unsplit one (its slices' partial tiles go through a workspace and a reduction pass:
       CUTLASS ``GemmSplitKParallel`` is a partitioned GEMM plus a reduction kernel), 1 for
       cuBLAS GEMMs, the profile's ``wgrad_split_efficiency`` for cuDNN weight gradients;
@@ -103,16 +105,18 @@ def gemm_shape_efficiency(
     tm, tn, slots = _tile_table(sms)  # one row per tile, broadcast over problems
     useful = groups * m * n * k
     tiles = np.maximum(groups * np.ceil(m / tm) * np.ceil(n / tn), 1.0)
-    split = np.where(split_k, np.clip(np.floor(slots / tiles), 1.0, np.maximum(1.0, np.floor(k / 128.0))), 1.0)
-    waves = np.ceil(tiles * split / slots)
-    kb = np.ceil(k / split)
-    # executed work: every slot of every wave does a full tile of kb, each SM shared by the
-    # blocks resident on it
-    executed = waves * slots * tm * tn * kb
-    stores = np.where(split > 1, 2.0, store_passes)
-    intensity = tm * tn * kb / ((tm + tn) * kb + stores * tm * tn)
-    rate = intensity / (intensity + half_intensity) * np.where(split > 1, split_rate, 1.0)
-    best = np.max(useful / executed * rate, axis=0)
+    most = np.where(split_k, np.clip(np.floor(slots / tiles), 1.0, k), 1.0)
+    best = np.zeros(np.broadcast_shapes(np.shape(useful), np.shape(tiles))[1:])
+    for split in (most, np.ones_like(most)):  # the library splits only where that is faster
+        waves = np.ceil(tiles * split / slots)
+        kb = np.ceil(k / split)
+        # executed work: every slot of every wave does a full tile of kb, each SM shared by the
+        # blocks resident on it
+        executed = waves * slots * tm * tn * kb
+        stores = np.where(split > 1, 2.0, store_passes)
+        intensity = tm * tn * kb / ((tm + tn) * kb + stores * tm * tn)
+        rate = intensity / (intensity + half_intensity) * np.where(split > 1, split_rate, 1.0)
+        best = np.maximum(best, np.max(useful / executed * rate, axis=0))
     return np.asarray(np.clip(best, 1e-6, 1.0))
 
 

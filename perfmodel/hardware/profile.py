@@ -120,15 +120,15 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 10.4
-    winograd_gain: float = 3.47
+    tile_half_intensity: float = 10.5
+    winograd_gain: float = 3.46
     winograd_min_channels: float = 1.0
-    winograd_transform_flops: float = 291.0
-    wgrad_efficiency: float = 0.603
+    winograd_transform_flops: float = 284.0
+    wgrad_efficiency: float = 0.611
     wgrad_efficiency_tensor_cores: float = 1.0
-    wgrad_split_efficiency: float = 0.867
-    wgrad_split_efficiency_tensor_cores: float = 0.383
-    depthwise_efficiency: float = 0.0372
+    wgrad_split_efficiency: float = 0.86
+    wgrad_split_efficiency_tensor_cores: float = 0.37
+    depthwise_efficiency: float = 0.0369
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
 
