@@ -18,12 +18,14 @@ tables:
 Volta's numbers into the Ampere/Hopper profiles, which have no training-kernel data), each
 line with this command in a comment; sets are fitted in the order given, each on the
 profiles as the previous ones left them (fit volta-fp32 before volta-amp: the tensor-core
-fit uses the generation's shape-rule numbers). ``--report`` prints the fitted set's MAPE per
-GPU, precision and kernel (``perfmodel validate --kernels`` at the fitted values). Generalisation checks, never used
-to set a profile value: ``--split`` fits on the even rows of the set and scores the odd
-ones (and the reverse); ``--transfer volta-fp32:pascal-fp32`` fits on the first set and
-scores the second with the first's fitted numbers, only the second profile's own SM count,
-peaks and bandwidths changed.
+fit uses the generation's shape-rule numbers).
+
+``--report`` prints the fitted set's MAPE per GPU, precision and kernel (``perfmodel validate
+--kernels`` at the fitted values). Generalisation checks, never used to set a profile value:
+``--split`` fits on the even problems of the set (a layer shape at a batch, with all its
+kernels) and scores the odd ones (and the reverse); ``--transfer volta-fp32:pascal-fp32`` fits
+on the first set and scores the second with the first's fitted numbers, only the second
+profile's own SM count, peaks and bandwidths changed.
 """
 
 from __future__ import annotations
@@ -162,15 +164,25 @@ def report(name: str, v: dict[str, float]) -> None:
     _print_scores("in-sample", mape_by_kind(set_rows(name), with_values(load_hardware(profile), precision, v)))
 
 
+def _problem(r: KernelRow) -> tuple[object, ...]:
+    """A measured problem: a layer shape at a batch (its forward and gradient rows share it)."""
+    lay = r.layer
+    return r.source, lay.kind, lay.in_shapes, lay.out_shape, lay.kernel, lay.stride, r.batch
+
+
 def split_check(name: str) -> None:
-    """Fit on the even rows and score the odd ones, then the reverse (numbers never written)."""
+    """Fit on the even problems (a layer shape at a batch, all its kernels) and score the odd
+    ones, then the reverse (numbers never written)."""
     profile, precision, _, _ = SETS[name]
     rows = set_rows(name)
+    order: dict[tuple[object, ...], int] = {}
+    for r in rows:
+        order.setdefault(_problem(r), len(order))
+    half = [[r for r in rows if order[_problem(r)] % 2 == lo] for lo in (0, 1)]
     for lo in (0, 1):
-        train, test = rows[lo::2], rows[1 - lo::2]
-        v = fit(name, train, quiet=True)
-        _print_scores(f"fit on {'even' if lo == 0 else 'odd'} rows, scored on the others",
-                      mape_by_kind(test, with_values(load_hardware(profile), precision, v)))
+        v = fit(name, half[lo], quiet=True)
+        _print_scores(f"fit on {'even' if lo == 0 else 'odd'} problems, scored on the others",
+                      mape_by_kind(half[1 - lo], with_values(load_hardware(profile), precision, v)))
 
 
 def transfer_check(src: str, dst: str) -> None:
@@ -226,7 +238,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sets", nargs="*", choices=[[], *SETS], default=[])
     ap.add_argument("--report", action="store_true", help="MAPE per kernel kind at the fitted values")
-    ap.add_argument("--split", action="store_true", help="split-half check: fit on even rows, score odd")
+    ap.add_argument("--split", action="store_true", help="split-half check: fit on even problems, score odd")
     ap.add_argument("--transfer", metavar="FROM:TO", help="fit FROM, score TO with only its hardware changed")
     ap.add_argument("--write", action="store_true", help="write the fitted numbers into the profiles (WRITES)")
     a = ap.parse_args()
