@@ -7,7 +7,10 @@ Each measured bound below is one the model before these rules failed (perfmodel 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -120,3 +123,27 @@ def test_more_sms_never_take_more_time(shape, batch: int, factor: int, precision
     base, _ = price_rows(rows, {hw.name: hw}, before=False)
     big, _ = price_rows(rows, {hw.name: _more_sms(hw, factor)}, before=False)
     assert np.all(big <= base * (1 + 1e-9)), (base, big)
+
+
+def _fit_script() -> ModuleType:
+    """scripts/fit_kernel_params.py as a module (scripts/ is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "fit_kernel_params.py"
+    spec = importlib.util.spec_from_file_location("fit_kernel_params", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_fit_script_writes_each_number_into_its_table_only() -> None:
+    # the lead re-runs `fit_kernel_params.py ... --write` at merge: a key is replaced in its own
+    # table (not the same key of another precision), added before the table's source when missing
+    fit = _fit_script()
+    text = (
+        "[efficiency.compute.fp32]\nconv = 0.5\nlinear = 1.0\n\n[efficiency.compute.amp]\nconv = 0.7\n\n"
+        '[efficiency.kernels]\nsm_count = 80\nsource = "x"\n'
+    )
+    out = fit._set_in_table(text, "efficiency.compute.amp", "conv", 0.6543, "note")
+    out = fit._set_in_table(out, "efficiency.kernels", "winograd_gain", 3.0, "note")
+    assert "conv = 0.5\n" in out and "conv = 0.654" in out and "conv = 0.7" not in out
+    assert out.index("winograd_gain = 3") < out.index('source = "x"') and out.count("winograd_gain") == 1
