@@ -48,26 +48,24 @@ CTAS_128X128 = 2
 TENSOR_CORE_ALIGN = 8
 
 
-def _tile_table(sms: int, half_intensity: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per tile of :data:`TILES` (column vectors): rows, columns, resident blocks per wave, rate."""
-    key = (int(sms), float(half_intensity))
-    hit = _TABLES.get(key)
+def _tile_table(sms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per tile of :data:`TILES` (column vectors): rows, columns, resident blocks per wave."""
+    hit = _TABLES.get(int(sms))
     if hit is None:
         tm = np.array([t[0] for t in TILES], dtype=float)[:, None]
         tn = np.array([t[1] for t in TILES], dtype=float)[:, None]
         ctas = np.clip(CTAS_128X128 * (128 * 128) // (tm * tn), 1, MAX_CTAS_PER_SM)
-        intensity = tm * tn / (tm + tn)
-        hit = (tm, tn, sms * ctas, intensity / (intensity + half_intensity))
-        _TABLES[key] = hit
+        hit = (tm, tn, sms * ctas)
+        _TABLES[int(sms)] = hit
     return hit
 
 
-_TABLES: dict[tuple[int, float], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+_TABLES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def gemm_shape_efficiency(
     m: np.ndarray, n: np.ndarray, k: np.ndarray, groups: np.ndarray, sms: int, half_intensity: float,
-    split_k: np.ndarray | bool = True,
+    split_k: np.ndarray | bool = True, store_passes: float = 1.0, split_rate: float = 1.0,
 ) -> np.ndarray:
     """Fraction of the asymptotic rate a (``groups`` x) ``m x n x k`` GEMM reaches.
 
@@ -83,25 +81,42 @@ def gemm_shape_efficiency(
       data-gradient convolution kernels do not split their reduction): when the tiles cannot
       fill one wave, the reduction ``k`` is split into slices that run as extra blocks and are
       summed (CUTLASS ``GemmSplitKParallel``; cuDNN's weight-gradient kernels do the same over
-      the N*P*Q reduction), at most ``k / 128``;
-    * *tile intensity*: a tile does ``tm*tn`` FMAs per ``tm + tn`` operands loaded, so small
-      tiles are bound by shared-memory/L2 traffic: rate ``I / (I + I_1/2)`` with
-      ``I = tm*tn/(tm + tn)`` (the roofline of one tile; Williams, Waterman & Patterson,
-      "Roofline", CACM 2009), ``I_1/2 = half_intensity`` a per-generation parameter.
+      the N*P*Q reduction), into as many slices as fill one wave where that is faster than
+      not splitting (short slices lose to their stores: *tile intensity* below); a
+      split kernel runs at ``split_rate`` of
+      an unsplit one (its slices' partial tiles go through a workspace and a reduction pass:
+      CUTLASS ``GemmSplitKParallel`` is a partitioned GEMM plus a reduction kernel), 1 for
+      cuBLAS GEMMs, the profile's ``wgrad_split_efficiency`` for cuDNN weight gradients;
+    * *tile intensity*: a block computing a ``tm x tn`` tile over a reduction of ``kb`` (``k``
+      or its split-K slice) does ``tm*tn*kb`` FMAs and moves ``(tm + tn)*kb`` operands in and
+      its ``tm*tn`` output tile out, ``store_passes`` times (1; 2 where partial sums are read
+      back: split-K slices, or a tile atomically added into its destination), so its
+      intensity is ``I = tm*tn*kb / ((tm + tn)*kb + store_passes*tm*tn)``: a short reduction
+      (a 1x1 convolution over few channels) is bound by its epilogue, as CUTLASS's
+      documentation notes of GEMMs with small K ("Efficient GEMM in CUDA": the epilogue's
+      cost is amortised over the mainloop's K iterations). The rate is ``I / (I + I_1/2)``
+      (the roofline of one tile; Williams, Waterman & Patterson, "Roofline", CACM 2009),
+      ``I_1/2 = half_intensity`` a per-generation parameter.
     """
     m = np.asarray(m, dtype=float)[None]
     n = np.asarray(n, dtype=float)[None]
     k = np.maximum(np.asarray(k, dtype=float), 1.0)[None]
     groups = np.asarray(groups, dtype=float)[None]
-    tm, tn, slots, rate = _tile_table(sms, half_intensity)  # one row per tile, broadcast over problems
+    tm, tn, slots = _tile_table(sms)  # one row per tile, broadcast over problems
     useful = groups * m * n * k
     tiles = np.maximum(groups * np.ceil(m / tm) * np.ceil(n / tn), 1.0)
-    split = np.where(split_k, np.clip(np.floor(slots / tiles), 1.0, np.maximum(1.0, np.floor(k / 128.0))), 1.0)
-    waves = np.ceil(tiles * split / slots)
-    # executed work: every slot of every wave does a full tile of k / split, each SM shared by
-    # the blocks resident on it
-    executed = waves * slots * tm * tn * np.ceil(k / split)
-    best = np.max(useful / executed * rate, axis=0)
+    most = np.where(split_k, np.clip(np.floor(slots / tiles), 1.0, k), 1.0)
+    best = np.zeros(np.broadcast_shapes(np.shape(useful), np.shape(tiles))[1:])
+    for split in (most, np.ones_like(most)):  # the library splits only where that is faster
+        waves = np.ceil(tiles * split / slots)
+        kb = np.ceil(k / split)
+        # executed work: every slot of every wave does a full tile of kb, each SM shared by the
+        # blocks resident on it
+        executed = waves * slots * tm * tn * kb
+        stores = np.where(split > 1, 2.0, store_passes)
+        intensity = tm * tn * kb / ((tm + tn) * kb + stores * tm * tn)
+        rate = intensity / (intensity + half_intensity) * np.where(split > 1, split_rate, 1.0)
+        best = np.maximum(best, np.max(useful / executed * rate, axis=0))
     return np.asarray(np.clip(best, 1e-6, 1.0))
 
 
@@ -114,7 +129,9 @@ def winograd_mask(
     F(4x4, 3x3) does 4x fewer multiplies than direct convolution; cuDNN picks WINOGRAD /
     WINOGRAD_NONFUSED / FFT_TILING for such layers in DeepBench's V100/P100 fp32 results and in
     NeuSight's kernel traces, and implicit GEMM for 3-channel first layers). With tensor cores
-    (amp/bf16/tf32) cuDNN runs implicit GEMM, so no gain is taken."""
+    (amp/bf16/tf32) cuDNN runs implicit GEMM, so no gain is taken. Where the mask holds,
+    :func:`perfmodel.cost.work.kernel_work` still prices the faster of Winograd (the gain plus
+    the transforms) and implicit GEMM, so few channels fall back to the latter smoothly."""
     if tensor_cores:
         return np.zeros(np.shape(shape_ok), dtype=bool)
     return np.asarray(

@@ -75,7 +75,8 @@ class LayerKernels:
     sample where ``m_batch[s]``, else ``k`` is), ``groups``; zero ``n`` means no such kernel.
     ``mm_elems[s]`` the activation elements per sample the kernel reads and writes, ``c_in`` /
     ``c_out`` the channels (for tensor-core alignment), ``winograd_shape`` where the
-    Winograd rule may apply, ``depthwise`` where the depthwise rule does.
+    Winograd rule may apply, ``depthwise`` where the depthwise rule does; ``dgrad_sum_n`` /
+    ``dgrad_sum_k`` the data gradient's other GEMM view (:func:`_dgrad_sum_view`; zero: none).
     Memory kernels: ``mem_elems_fwd/bwd`` (activation elements per sample moved),
     ``mem_bytes_extra_fwd/bwd`` (indices and masks, bytes per sample), ``launches_fwd/bwd``,
     ``host_ops_fwd/bwd``. ``spatial_dims`` says how the per-sample counts shrink on a tile.
@@ -94,6 +95,8 @@ class LayerKernels:
     out_w: np.ndarray
     depthwise: np.ndarray
     conv: np.ndarray
+    dgrad_sum_n: np.ndarray
+    dgrad_sum_k: np.ndarray
     mem_elems_fwd: np.ndarray
     mem_elems_bwd: np.ndarray
     mem_bytes_extra_fwd: np.ndarray
@@ -136,6 +139,20 @@ def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
     return views
 
 
+def _dgrad_sum_view(layer: Layer) -> tuple[float, float]:
+    """(n, k) of a convolution's data gradient computed as a sum of matrix products.
+
+    cuDNN's ``CUDNN_CONVOLUTION_BWD_DATA_ALGO_0`` (cuDNN API reference,
+    ``cudnnConvolutionBwdDataAlgo_t``: "a sum of matrix products without actually explicitly
+    forming the matrix that holds the input tensor data", summed with atomic adds) multiplies
+    the output gradient (``N*P*Q x K``) by the filters (``K x C*R*S``) and adds each result tile
+    into the input gradient at its filter tap: the same ``m`` as the implicit view, ``n =
+    C*R*S``, ``k = K`` per group, the forward's FLOPs. Where ``C`` is small (a 1- or 3-channel
+    first layer) its ``n`` fills the tiles that the implicit view's ``n = C`` cannot."""
+    area = math.prod(layer.kernel)
+    return layer.in_shape[0] / layer.groups * area, layer.out_shape[0] / layer.groups
+
+
 def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]:
     """(fwd elems, bwd elems, fwd extra bytes, bwd extra bytes, fwd launches, bwd launches) of the
     memory-bound kernels of ``layer`` (table in the module docstring), per sample."""
@@ -175,6 +192,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     out_hw = np.ones((2, L))
     dw = np.zeros(L, dtype=bool)
     conv = np.zeros(L, dtype=bool)
+    sum_nk = np.zeros((2, L))
     for i, layer in enumerate(layers):
         cols["groups"][i] = layer.groups
         cols["sd"][i] = layer.spatial_dims
@@ -183,6 +201,8 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
             for s, (mm_, nn_, kk_, grows, act) in _gemm_views(layer, first[i]).items():
                 m[s][i], n[s][i], k[s][i], mb[s][i], el[s][i] = mm_, nn_, kk_, grows, act
             conv[i] = layer.kind != "linear"
+            if layer.kind == "conv" and not first[i]:
+                sum_nk[:, i] = _dgrad_sum_view(layer)
             if conv[i] and len(layer.out_shape) == 3:
                 out_hw[:, i] = layer.out_shape[1:]
             dw[i] = conv[i] and layer.groups > 1 and layer.in_shape[0] // layer.groups <= DEPTHWISE_MAX_CPG
@@ -202,6 +222,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     return LayerKernels(
         m=m, n=n, k=k, m_batch=mb, mm_elems=el, groups=cols["groups"], c_in=cols["c_in"],
         c_out=cols["c_out"], winograd_shape=wino, out_h=out_hw[0], out_w=out_hw[1], depthwise=dw, conv=conv,
+        dgrad_sum_n=sum_nk[0], dgrad_sum_k=sum_nk[1],
         mem_elems_fwd=cols["mf"], mem_elems_bwd=cols["mb"], mem_bytes_extra_fwd=cols["xf"],
         mem_bytes_extra_bwd=cols["xb"], launches_fwd=cols["lf"], launches_bwd=cols["lb"],
         host_ops_fwd=cols["hf"], host_ops_bwd=cols["hb"], spatial_dims=cols["sd"],

@@ -17,7 +17,11 @@ from .efficiency import gemm_shape_efficiency, pad_channels, winograd_gain, wino
 from .formulas import Num
 from .kernels import MM_SLOTS, LayerKernels
 
-__all__ = ["KernelWork", "kernel_work", "tile_scale"]
+__all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR"]
+
+#: Smallest efficiency a kernel is priced at (as gemm_shape_efficiency's own floor): keeps every
+#: time finite for any in-range profile fraction.
+EFF_FLOOR = 1e-6
 
 
 @dataclass(frozen=True)
@@ -98,13 +102,23 @@ def kernel_work(
         n = lk.n[s] * (pad_out if s == "fwd" else pad)
         direct = 2 * lk.groups * m * n * k
         split_k = ~lk.conv if s != "wgrad" else True
-        eff = gemm_shape_efficiency(m, n, k, lk.groups, kp.sm_count, kp.tile_half_intensity, split_k)
-        wgrad_eff = kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency
-        slow = 1 / wgrad_eff if s == "wgrad" else 1.0
-        flops[s] = np.where(present & ~lk.depthwise, direct / (eff * gain) * slow, 0.0)
-        dw_slow = 1 / kp.wgrad_efficiency if s == "wgrad" else 1.0  # depthwise kernels run on CUDA cores
+        # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
+        wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
+        split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
+        eff = gemm_shape_efficiency(m, n, k, lk.groups, kp.sm_count, kp.tile_half_intensity, split_k,
+                                    split_rate=split_eff if s == "wgrad" else 1.0)
+        if s == "dgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
+            eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp))
+        implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
+        # Winograd: the reduced GEMMs plus the transforms, whose cost grows with C + K per output
+        # pixel (npq: the GEMM's batch-growing side); cudnnFind keeps the faster of the two
+        npq = k if s == "wgrad" else m
+        fast = direct / (eff * gain) + kp.winograd_transform_flops * (lk.c_in + lk.c_out) * npq
+        flops[s] = np.where(present & ~lk.depthwise, np.where(wino, np.minimum(implicit, fast), implicit), 0.0)
+        # depthwise kernels run on CUDA cores
+        dw_slow = 1 / max(kp.wgrad_efficiency, EFF_FLOOR) if s == "wgrad" else 1.0
         dw_slow *= 0.5 if half_precision else 1.0
-        cc[s] = np.where(present & lk.depthwise, direct / kp.depthwise_efficiency * dw_slow, 0.0)
+        cc[s] = np.where(present & lk.depthwise, direct / max(kp.depthwise_efficiency, EFF_FLOOR) * dw_slow, 0.0)
         mm_elems[s] = np.where(present, lk.mm_elems[s] * scale, 0.0)
     return KernelWork(
         flops=flops,
@@ -119,6 +133,20 @@ def kernel_work(
         host_ops_fwd=lk.host_ops_fwd,
         host_ops_bwd=lk.host_ops_bwd,
     )
+
+
+def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pad: np.ndarray,
+                          kp: KernelParams) -> np.ndarray:
+    """Shape efficiency of the data gradient as a sum of matrix products (``dgrad_sum_n`` x
+    ``dgrad_sum_k``, :func:`~perfmodel.cost.kernels.layer_kernels`), relative to the implicit
+    view's FLOPs ``direct``: its output tiles are added atomically into the input gradient
+    (read, add, write: two store passes), and it does the forward's FLOPs, not the strided
+    data gradient's (zero where the layer has no such view)."""
+    n, k = lk.dgrad_sum_n * pad, lk.dgrad_sum_k
+    has = n > 0
+    eff = gemm_shape_efficiency(m, np.where(has, n, 1.0), np.where(has, k, 1.0), lk.groups, kp.sm_count,
+                                kp.tile_half_intensity, False, store_passes=2.0)
+    return np.where(has, eff, 0.0)
 
 
 def tile_scale(lk: LayerKernels, batch: float, grid: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> np.ndarray:

@@ -51,7 +51,9 @@ _LINK_KEYS = {"bandwidth_bytes_per_s", "latency_s", "efficiency", "topology", "s
 _NETWORK_KEYS = _LINK_KEYS | {"max_nodes"}
 _EFFICIENCY_KEYS = {"kernel_launch_s", "framework_reserve_bytes", "compute", "kernels", "source"}
 _KERNEL_KEYS = {"sm_count", "tile_half_intensity", "winograd_gain", "winograd_min_channels",
-                "wgrad_efficiency", "wgrad_efficiency_tensor_cores", "depthwise_efficiency",
+                "winograd_transform_flops",
+                "wgrad_efficiency", "wgrad_efficiency_tensor_cores", "wgrad_split_efficiency",
+                "wgrad_split_efficiency_tensor_cores", "depthwise_efficiency",
                 "host_op_s", "step_overhead_s", "source"}
 _COMPUTE_KEYS = set(PRECISIONS) | {"source"}
 _PRECISION_KEYS = {"conv", "linear", "memory", "half_work_flops", "source"}

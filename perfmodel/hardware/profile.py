@@ -120,12 +120,15 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 11.0
-    winograd_gain: float = 2.88
-    winograd_min_channels: float = 32.0
-    wgrad_efficiency: float = 0.525
-    wgrad_efficiency_tensor_cores: float = 0.539
-    depthwise_efficiency: float = 0.0406
+    tile_half_intensity: float = 11.4
+    winograd_gain: float = 3.34
+    winograd_min_channels: float = 1.0
+    winograd_transform_flops: float = 212
+    wgrad_efficiency: float = 0.647
+    wgrad_efficiency_tensor_cores: float = 1.0
+    wgrad_split_efficiency: float = 0.833
+    wgrad_split_efficiency_tensor_cores: float = 0.369
+    depthwise_efficiency: float = 0.0356
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
 
@@ -134,8 +137,11 @@ class KernelParams:
             raise ProfileError(f"efficiency.kernels: 'sm_count' must be a positive integer, got {self.sm_count!r}")
         _in_range("efficiency.kernels", tile_half_intensity=self.tile_half_intensity,
                   winograd_gain=self.winograd_gain, winograd_min_channels=self.winograd_min_channels,
+                  winograd_transform_flops=self.winograd_transform_flops,
                   wgrad_efficiency=self.wgrad_efficiency,
                   wgrad_efficiency_tensor_cores=self.wgrad_efficiency_tensor_cores,
+                  wgrad_split_efficiency=self.wgrad_split_efficiency,
+                  wgrad_split_efficiency_tensor_cores=self.wgrad_split_efficiency_tensor_cores,
                   depthwise_efficiency=self.depthwise_efficiency, host_op_s=self.host_op_s,
                   step_overhead_s=self.step_overhead_s)
 
