@@ -16,7 +16,17 @@ from typing import Any
 from ..errors import ProfileError, UnknownNameError
 from ..io import MAX_PROFILE_BYTES, read_bounded
 from ..limits import MAX_GPUS, shown
-from .profile import PEAK_KEY, PRECISIONS, TOPOLOGIES, ComputeEfficiency, Device, Hardware, KernelParams, LinkTier
+from .profile import (
+    PEAK_KEY,
+    PRECISIONS,
+    TOPOLOGIES,
+    CollectiveParams,
+    ComputeEfficiency,
+    Device,
+    Hardware,
+    KernelParams,
+    LinkTier,
+)
 from .ranges import check_value, given_text
 
 __all__ = [
@@ -41,7 +51,8 @@ DEFAULT_MAX_NODES = 4096
 
 #: Keys each table accepts; anything else is rejected with its name (catches typos).
 _TOP_KEYS = {"schema_version", "name", "description", "source", "device", "node", "network",
-             "efficiency", "price"}
+             "efficiency", "collectives", "price"}
+_COLLECTIVE_KEYS = {"channels_intra", "channels_net", "base_latency_s", "memory_passes", "source"}
 _PRICE_KEYS = {"per_gpu_hour", "currency", "date", "source"}
 _DEVICE_KEYS = {"name", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops_per_s",
                 "source"}
@@ -143,6 +154,19 @@ def _tier(r: _Reader, sources: dict[str, str], source_key: str) -> LinkTier:
     )
 
 
+def _collectives(r: _Reader, sources: dict[str, str]) -> CollectiveParams:
+    """The optional ``[collectives]`` table (a missing key takes :class:`CollectiveParams`' default)."""
+    if "collectives" not in r.table:
+        return CollectiveParams()
+    c = r.sub("collectives")
+    c.only(_COLLECTIVE_KEYS)
+    if "source" in c.table:
+        sources["collectives"] = c.text("source")
+    values: dict[str, Any] = {k: (c.integer(k, 1024) if k.startswith("channels") else c.num(k))
+                              for k in sorted(c.table) if k != "source"}
+    return CollectiveParams(**values)
+
+
 def parse_profile(data: dict[str, Any], file: str) -> Hardware:
     """Build a :class:`Hardware` from parsed TOML ``data`` (``file`` names it in errors)."""
     if not isinstance(data, dict):
@@ -211,6 +235,7 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
             sources["kernels"] = kr.text("source")
         kernel_values = {k: (kr.integer(k, 100_000) if k == "sm_count" else kr.num(k))
                          for k in sorted(kr.table) if k != "source"}
+    collectives = _collectives(r, sources)
     price: float | None = None
     currency = "USD"
     if "price" in data:  # optional: a list price per GPU-hour, cited and dated
@@ -233,6 +258,7 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
             framework_reserve_bytes=eff.num("framework_reserve_bytes"),
             max_nodes=max_nodes,
             kernels=KernelParams(**kernel_values),
+            collectives=collectives,
             sources=sources,
             path=file,
             schema_version=SCHEMA_VERSION,

@@ -18,7 +18,7 @@ from ..network.counts import CompiledCounts, saved_storages
 from ..network.graph import Network
 from ..network.layers import MATMUL_KINDS, Layer, numel
 from .context import Context, split_batch, weight_group
-from .data import BUCKET_BYTES, overlapped_exchange
+from .data import BUCKET_BYTES, overlapped_exchange, slowed_backward_s
 from .dimension import Priced, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
 from .spec import Strategy
@@ -293,7 +293,9 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     }
     bwd = lt.bwd + bwd_comm
     body = s.mb * float((lt.fwd + fwd_comm).sum() + bwd.sum())
-    exposed, total_comm, dp_group = replica_exchange(ctx, s, n, params, bwd, body)
+    exposed, total_comm, dp_group, slowed = replica_exchange(ctx, s, n, params, bwd, body)
+    if s.dp > 1:
+        terms["nccl_contention"] = slowed
     terms["gradient_exchange_exposed"] = exposed
     if s.dp > 1:
         details["gradient_allreduce_s"] = total_comm
@@ -360,14 +362,15 @@ def replica_exchange(
     bwd: Sequence[Num] | np.ndarray,
     body: Num,
     lp: LinkParams | None = None,
-) -> tuple[Num, Num, Group]:
-    """(exposed seconds, total allreduce seconds, the replicas' group) of each shard's gradient
-    allreduce across the dp replicas, bucketed and overlapped with the last micro-batch's
-    backward (``bwd`` per layer, exchanges included); the replicas are ``n`` ranks apart, as
-    those of an ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
+) -> tuple[Num, Num, Group, Num]:
+    """(exposed seconds, total allreduce seconds, the replicas' group, contention seconds) of
+    each shard's gradient allreduce across the dp replicas, bucketed and overlapped with the
+    last micro-batch's backward (``bwd`` per layer, exchanges included; slowed by NCCL as
+    :func:`.data.slowed_backward_s` says); the replicas are ``n`` ranks apart, as those of an
+    ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
     dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
     if s.dp <= 1:
-        return 0.0, 0.0, dp_group
+        return 0.0, 0.0, dp_group, 0.0
 
     def reduce(nbytes: float) -> Num:
         if lp is None:
@@ -380,4 +383,6 @@ def replica_exchange(
     if s.overlap == "none":  # the exchange starts when the backward pass has ended
         rev, start = [0.0] * len(rev), body
     end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, start)
-    return smax(0, end - body), total_comm, dp_group
+    links = link_params(ctx.hw, dp_group) if lp is None else lp
+    slowed = slowed_backward_s(total_comm, ssum(rev), float(grad_bytes.sum()), dp_group, links)
+    return smax(0, end - body - slowed), total_comm, dp_group, slowed

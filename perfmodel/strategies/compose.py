@@ -115,8 +115,9 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         exposed = s.mb * float(sum(parts.values()))
         details["dataparallel"] = {k: s.mb * float(v) for k, v in parts.items()}
     else:
-        exposed, total_comm = gradient_exchange(ctx, s, layers.bwd, ranges, ends, body)
+        exposed, total_comm, slowed = gradient_exchange(ctx, s, layers.bwd, ranges, ends, body)
         if s.dp * s.sp_degree > 1:
+            terms["nccl_contention"] = slowed
             group = weight_group(s, ctx.hw.gpus_per_node)
             details["gradient_allreduce_s"] = total_comm
             details["gradient_group"] = {"gpus": group.size, "per_node": group.per_node, "algorithm": s.comm}
@@ -178,9 +179,9 @@ def _best_split(
     cap = ctx.hw.device.memory_bytes
     for sp_ in splits:
         t = sp_.timing
-        exposed, _ = gradient_exchange(ctx, s, layers.bwd, sp_.layer_ranges(ctx), t.last_bwd_end_s, t.total_s)
+        exposed, _, slowed = gradient_exchange(ctx, s, layers.bwd, sp_.layer_ranges(ctx), t.last_bwd_end_s, t.total_s)
         params = _largest_stage_params(ctx, sp_.bounds)
-        steps.append(t.total_s + exposed + optimizer_step_s(params, ctx.optimizer, ctx.values))
+        steps.append(t.total_s + slowed + exposed + optimizer_step_s(params, ctx.optimizer, ctx.values))
         fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
     best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
     if not s.balance:

@@ -1,4 +1,10 @@
-"""Data parallelism: gradients in DDP's buckets, each allreduced once ready, overlapped with backward."""
+"""Data parallelism: gradients in DDP's buckets, each allreduced once ready, overlapped with backward.
+
+The backward compute that runs beside an allreduce is slowed by it (NCCL holds SMs and
+memory bandwidth: :func:`perfmodel.cost.collectives.contention`); that slow-down is the
+plan's ``nccl_contention`` term, and only the exchange that sticks out past the slowed
+backward is exposed.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,24 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..cost.collectives import LinkParams, allreduce, allreduce_expr
+from ..cost.collectives import (
+    Group,
+    LinkParams,
+    allreduce,
+    allreduce_expr,
+    contention,
+    link_params,
+    memory_contention_s,
+)
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import Num, smax, ssum
+from ..cost.formulas import Num, smax, smin, ssum
 from .context import Context, weight_group
 from .spec import Strategy
 
 #: A sequence of floats or a numpy array of them.
 FloatSeq = Sequence[float] | np.ndarray
 
-__all__ = ["BUCKET_BYTES", "buckets", "overlapped_exchange", "gradient_exchange"]
+__all__ = ["BUCKET_BYTES", "buckets", "overlapped_exchange", "slowed_backward_s", "gradient_exchange"]
 
 #: PyTorch DDP's default bucket size, ``bucket_cap_mb=25`` (torch.nn.parallel.DistributedDataParallel docs).
 BUCKET_BYTES = 25 * 2**20
@@ -65,6 +79,17 @@ def overlapped_exchange(
     return end, total_comm
 
 
+def slowed_backward_s(comm_s: Num, backward_s: Num, grad_bytes: float, group: Group, links: LinkParams) -> Num:
+    """How much later a backward pass of ``backward_s`` ends when ``comm_s`` seconds of
+    allreduces of ``grad_bytes`` over ``group`` run beside it (numbers or symbols): they overlap
+    at most ``w = min(comm_s, backward_s)``; during it compute runs ``1 + gamma`` times slower
+    on the SMs NCCL leaves, and loses the memory bandwidth NCCL's traffic takes (at most ``w``):
+    ``max(gamma/(1 + gamma) w, min(memory seconds, w))`` (0 when nothing overlaps)."""
+    gamma = contention(group, links)
+    window = smin(comm_s, backward_s)
+    return smax(gamma / (1 + gamma) * window, smin(memory_contention_s(grad_bytes, group, links), window))
+
+
 def gradient_exchange(
     ctx: Context,
     s: Strategy,
@@ -73,18 +98,30 @@ def gradient_exchange(
     ends: Sequence[Num],
     body_s: Num,
     lp: LinkParams | None = None,
-) -> tuple[Num, Num]:
-    """(exposed seconds, total allreduce seconds) of the gradient exchange among the GPUs
-    sharing each weight (dp replicas x spatial tiles): every stage's layers ``ranges`` reduced
-    in buckets while its last backward micro-batch (``bwd`` per layer) runs up to ``ends``.
+) -> tuple[Num, Num, Num]:
+    """(exposed seconds, total allreduce seconds, contention seconds) of the gradient exchange
+    among the GPUs sharing each weight (dp replicas x spatial tiles): every stage's layers
+    ``ranges`` reduced in buckets while its last backward micro-batch (``bwd`` per layer)
+    runs up to ``ends``.
 
+    Contention (the ``nccl_contention`` term, the largest over stages): the allreduces can
+    overlap at most ``w = min(their seconds, the backward seconds they run beside)``; during
+    that window compute runs on the SMs NCCL leaves, ``1 + gamma`` times slower
+    (:func:`~perfmodel.cost.collectives.contention`), and loses the memory bandwidth NCCL's
+    traffic takes (:func:`~perfmodel.cost.collectives.memory_contention_s`, at most ``w``):
+    the backward ends ``max(gamma/(1 + gamma) w, min(memory seconds, w))`` later. The exchange
+    is exposed only past the slowed backward (``body + contention + exposed = max(body +
+    contention, last allreduce's end)``). First order: the window is an upper bound of the
+    overlap, and a slowed backward also readies later buckets later, which is not followed;
+    both are monotone, so more bandwidth never slows a step and more contention never speeds one.
     On the profile's links (``lp=None``), or on ``lp``'s symbols with symbolic times
     (``explain``): the same recurrence either way.
     """
     if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     group = weight_group(s, ctx.hw.gpus_per_node)
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
+    links = link_params(ctx.hw, group) if lp is None else lp
 
     def reduce(nbytes: float) -> Num:
         if lp is None:
@@ -92,6 +129,7 @@ def gradient_exchange(
         return allreduce_expr(nbytes, group, lp, s.comm)
 
     end_max: Num = None
+    slowed: Num = None
     total: Num = 0.0
     for (a, b), end_s in zip(ranges, ends, strict=True):
         last_bwd = bwd[a:b][::-1]
@@ -99,6 +137,8 @@ def gradient_exchange(
         if s.overlap == "none":  # the exchange starts when the backward pass has ended
             start, last_bwd = end_s, [0.0] * len(last_bwd)
         end, tot = overlapped_exchange(last_bwd, grad[a:b][::-1], reduce, start)
+        ext = slowed_backward_s(tot, ssum(last_bwd), float(grad[a:b].sum()), group, links)
         end_max = end if end_max is None else smax(end_max, end)
+        slowed = ext if slowed is None else smax(slowed, ext)
         total = total + tot
-    return smax(0, end_max - body_s), total
+    return smax(0, end_max - body_s - slowed), total, slowed

@@ -284,8 +284,9 @@ def _explain_chain(
     elif s.comm == "dataparallel" and s.dp > 1:
         c.terms["gradient_exchange_exposed"], c.legend["gradient_exchange_exposed"] = _dataparallel(ctx, s, c.fwd)
     else:
-        exposed, _ = gradient_exchange(ctx, s, c.bwd_with_comm(), ranges, ends, body, LINK)
+        exposed, _, slowed = gradient_exchange(ctx, s, c.bwd_with_comm(), ranges, ends, body, LINK)
         if s.dp * s.sp_degree > 1:
+            c.terms["nccl_contention"] = slowed
             c.terms["gradient_exchange_exposed"] = exposed
     params_gpu = max(int(st["params"]) for st in details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
     c.terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, SYMBOLS)

@@ -88,7 +88,8 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
             legend[key] = f"p = {n} GPUs {where}, per micro-batch; " + "; ".join(words)
     body = sp.Add(*terms.values())
     if s.dp > 1:
-        terms["gradient_exchange_exposed"], _, _ = replica_exchange(ctx, s, n, params, bwd_c, body, LINK)
+        exposed, _, _, terms["nccl_contention"] = replica_exchange(ctx, s, n, params, bwd_c, body, LINK)
+        terms["gradient_exchange_exposed"] = exposed
         legend["gradient_exchange_exposed"] = (
             f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
             "overlapped with the last backward pass (exchanges included) as for data parallelism"
