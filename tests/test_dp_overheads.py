@@ -1,6 +1,7 @@
-"""Data-parallel overheads: NCCL's slow-down of the backward compute it overlaps, and the fixed
-latency of each bucket's allreduce (NCCL's tuning model), checked as properties and against
-NCCL's own numbers and measured kernel interference."""
+"""Data-parallel overheads: NCCL's slow-down of the backward compute it overlaps, the fixed
+latency of each bucket's allreduce (NCCL's tuning model) and DDP's per-tensor gradient copies,
+checked as properties and against NCCL's own numbers, measured kernel interference and torch's
+parameter lists."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.cost.collectives import Group, allreduce, contention, link_params, memory_contention_s
+from perfmodel.cost.compute import ComputeValues
 from perfmodel.errors import ProfileError
 from perfmodel.hardware import CollectiveParams, Hardware, load_hardware
 from perfmodel.network import get_model
 from perfmodel.strategies import predict
 from perfmodel.strategies.context import context
-from perfmodel.strategies.data import BUCKET_BYTES
+from perfmodel.strategies.data import BUCKET_BYTES, copies_s, param_tensors
 from perfmodel.strategies.explain import explain_plan
 from perfmodel.strategies.spec import parse_strategy
 
@@ -70,7 +72,7 @@ def test_speedup_stays_at_most_the_gpus_and_one_gpu_pays_nothing(
     assume("accumulating" not in p.speedup_baseline)
     assert p.speedup_vs_1gpu is not None and p.speedup_vs_1gpu <= gpus * (1 + 1e-9)
     if gpus == 1:
-        assert "nccl_contention" not in p.breakdown
+        assert "nccl_contention" not in p.breakdown and "gradient_bucket_copies" not in p.breakdown
         assert p.breakdown.get("gradient_exchange_exposed", 0.0) == 0.0
     else:
         assert p.breakdown["nccl_contention"] >= 0.0
@@ -142,3 +144,23 @@ def test_no_contention_without_overlap() -> None:
 def test_channels_must_leave_sms_for_compute() -> None:
     with pytest.raises(ProfileError, match="channels_intra = 108 must be below"):
         dataclasses.replace(A100, collectives=CollectiveParams(channels_intra=108))
+
+
+@pytest.mark.parametrize("name", ["resnet50", "resnet152", "vgg16", "mobilenet_v2"])
+def test_parameter_tensors_match_torch(name: str) -> None:
+    """DDP copies each parameter tensor: the zoo's count equals ``len(list(module.parameters()))``
+    of the same architecture written in torch (tests/torch_nets.py)."""
+    torch_nets = pytest.importorskip("torch_nets")
+    module = getattr(torch_nets, name)()
+    assert param_tensors(get_model(name)).sum() == len(list(module.parameters()))
+
+
+def test_bucket_copies_grow_with_tensors_and_vanish_on_one_gpu() -> None:
+    """The copies cost a launch per tensor each way plus 16 bytes per parameter of memory traffic."""
+    v = ComputeValues.of(A100, "amp")
+    few, many = copies_s(10, 1e6, v), copies_s(500, 1e6, v)
+    assert many - few == pytest.approx(2 * 490 * A100.kernel_launch_s)
+    one = predict("resnet50", 1, "dp=1", A100, "amp", batch_per_gpu=64)
+    assert "gradient_bucket_copies" not in one.breakdown
+    eight = predict("resnet50", 8, "dp=8", A100, "amp", batch_per_gpu=64)
+    assert eight.breakdown["gradient_bucket_copies"] == pytest.approx(float(copies_s(161, 25_557_032, v)))

@@ -18,7 +18,7 @@ from ..network.counts import CompiledCounts, saved_storages
 from ..network.graph import Network
 from ..network.layers import MATMUL_KINDS, Layer, numel
 from .context import Context, split_batch, weight_group
-from .data import BUCKET_BYTES, overlapped_exchange, slowed_backward_s
+from .data import BUCKET_BYTES, overlapped_exchange, shard_copies_s, slowed_backward_s
 from .dimension import Priced, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
 from .spec import Strategy
@@ -295,7 +295,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     body = s.mb * float((lt.fwd + fwd_comm).sum() + bwd.sum())
     exposed, total_comm, dp_group, slowed = replica_exchange(ctx, s, n, params, bwd, body)
     if s.dp > 1:
-        terms["nccl_contention"] = slowed
+        terms["nccl_contention"], terms["gradient_bucket_copies"] = slowed, shard_copies_s(ctx.net, params, ctx.values)
     terms["gradient_exchange_exposed"] = exposed
     if s.dp > 1:
         details["gradient_allreduce_s"] = total_comm

@@ -24,7 +24,7 @@ from ..errors import BatchSplitError, DataError, StrategyError
 from ..limits import MAX_BATCH, shown
 from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes, weight_group
-from .data import BUCKET_BYTES, gradient_exchange
+from .data import BUCKET_BYTES, bucket_copies_s, gradient_exchange
 from .dataparallel import check_dataparallel, dataparallel_parts
 from .dimension import Priced, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
@@ -118,6 +118,7 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         exposed, total_comm, slowed = gradient_exchange(ctx, s, layers.bwd, ranges, ends, body)
         if s.dp * s.sp_degree > 1:
             terms["nccl_contention"] = slowed
+            terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, ranges, ctx.values)
             group = weight_group(s, ctx.hw.gpus_per_node)
             details["gradient_allreduce_s"] = total_comm
             details["gradient_group"] = {"gpus": group.size, "per_node": group.per_node, "algorithm": s.comm}
@@ -181,7 +182,8 @@ def _best_split(
         t = sp_.timing
         exposed, _, slowed = gradient_exchange(ctx, s, layers.bwd, sp_.layer_ranges(ctx), t.last_bwd_end_s, t.total_s)
         params = _largest_stage_params(ctx, sp_.bounds)
-        steps.append(t.total_s + slowed + exposed + optimizer_step_s(params, ctx.optimizer, ctx.values))
+        copies = bucket_copies_s(ctx, s, sp_.layer_ranges(ctx), ctx.values)
+        steps.append(t.total_s + slowed + copies + exposed + optimizer_step_s(params, ctx.optimizer, ctx.values))
         fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
     best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
     if not s.balance:

@@ -3,7 +3,8 @@
 The backward compute that runs beside an allreduce is slowed by it (NCCL holds SMs and
 memory bandwidth: :func:`perfmodel.cost.collectives.contention`); that slow-down is the
 plan's ``nccl_contention`` term, and only the exchange that sticks out past the slowed
-backward is exposed.
+backward is exposed. DDP also copies every gradient tensor into its bucket and back
+(``gradient_bucket_copies``, :func:`bucket_copies_s`).
 """
 
 from __future__ import annotations
@@ -21,15 +22,26 @@ from ..cost.collectives import (
     link_params,
     memory_contention_s,
 )
-from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
 from ..cost.formulas import Num, smax, smin, ssum
+from ..network import Network
 from .context import Context, weight_group
 from .spec import Strategy
 
 #: A sequence of floats or a numpy array of them.
 FloatSeq = Sequence[float] | np.ndarray
 
-__all__ = ["BUCKET_BYTES", "buckets", "overlapped_exchange", "slowed_backward_s", "gradient_exchange"]
+__all__ = [
+    "BUCKET_BYTES",
+    "buckets",
+    "overlapped_exchange",
+    "slowed_backward_s",
+    "gradient_exchange",
+    "param_tensors",
+    "bucket_copies_s",
+    "copies_s",
+    "shard_copies_s",
+]
 
 #: PyTorch DDP's default bucket size, ``bucket_cap_mb=25`` (torch.nn.parallel.DistributedDataParallel docs).
 BUCKET_BYTES = 25 * 2**20
@@ -88,6 +100,49 @@ def slowed_backward_s(comm_s: Num, backward_s: Num, grad_bytes: float, group: Gr
     gamma = contention(group, links)
     window = smin(comm_s, backward_s)
     return smax(gamma / (1 + gamma) * window, smin(memory_contention_s(grad_bytes, group, links), window))
+
+
+#: Layer kinds whose parameters are two tensors (scale and shift) whatever ``bias`` says.
+_AFFINE_KINDS = frozenset({"batchnorm", "layernorm", "groupnorm"})
+
+
+def param_tensors(net: Network) -> np.ndarray:
+    """Parameter tensors per layer: a weight, plus a bias; a norm's scale and shift (as
+    ``nn.Module.parameters()`` lists them: resnet50 161)."""
+    return np.array([0.0 if not layer.params else 2.0 if layer.bias or layer.kind in _AFFINE_KINDS else 1.0
+                     for layer in net.layers])
+
+
+def copies_s(tensors: float, params: float, v: ComputeValues) -> Num:
+    """Seconds of DDP's two gradient copies per step for ``tensors`` tensors of ``params`` fp32
+    values (numbers or symbols, by ``v``): with ``gradient_as_bucket_view=False`` (the
+    default), the reducer copies each gradient into its bucket when autograd produces it
+    (dividing by the world size in the same kernel) and each reduced bucket slice back into
+    the gradient when backward ends (torch/csrc/distributed/c10d/reducer.cpp,
+    ``mark_variable_ready_dense`` and ``copy_bucket_to_grad``): one kernel per tensor each
+    way (``tau``), reading and writing 4 bytes per value (``beta_mem * eta_mem``)."""
+    traffic = 2 * GRAD_BYTES_PER_PARAM * params / (v.memory_bandwidth_bytes_per_s * v.eta_memory)
+    return 2 * (tensors * v.launch_s + traffic)
+
+
+def shard_copies_s(net: Network, params: np.ndarray, v: ComputeValues) -> Num:
+    """:func:`copies_s` of a GPU holding ``params`` parameters per layer of ``net`` (a shard:
+    a layer's tensors count where it holds any)."""
+    return copies_s(float(np.where(params > 0, param_tensors(net), 0.0).sum()), float(params.sum()), v)
+
+
+def bucket_copies_s(ctx: Context, s: Strategy, ranges: Sequence[tuple[int, int]], v: ComputeValues) -> Num:
+    """The ``gradient_bucket_copies`` term: :func:`copies_s` of the largest stage's layers
+    ``ranges`` (0 without a bucketed allreduce). The copy in lengthens backward and delays
+    the buckets alike, the copy out follows the last allreduce: both add to the step."""
+    if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
+        return 0.0
+    tensors = param_tensors(ctx.net)
+    out: Num = None
+    for a, b in ranges:
+        x = copies_s(float(tensors[a:b].sum()), float(ctx.cc.params[a:b].sum()), v)
+        out = x if out is None else smax(out, x)
+    return out
 
 
 def gradient_exchange(

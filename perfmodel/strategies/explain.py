@@ -35,7 +35,7 @@ import sympy as sp
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import ceil
 from .context import Context, weight_group
-from .data import gradient_exchange
+from .data import bucket_copies_s, gradient_exchange
 from .dataparallel import dataparallel_parts
 from .dimension import optimizer_step_s
 from .explain_split import explain_mp, explain_split
@@ -287,6 +287,7 @@ def _explain_chain(
         exposed, _, slowed = gradient_exchange(ctx, s, c.bwd_with_comm(), ranges, ends, body, LINK)
         if s.dp * s.sp_degree > 1:
             c.terms["nccl_contention"] = slowed
+            c.terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, ranges, SYMBOLS)
             c.terms["gradient_exchange_exposed"] = exposed
     params_gpu = max(int(st["params"]) for st in details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
     c.terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, SYMBOLS)

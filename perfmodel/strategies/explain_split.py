@@ -16,7 +16,7 @@ from ..cost.formulas import p2p, smax
 from ..partition.hypergraph import Hypergraph
 from .channels import BREAKDOWN_KEYS, replica_exchange, split_counts, split_plan
 from .context import Context, weight_group
-from .data import buckets
+from .data import buckets, shard_copies_s
 from .dimension import optimizer_step_s
 from .formula import (
     B_SYM,
@@ -89,6 +89,7 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
     body = sp.Add(*terms.values())
     if s.dp > 1:
         exposed, _, _, terms["nccl_contention"] = replica_exchange(ctx, s, n, params, bwd_c, body, LINK)
+        terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, SYMBOLS)
         terms["gradient_exchange_exposed"] = exposed
         legend["gradient_exchange_exposed"] = (
             f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
