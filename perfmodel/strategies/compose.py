@@ -102,6 +102,8 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         fwd = float(layers.fwd.sum())
         body = s.mb * (fwd + float(layers.bwd.sum())) + (s.mb * fwd if s.recompute else 0.0)
         ends = (body,)
+    if s.dp * s.sp_degree > 1:
+        terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, ranges, ctx.values)
     if s.is_ps:
         exposed, details["parameter_server"] = parameter_server_exchange(ctx, s, body)
     elif s.comm == "dataparallel" and s.dp > 1:
@@ -118,7 +120,6 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         exposed, total_comm, slowed = gradient_exchange(ctx, s, layers.bwd, ranges, ends, body)
         if s.dp * s.sp_degree > 1:
             terms["nccl_contention"] = slowed
-            terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, ranges, ctx.values)
             group = weight_group(s, ctx.hw.gpus_per_node)
             details["gradient_allreduce_s"] = total_comm
             details["gradient_group"] = {"gpus": group.size, "per_node": group.per_node, "algorithm": s.comm}

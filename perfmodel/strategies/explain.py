@@ -279,6 +279,8 @@ def _explain_chain(
     else:
         body = _single_stage(s, c)
         ends, ranges = [body], [(0, len(ctx.net.layers))]
+    if s.dp * s.sp_degree > 1:
+        c.terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, ranges, SYMBOLS)
     if s.is_ps:
         _parameter_server(ctx, s, c)
     elif s.comm == "dataparallel" and s.dp > 1:
@@ -287,7 +289,6 @@ def _explain_chain(
         exposed, _, slowed = gradient_exchange(ctx, s, c.bwd_with_comm(), ranges, ends, body, LINK)
         if s.dp * s.sp_degree > 1:
             c.terms["nccl_contention"] = slowed
-            c.terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, ranges, SYMBOLS)
             c.terms["gradient_exchange_exposed"] = exposed
     params_gpu = max(int(st["params"]) for st in details["stages"]) if s.pp > 1 else int(ctx.cc.params.sum())
     c.terms["optimizer_step"] = optimizer_step_s(params_gpu, ctx.optimizer, SYMBOLS)
