@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given, settings
@@ -15,13 +16,14 @@ from hypothesis import strategies as st
 from perfmodel.cost.collectives import Group, allreduce, contention, link_params, memory_contention_s
 from perfmodel.cost.compute import ComputeValues
 from perfmodel.errors import ProfileError
-from perfmodel.hardware import CollectiveParams, Hardware, load_hardware
+from perfmodel.hardware import CollectiveParams, Hardware, load_hardware, load_profile
 from perfmodel.network import get_model
 from perfmodel.strategies import predict
 from perfmodel.strategies.context import context
 from perfmodel.strategies.data import BUCKET_BYTES, copies_s, param_tensors
 from perfmodel.strategies.explain import explain_plan
 from perfmodel.strategies.spec import parse_strategy
+from perfmodel.validation.calibrate import profile_toml
 
 A100 = load_hardware("a100-80gb-dgx")
 
@@ -164,3 +166,10 @@ def test_bucket_copies_grow_with_tensors_and_vanish_on_one_gpu() -> None:
     assert "gradient_bucket_copies" not in one.breakdown
     eight = predict("resnet50", 8, "dp=8", A100, "amp", batch_per_gpu=64)
     assert eight.breakdown["gradient_bucket_copies"] == pytest.approx(float(copies_s(161, 25_557_032, v)))
+
+
+def test_a_written_profile_keeps_its_collectives(tmp_path: Path) -> None:
+    """``perfmodel calibrate`` writes the [collectives] table back (it would fall to the defaults)."""
+    path = tmp_path / "dgx.toml"
+    path.write_text(profile_toml(A100, "dgx", "a copy", "test"))
+    assert load_profile(path).collectives == A100.collectives

@@ -429,6 +429,11 @@ def profile_toml(
         ("source", s.get("network", "from the base profile")),
     ]
     lines += _table("network", net)
+    coll = hw.collectives
+    lines += _table("collectives", [
+        ("channels_intra", coll.channels_intra), ("channels_net", coll.channels_net),
+        ("base_latency_s", float(coll.base_latency_s)), ("memory_passes", float(coll.memory_passes)),
+        ("source", s.get("collectives", "from the base profile"))])
     lines += _table(
         "efficiency",
         [
