@@ -2,9 +2,10 @@
 
     python scripts/make_residuals.py [--check]
 
-Prices every shipped and hold-out run (``perfmodel validate``, with and without single-GPU
-calibration), stores ``ln(predicted / measured)`` throughput with each run's group, and the
-intervals' leave-one-out coverage. Rerun it whenever the cost model or the runs change;
+Prices every run of the shipped set, its hold-out and the family set (``perfmodel validate``,
+with and without single-GPU calibration), stores ``ln(predicted / measured)`` throughput with
+each run's group, the intervals' leave-one-out coverage, and their coverage of the family
+hold-out (kept out of the table). Rerun it whenever the cost model or the runs change;
 ``tests/test_intervals.py`` fails while the shipped file is stale. ``--check`` only compares.
 """
 
@@ -42,6 +43,14 @@ def coverage_markdown(coverage: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def holdout_markdown(coverage: list[dict]) -> str:
+    """One line per level: the family hold-out's runs inside their intervals."""
+    return "\n".join(
+        f"{c['set']}, {c['level']:.0%}: {c['covered']}/{c['tried']} = {100 * c['coverage']:.1f}% inside "
+        f"(median width {c['median_width_ratio']:.2f}x)" for c in coverage
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the shipped table differs; write nothing")
@@ -50,6 +59,7 @@ def main() -> None:
     table = residual_table()
     if args.markdown:
         print(coverage_markdown(table["coverage"]))
+        print(holdout_markdown(table["holdout_coverage"]))
     text = json.dumps(table, indent=1) + "\n"
     path = residuals_path()
     if args.check:
@@ -65,6 +75,9 @@ def main() -> None:
         if c["grouping"] == "closest" and (c["runs"] == "all" or c["level"] == 0.8):
             print(f"  leave-one-{c['left_out']}-out, {c['runs']:>12} runs, level {c['level']:.0%}: "
                   f"{c['covered']}/{c['tried']} = {c['coverage']:.1%}")
+    for c in table["holdout_coverage"]:
+        print(f"  {c['set']} (not in the table), level {c['level']:.0%}: {c['covered']}/{c['tried']} = "
+              f"{c['coverage']:.1%}")
 
 
 if __name__ == "__main__":

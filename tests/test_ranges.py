@@ -45,6 +45,8 @@ FIELDS = {
     "host_op_s": "efficiency.kernels.host_op_s",
     "step_overhead_s": "efficiency.kernels.step_overhead_s",
     "per_gpu_hour": "price.per_gpu_hour",
+    "base_latency_s": "collectives.base_latency_s",
+    "memory_passes": "collectives.memory_passes",
 }
 
 

@@ -1,7 +1,14 @@
 """Collectives on a hierarchical system: which tier a group of GPUs talks over, and the time.
 
 Each collective is written once as an expression over :class:`LinkParams`, which hold
-either the profile's numbers (``predict``) or sympy symbols (``explain``).
+either the profile's numbers (``predict``) or sympy symbols (``explain``). Latencies follow
+NCCL's own tuning model (src/graph/tuning.cc, ``ncclTopoTuneModel``): every collective pays
+a base latency once (``baseLatencies``, Ring/Tree Simple 8.4 us), a ring allreduce one
+per-hop latency per step, of which the ``2 (nodes - 1)`` steps that cross nodes are at the
+network's latency and the others at the node link's, a tree allreduce a chain inside each
+node and ``log2(nodes)`` network hops, up and down. :func:`contention` and
+:func:`memory_contention_s` are what a collective takes from compute running beside it
+(NCCL's thread blocks hold SMs; its traffic takes device-memory bandwidth).
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ __all__ = [
     "point_to_point",
     "p2p_expr",
     "ALGORITHMS",
+    "contention",
+    "memory_contention_s",
 ]
 
 ALGORITHMS = ("ring", "tree", "hierarchical")
@@ -52,28 +61,48 @@ class Group:
 
 @dataclass(frozen=True)
 class LinkParams:
-    """Effective bandwidths (bytes/s) and latencies (s): intra-node per GPU, network per GPU."""
+    """Effective bandwidths (bytes/s) and latencies (s): intra-node per GPU, network per GPU;
+    a collective's base latency (s); the extra compute seconds per second of compute that runs
+    beside a collective because NCCL holds SMs, in a node and across nodes (``C / (S - C)``
+    for C channels on S SMs); device-memory bytes per byte on the link, and the device's
+    memory bandwidth (bytes/s). Defaults: none of these costs (a bare alpha-beta link)."""
 
     bw_intra: Any
     alpha_intra: Any
     bw_net_per_gpu: Any
     alpha_net: Any
+    alpha_base: Any = 0
+    sm_intra: Any = 0
+    sm_net: Any = 0
+    mem_passes: Any = 0
+    beta_mem: Any = 1
+
+    #: The symbol of each field in ``explain`` (:func:`link_symbols`).
+    SYMBOL_NAMES = ("beta_intra", "alpha_intra", "beta_net", "alpha_net", "alpha_0", "gamma_intra", "gamma_net",
+                    "kappa", "beta_mem")
 
 
 def link_params(hw: Hardware, group: Group | None = None) -> LinkParams:
     """The profile's numbers; the node's network bandwidth is shared by ``group.sharing`` GPUs."""
     sharing = (group.sharing if group and group.sharing else 0) or hw.gpus_per_node
+    c, sms = hw.collectives, hw.kernels.sm_count
     return LinkParams(
         hw.intra.effective_bandwidth_bytes_per_s,
         hw.intra.latency_s,
         hw.inter.effective_bandwidth_bytes_per_s / min(sharing, hw.gpus_per_node),
         hw.inter.latency_s,
+        c.base_latency_s,
+        c.channels_intra / (sms - c.channels_intra),
+        c.channels_net / (sms - c.channels_net),
+        c.memory_passes,
+        hw.device.memory_bandwidth_bytes_per_s,
     )
 
 
 def link_symbols() -> LinkParams:
-    """Named symbols for :func:`allreduce_expr` (``explain``)."""
-    return LinkParams(*sp.symbols("beta_intra alpha_intra beta_net alpha_net", positive=True))
+    """Named symbols for :func:`allreduce_expr` (``explain``); ``beta_mem`` is the compute
+    formulas' own memory-bandwidth symbol."""
+    return LinkParams(*sp.symbols(" ".join(LinkParams.SYMBOL_NAMES), positive=True))
 
 
 def ring_tier(group: Group, lp: LinkParams) -> tuple[Any, Any]:
@@ -88,20 +117,52 @@ def ring_tier(group: Group, lp: LinkParams) -> tuple[Any, Any]:
 
 
 def allreduce_expr(n_bytes: Any, group: Group, lp: LinkParams, algorithm: str = "ring") -> Any:
-    """Seconds to allreduce ``n_bytes`` over ``group`` (numbers or sympy, by ``lp``)."""
+    """Seconds to allreduce ``n_bytes`` over ``group`` (numbers or sympy, by ``lp``).
+
+    Ring: ``2 (p - 1)/p n/beta`` plus NCCL's latency, ``alpha_0 + 2 (p - nodes) alpha_intra
+    + 2 (nodes - 1) alpha_net``; tree: ``2 n/beta`` plus ``alpha_0 + 2 ((q - 1) alpha_intra
+    + log2(nodes) alpha_net)`` for q GPUs per node (NCCL's tree is a chain inside a node);
+    hierarchical: a reduce-scatter and an allgather in the node around a ring allreduce of a
+    1/q shard across nodes, three collectives.
+    """
     p = group.size
     if p <= 1:
         return 0
-    if group.nodes <= 1 or algorithm in ("ring", "tree"):
-        bw, alpha = ring_tier(group, lp)
-        fn = f.tree_allreduce if algorithm == "tree" else f.ring_allreduce
-        return fn(n_bytes, p, bw, alpha)
+    k = group.nodes
+    q = max(1, p // k)
+    if algorithm in ("ring", "tree") or k <= 1:
+        bw, _ = ring_tier(group, lp)
+        if algorithm == "tree":
+            hops = 2 * ((q - 1) * lp.alpha_intra + (f.log2(k) * lp.alpha_net if k > 1 else 0))
+            return lp.alpha_base + 2 * n_bytes / bw + hops
+        hops = 2 * (p - k) * lp.alpha_intra + (2 * (k - 1) * lp.alpha_net if k > 1 else 0)
+        return lp.alpha_base + 2 * (p - 1) / p * n_bytes / bw + hops
     if algorithm == "hierarchical":
-        # reduce-scatter inside the node, allreduce of a 1/per_node shard across nodes, allgather
-        k, q = group.nodes, group.per_node
-        inside = 2 * f.ring_reduce_scatter(n_bytes, q, lp.bw_intra, lp.alpha_intra) if q > 1 else 0
-        return inside + f.ring_allreduce(n_bytes / q, k, lp.bw_net_per_gpu, lp.alpha_net)
+        inside = 2 * (f.ring_reduce_scatter(n_bytes, q, lp.bw_intra, lp.alpha_intra) + lp.alpha_base) if q > 1 else 0
+        return inside + lp.alpha_base + f.ring_allreduce(n_bytes / q, k, lp.bw_net_per_gpu, lp.alpha_net)
     raise StrategyError(f"unknown allreduce algorithm '{algorithm}' (valid: {', '.join(ALGORITHMS)})")
+
+
+def contention(group: Group, lp: LinkParams) -> Any:
+    """Extra seconds per second of compute that runs on the SMs an allreduce over ``group``
+    leaves (numbers or sympy, by ``lp``; 0 for one GPU): NCCL runs one thread block per
+    channel, each on an SM no compute kernel shares (NCCL maintainers, NVIDIA/nccl issue
+    #689), so compute runs on ``S - C`` of ``S`` SMs, ``C / (S - C)`` longer (``gamma_intra``
+    in a node, ``gamma_net`` across nodes)."""
+    if group.size <= 1:
+        return 0
+    return lp.sm_intra if group.nodes <= 1 else lp.sm_net
+
+
+def memory_contention_s(n_bytes: Any, group: Group, lp: LinkParams) -> Any:
+    """Seconds of device-memory bandwidth an allreduce of ``n_bytes`` over ``group`` takes from
+    compute: every byte a GPU sends over its link (``2 (p - 1)/p n``, the ring's) costs
+    ``kappa`` bytes of memory traffic (stored, read back, reduced with the user's data:
+    NVIDIA/nccl issue #1428), at the device's memory bandwidth ``beta_mem``."""
+    p = group.size
+    if p <= 1:
+        return 0
+    return lp.mem_passes * 2 * (p - 1) / p * n_bytes / lp.beta_mem
 
 
 def allreduce(n_bytes: float, group: Group, hw: Hardware, algorithm: str = "ring") -> float:

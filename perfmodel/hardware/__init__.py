@@ -11,12 +11,13 @@ from .loader import (
     profile_names,
     profiles_dir,
 )
-from .profile import PRECISIONS, ComputeEfficiency, Device, Hardware, LinkTier
+from .profile import PRECISIONS, CollectiveParams, ComputeEfficiency, Device, Hardware, LinkTier
 
 __all__ = [
     "DEFAULT_HARDWARE",
     "PRECISIONS",
     "REFERENCE_PROFILE",
+    "CollectiveParams",
     "ComputeEfficiency",
     "Device",
     "Hardware",

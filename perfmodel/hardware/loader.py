@@ -16,7 +16,17 @@ from typing import Any
 from ..errors import ProfileError, UnknownNameError
 from ..io import MAX_PROFILE_BYTES, read_bounded
 from ..limits import MAX_GPUS, shown
-from .profile import PEAK_KEY, PRECISIONS, TOPOLOGIES, ComputeEfficiency, Device, Hardware, KernelParams, LinkTier
+from .profile import (
+    PEAK_KEY,
+    PRECISIONS,
+    TOPOLOGIES,
+    CollectiveParams,
+    ComputeEfficiency,
+    Device,
+    Hardware,
+    KernelParams,
+    LinkTier,
+)
 from .ranges import check_value, given_text
 
 __all__ = [
@@ -41,7 +51,8 @@ DEFAULT_MAX_NODES = 4096
 
 #: Keys each table accepts; anything else is rejected with its name (catches typos).
 _TOP_KEYS = {"schema_version", "name", "description", "source", "device", "node", "network",
-             "efficiency", "price"}
+             "efficiency", "collectives", "price"}
+_COLLECTIVE_KEYS = {"channels_intra", "channels_net", "base_latency_s", "memory_passes", "source"}
 _PRICE_KEYS = {"per_gpu_hour", "currency", "date", "source"}
 _DEVICE_KEYS = {"name", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops_per_s",
                 "source"}
@@ -145,6 +156,19 @@ def _tier(r: _Reader, sources: dict[str, str], source_key: str) -> LinkTier:
     )
 
 
+def _collectives(r: _Reader, sources: dict[str, str]) -> CollectiveParams:
+    """The optional ``[collectives]`` table (a missing key takes :class:`CollectiveParams`' default)."""
+    if "collectives" not in r.table:
+        return CollectiveParams()
+    c = r.sub("collectives")
+    c.only(_COLLECTIVE_KEYS)
+    if "source" in c.table:
+        sources["collectives"] = c.text("source")
+    values: dict[str, Any] = {k: (c.integer(k, 1024) if k.startswith("channels") else c.num(k))
+                              for k in sorted(c.table) if k != "source"}
+    return CollectiveParams(**values)
+
+
 def parse_profile(data: dict[str, Any], file: str) -> Hardware:
     """Build a :class:`Hardware` from parsed TOML ``data`` (``file`` names it in errors)."""
     if not isinstance(data, dict):
@@ -161,67 +185,11 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
     description = r.text("description")
     sources: dict[str, str] = {"profile": r.text("source")}
 
-    dev = r.sub("device")
-    dev.only(_DEVICE_KEYS)
-    sources["device"] = dev.text("source")
-    peaks_r = dev.sub("peak_flops_per_s")
-    peaks_r.only(_PEAK_KEYS)
-    if "fp32" not in peaks_r.table:
-        raise peaks_r.fail("fp32", "a number (every device needs its fp32 peak)", None)
-    peaks = {k: peaks_r.num(k, "peak") for k in sorted(peaks_r.table) if k != "source"}
-    if "source" in peaks_r.table:
-        sources["peak_flops_per_s"] = peaks_r.text("source")
-    device = Device(dev.text("name"), dev.num("memory_bytes"),
-                    dev.num("memory_bandwidth_bytes_per_s"), peaks)
-
-    node = r.sub("node")
-    node.only(_NODE_KEYS)
-    sources["node"] = node.text("source")
-    gpus_per_node = node.integer("gpus_per_node")
-    link = node.sub("link")
-    link.only(_LINK_KEYS)
-    intra = _tier(link, sources, "link")
-
-    net = r.sub("network")
-    net.only(_NETWORK_KEYS)
-    sources["network"] = net.text("source")
-    inter = _tier(net, sources, "network")
-    max_nodes = net.integer("max_nodes") if "max_nodes" in net.table else DEFAULT_MAX_NODES
-
-    eff = r.sub("efficiency")
-    eff.only(_EFFICIENCY_KEYS)
-    sources["efficiency"] = eff.text("source")
-    comp = eff.sub("compute")
-    comp.only(_COMPUTE_KEYS)
-    compute: dict[str, ComputeEfficiency] = {}
-    for p in PRECISIONS:
-        c = comp.sub(p)
-        c.only(_PRECISION_KEYS)
-        if "source" in c.table:
-            c.text("source")
-        compute[p] = ComputeEfficiency(
-            conv=c.num("conv"),
-            linear=c.num("linear"),
-            memory=c.num("memory"),
-            half_work_flops=c.num("half_work_flops"),
-        )
-    kernel_values: dict[str, Any] = {}
-    if "kernels" in eff.table:  # optional: the kernel model's per-generation numbers
-        kr = eff.sub("kernels")
-        kr.only(_KERNEL_KEYS)
-        if "source" in kr.table:
-            sources["kernels"] = kr.text("source")
-        kernel_values = {k: (kr.integer(k, 100_000) if k == "sm_count" else kr.num(k))
-                         for k in sorted(kr.table) if k != "source"}
-    price: float | None = None
-    currency = "USD"
-    if "price" in data:  # optional: a list price per GPU-hour, cited and dated
-        pr = r.sub("price")
-        pr.only(_PRICE_KEYS)
-        price = pr.num("per_gpu_hour")
-        currency = pr.text("currency")
-        sources["price"] = pr.text("source")
-        sources["price_date"] = pr.text("date")
+    device = _device(r, sources)
+    gpus_per_node, intra, inter, max_nodes = _tiers(r, sources)
+    eff, compute, kernel_values = _efficiency(r, sources)
+    collectives = _collectives(r, sources)
+    price, currency = _price(r, data, sources)
     try:
         return Hardware(
             name=name,
@@ -235,6 +203,7 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
             framework_reserve_bytes=eff.num("framework_reserve_bytes"),
             max_nodes=max_nodes,
             kernels=KernelParams(**kernel_values),
+            collectives=collectives,
             sources=sources,
             path=file,
             schema_version=SCHEMA_VERSION,
@@ -306,3 +275,74 @@ def load_hardware(name_or_path: str | Path | Hardware = DEFAULT_HARDWARE) -> Har
     hw = load_profile(f)
     _CACHE[s] = hw
     return hw
+
+
+def _device(r: _Reader, sources: dict[str, str]) -> Device:
+    """The ``[device]`` table with its peaks."""
+    dev = r.sub("device")
+    dev.only(_DEVICE_KEYS)
+    sources["device"] = dev.text("source")
+    peaks_r = dev.sub("peak_flops_per_s")
+    peaks_r.only(_PEAK_KEYS)
+    if "fp32" not in peaks_r.table:
+        raise peaks_r.fail("fp32", "a number (every device needs its fp32 peak)", None)
+    peaks = {k: peaks_r.num(k, "peak") for k in sorted(peaks_r.table) if k != "source"}
+    if "source" in peaks_r.table:
+        sources["peak_flops_per_s"] = peaks_r.text("source")
+    return Device(dev.text("name"), dev.num("memory_bytes"), dev.num("memory_bandwidth_bytes_per_s"), peaks)
+
+
+def _tiers(r: _Reader, sources: dict[str, str]) -> tuple[int, LinkTier, LinkTier, int]:
+    """(GPUs per node, the node's link, the network, the most nodes) from ``[node]`` and ``[network]``."""
+    node = r.sub("node")
+    node.only(_NODE_KEYS)
+    sources["node"] = node.text("source")
+    gpus_per_node = node.integer("gpus_per_node")
+    link = node.sub("link")
+    link.only(_LINK_KEYS)
+    intra = _tier(link, sources, "link")
+    net = r.sub("network")
+    net.only(_NETWORK_KEYS)
+    sources["network"] = net.text("source")
+    inter = _tier(net, sources, "network")
+    max_nodes = net.integer("max_nodes") if "max_nodes" in net.table else DEFAULT_MAX_NODES
+    return gpus_per_node, intra, inter, max_nodes
+
+
+def _efficiency(r: _Reader, sources: dict[str, str]) -> tuple[_Reader, dict[str, ComputeEfficiency], dict[str, Any]]:
+    """(the ``[efficiency]`` reader, each precision's efficiencies, the kernel model's numbers given)."""
+    eff = r.sub("efficiency")
+    eff.only(_EFFICIENCY_KEYS)
+    sources["efficiency"] = eff.text("source")
+    comp = eff.sub("compute")
+    comp.only(_COMPUTE_KEYS)
+    compute: dict[str, ComputeEfficiency] = {}
+    for p in PRECISIONS:
+        c = comp.sub(p)
+        c.only(_PRECISION_KEYS)
+        if "source" in c.table:
+            c.text("source")
+        compute[p] = ComputeEfficiency(
+            conv=c.num("conv"), linear=c.num("linear"), memory=c.num("memory"), half_work_flops=c.num("half_work_flops")
+        )
+    kernel_values: dict[str, Any] = {}
+    if "kernels" in eff.table:  # optional: the kernel model's per-generation numbers
+        kr = eff.sub("kernels")
+        kr.only(_KERNEL_KEYS)
+        if "source" in kr.table:
+            sources["kernels"] = kr.text("source")
+        kernel_values = {k: (kr.integer(k, 100_000) if k == "sm_count" else kr.num(k))
+                         for k in sorted(kr.table) if k != "source"}
+    return eff, compute, kernel_values
+
+
+def _price(r: _Reader, data: dict[str, Any], sources: dict[str, str]) -> tuple[float | None, str]:
+    """The optional ``[price]`` table: a list price per GPU-hour, cited and dated."""
+    if "price" not in data:
+        return None, "USD"
+    pr = r.sub("price")
+    pr.only(_PRICE_KEYS)
+    price, currency = pr.num("per_gpu_hour"), pr.text("currency")
+    sources["price"] = pr.text("source")
+    sources["price_date"] = pr.text("date")
+    return price, currency

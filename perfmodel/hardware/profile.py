@@ -23,6 +23,7 @@ __all__ = [
     "LinkTier",
     "ComputeEfficiency",
     "KernelParams",
+    "CollectiveParams",
     "Hardware",
     "PEAK_KEY",
 ]
@@ -147,6 +148,31 @@ class KernelParams:
 
 
 @dataclass(frozen=True)
+class CollectiveParams:
+    """How NCCL's collectives share the GPU with compute, and their fixed cost (``[collectives]``).
+
+    ``channels_intra`` / ``channels_net``: SMs an allreduce holds inside a node / across nodes
+    (NCCL runs one thread block per channel, on an SM of its own); ``base_latency_s``: the
+    fixed cost of launching one collective; ``memory_passes``: bytes of device memory traffic
+    per byte a collective moves over its link. Meanings and sources:
+    ``hardware_profiles/template.toml``; used by :mod:`perfmodel.cost.collectives`. Defaults:
+    NCCL's tuning model and a PCIe system's 2 channels (the fewest NCCL launches).
+    """
+
+    channels_intra: int = 2
+    channels_net: int = 2
+    base_latency_s: float = 8.4e-6
+    memory_passes: float = 3.0
+
+    def __post_init__(self) -> None:
+        for k in ("channels_intra", "channels_net"):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1024:
+                raise ProfileError(f"collectives: '{k}' must be an integer from 1 to 1,024, got {v!r:.40}")
+        _in_range("collectives", base_latency_s=self.base_latency_s, memory_passes=self.memory_passes)
+
+
+@dataclass(frozen=True)
 class Hardware:
     """A whole system: a device type, ``gpus_per_node`` of them per node, and the link tiers."""
 
@@ -161,6 +187,7 @@ class Hardware:
     framework_reserve_bytes: float
     max_nodes: int = 4096
     kernels: KernelParams = field(default_factory=KernelParams)
+    collectives: CollectiveParams = field(default_factory=CollectiveParams)
     sources: Mapping[str, str] = field(default_factory=dict)
     path: str = ""
     schema_version: int = 1
@@ -182,6 +209,11 @@ class Hardware:
         n = self.max_nodes
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1_000_000:
             raise ProfileError(f"{self.name}: max_nodes must be an integer from 1 to 1,000,000, got {n!r:.40}")
+        sms = self.kernels.sm_count
+        for k in ("channels_intra", "channels_net"):
+            if getattr(self.collectives, k) >= sms:
+                raise ProfileError(f"{self.name}: collectives.{k} = {getattr(self.collectives, k)} must be below "
+                                   f"efficiency.kernels.sm_count = {sms} (NCCL holds one SM per channel)")
         object.__setattr__(self, "compute", MappingProxyType(dict(self.compute)))
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 

@@ -66,6 +66,9 @@ RANGES: dict[str, Range] = {
     "depthwise_efficiency": _FRACTION,
     "host_op_s": Range(0.0, 0.1, "0 to 0.1 s"),
     "step_overhead_s": Range(0.0, 1.0, "0 to 1 s"),
+    # NCCL's collectives ([collectives]; the channel counts are integer fields)
+    "base_latency_s": Range(0.0, 0.1, "0 to 0.1 s"),
+    "memory_passes": Range(0.0, 100.0, "0 to 100 bytes per byte"),
     "per_gpu_hour": Range(0.0, 1e6, "0 to 1e6 (currency units per GPU-hour)"),
 }
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, ssum
 from .context import Context, weight_group
-from .data import gradient_exchange
+from .data import bucket_copies_s, gradient_exchange
 from .dataparallel import dataparallel_parts
 from .dimension import Valuation, optimizer_step_s
 from .memory import input_batch_bytes
@@ -76,7 +76,11 @@ def chain_terms(
         terms, body, ends = _pipeline(ctx, s, q, bounds, ranges, crit)
     else:
         terms, body, ends = _single_stage(ctx, s, q)
-    exposed, details = _gradient_exchange(ctx, s, q, ranges, ends, body)
+    if s.dp * s.sp_degree > 1:
+        terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, ranges, q.val.v)
+    exposed, details, slowed = _gradient_exchange(ctx, s, q, ranges, ends, body)
+    if slowed is not None:
+        terms["nccl_contention"] = slowed
     terms["gradient_exchange_exposed"] = exposed
     link_params = ctx.link_sum(ctx.cc.params)
     largest = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
@@ -165,31 +169,33 @@ def _pipeline(
 
 def _gradient_exchange(
     ctx: Context, s: Strategy, q: ChainStep, ranges: list[tuple[int, int]], ends: list[Num], body: Num
-) -> tuple[Num, dict[str, Any]]:
-    """(exposed seconds, details) of the data dimension: a parameter server's worst case (all
-    workers at once, after compute), ``torch.nn.DataParallel``'s scatter/replicate/gather/reduce,
-    or DDP's bucketed allreduce among the GPUs sharing each weight."""
+) -> tuple[Num, dict[str, Any], Num | None]:
+    """(exposed seconds, details, NCCL's slow-down of backward or None) of the data dimension: a
+    parameter server's worst case (all workers at once, after compute), ``torch.nn.DataParallel``'s
+    scatter/replicate/gather/reduce, or DDP's bucketed allreduce among the GPUs sharing each
+    weight (the only one that runs beside backward)."""
     val, net = q.val, ctx.net
     params = float(ctx.cc.params.sum())
     if s.is_ps:
         if s.dp <= 1:
-            return 0.0, {}
+            return 0.0, {}, None
         server, worker, alpha = parameter_server_links(ctx, s.gpus, val.lp)
         grad = params * GRAD_BYTES_PER_PARAM
-        return parameter_server_comm_s(grad, s.dp, server, worker, alpha, s.comm == "ps-sharded"), {}
+        return parameter_server_comm_s(grad, s.dp, server, worker, alpha, s.comm == "ps-sharded"), {}, None
     if s.comm == "dataparallel" and s.dp > 1:
         out_elems = float(ctx.cc.evaluate(1.0)["out_elems"][-1])
         parts = dataparallel_parts(
             q.fwd, params * 4, params * GRAD_BYTES_PER_PARAM, input_batch_bytes(net.input_shape, val.b),
             val.b * out_elems * val.e, s.dp, val.lp.bw_intra, val.lp.alpha_intra, val.v.launch_s,
         )
-        return val.M * ssum(list(parts.values())), {"dataparallel": {k: val.M * v for k, v in parts.items()}}
-    exposed, total_comm = gradient_exchange(ctx, s, q.bwd, ranges, ends, body, val.lp if val.symbolic else None)
+        return val.M * ssum(list(parts.values())), {"dataparallel": {k: val.M * v for k, v in parts.items()}}, None
+    lp = val.lp if val.symbolic else None
+    exposed, total_comm, slowed = gradient_exchange(ctx, s, q.bwd, ranges, ends, body, lp)
     if s.dp * s.sp_degree <= 1:
-        return exposed, {}
+        return exposed, {}, None
     group = weight_group(s, ctx.hw.gpus_per_node)
     details = {
         "gradient_allreduce_s": total_comm,
         "gradient_group": {"gpus": group.size, "per_node": group.per_node, "algorithm": s.comm},
     }
-    return exposed, details
+    return exposed, details, slowed

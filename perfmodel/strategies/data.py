@@ -1,4 +1,11 @@
-"""Data parallelism: gradients in DDP's buckets, each allreduced once ready, overlapped with backward."""
+"""Data parallelism: gradients in DDP's buckets, each allreduced once ready, overlapped with backward.
+
+The backward compute that runs beside an allreduce is slowed by it (NCCL holds SMs and
+memory bandwidth: :func:`perfmodel.cost.collectives.contention`); that slow-down is the
+plan's ``nccl_contention`` term, and only the exchange that sticks out past the slowed
+backward is exposed. DDP also copies every gradient tensor into its bucket and back
+(``gradient_bucket_copies``, :func:`bucket_copies_s`).
+"""
 
 from __future__ import annotations
 
@@ -6,16 +13,35 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..cost.collectives import LinkParams, allreduce, allreduce_expr
-from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import Num, smax, ssum
+from ..cost.collectives import (
+    Group,
+    LinkParams,
+    allreduce,
+    allreduce_expr,
+    contention,
+    link_params,
+    memory_contention_s,
+)
+from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
+from ..cost.formulas import Num, smax, smin, ssum
+from ..network import Network
 from .context import Context, weight_group
 from .spec import Strategy
 
 #: A sequence of floats or a numpy array of them.
 FloatSeq = Sequence[float] | np.ndarray
 
-__all__ = ["BUCKET_BYTES", "buckets", "overlapped_exchange", "gradient_exchange"]
+__all__ = [
+    "BUCKET_BYTES",
+    "buckets",
+    "overlapped_exchange",
+    "slowed_backward_s",
+    "gradient_exchange",
+    "param_tensors",
+    "bucket_copies_s",
+    "copies_s",
+    "shard_copies_s",
+]
 
 #: PyTorch DDP's default bucket size, ``bucket_cap_mb=25`` (torch.nn.parallel.DistributedDataParallel docs).
 BUCKET_BYTES = 25 * 2**20
@@ -65,6 +91,63 @@ def overlapped_exchange(
     return end, total_comm
 
 
+def slowed_backward_s(comm_s: Num, backward_s: Num, grad_bytes: float, group: Group, links: LinkParams) -> Num:
+    """How much later a backward pass of ``backward_s`` ends when ``comm_s`` seconds of
+    allreduces of ``grad_bytes`` over ``group`` run beside it (numbers or symbols): they overlap
+    at most ``w = min(comm_s, backward_s)``; during it compute runs ``1 + gamma`` times slower
+    on the SMs NCCL leaves, and loses the memory bandwidth NCCL's traffic takes (at most ``w``):
+    ``max(gamma/(1 + gamma) w, min(memory seconds, w))`` (0 when nothing overlaps)."""
+    gamma = contention(group, links)
+    window = smin(comm_s, backward_s)
+    return smax(gamma / (1 + gamma) * window, smin(memory_contention_s(grad_bytes, group, links), window))
+
+
+#: Layer kinds whose parameters are two tensors (scale and shift) whatever ``bias`` says.
+_AFFINE_KINDS = frozenset({"batchnorm", "layernorm", "groupnorm"})
+
+
+def param_tensors(net: Network) -> np.ndarray:
+    """Parameter tensors per layer: a weight, plus a bias; a norm's scale and shift (as
+    ``nn.Module.parameters()`` lists them: resnet50 161)."""
+    return np.array([0.0 if not layer.params else 2.0 if layer.bias or layer.kind in _AFFINE_KINDS else 1.0
+                     for layer in net.layers])
+
+
+def copies_s(tensors: float, params: float, v: ComputeValues) -> Num:
+    """Seconds of DDP's two gradient copies per step for ``tensors`` tensors of ``params`` fp32
+    values (numbers or symbols, by ``v``): with ``gradient_as_bucket_view=False`` (the
+    default), the reducer copies each gradient into its bucket when autograd produces it
+    (dividing by the world size in the same kernel) and each reduced bucket slice back into
+    the gradient when backward ends (torch/csrc/distributed/c10d/reducer.cpp,
+    ``mark_variable_ready_dense`` and ``copy_bucket_to_grad``): one kernel per tensor each
+    way (``tau``), reading and writing 4 bytes per value (``beta_mem * eta_mem``)."""
+    traffic = 2 * GRAD_BYTES_PER_PARAM * params / (v.memory_bandwidth_bytes_per_s * v.eta_memory)
+    return 2 * (tensors * v.launch_s + traffic)
+
+
+def shard_copies_s(net: Network, params: np.ndarray, v: ComputeValues) -> Num:
+    """:func:`copies_s` of a GPU holding ``params`` parameters per layer of ``net`` (a shard:
+    a layer's tensors count where it holds any)."""
+    return copies_s(float(np.where(params > 0, param_tensors(net), 0.0).sum()), float(params.sum()), v)
+
+
+def bucket_copies_s(ctx: Context, s: Strategy, ranges: Sequence[tuple[int, int]], v: ComputeValues) -> Num:
+    """The ``gradient_bucket_copies`` term: :func:`copies_s` of the largest stage's layers
+    ``ranges`` (0 for one replica). The copy in lengthens backward and delays the buckets
+    alike, the copy out follows the last allreduce: both add to the step. A parameter-server
+    worker is charged the same two copies (into the buffer it pushes, out of the one it
+    pulls), and so is ``torch.nn.DataParallel``, whose ``reduce_add_coalesced`` flattens the
+    gradients into buffers and copies the sums back (torch/nn/parallel/comm.py)."""
+    if s.dp * s.sp_degree == 1:
+        return 0.0
+    tensors = param_tensors(ctx.net)
+    out: Num = None
+    for a, b in ranges:
+        x = copies_s(float(tensors[a:b].sum()), float(ctx.cc.params[a:b].sum()), v)
+        out = x if out is None else smax(out, x)
+    return out
+
+
 def gradient_exchange(
     ctx: Context,
     s: Strategy,
@@ -73,18 +156,30 @@ def gradient_exchange(
     ends: Sequence[Num],
     body_s: Num,
     lp: LinkParams | None = None,
-) -> tuple[Num, Num]:
-    """(exposed seconds, total allreduce seconds) of the gradient exchange among the GPUs
-    sharing each weight (dp replicas x spatial tiles): every stage's layers ``ranges`` reduced
-    in buckets while its last backward micro-batch (``bwd`` per layer) runs up to ``ends``.
+) -> tuple[Num, Num, Num]:
+    """(exposed seconds, total allreduce seconds, contention seconds) of the gradient exchange
+    among the GPUs sharing each weight (dp replicas x spatial tiles): every stage's layers
+    ``ranges`` reduced in buckets while its last backward micro-batch (``bwd`` per layer)
+    runs up to ``ends``.
 
+    Contention (the ``nccl_contention`` term, the largest over stages): the allreduces can
+    overlap at most ``w = min(their seconds, the backward seconds they run beside)``; during
+    that window compute runs on the SMs NCCL leaves, ``1 + gamma`` times slower
+    (:func:`~perfmodel.cost.collectives.contention`), and loses the memory bandwidth NCCL's
+    traffic takes (:func:`~perfmodel.cost.collectives.memory_contention_s`, at most ``w``):
+    the backward ends ``max(gamma/(1 + gamma) w, min(memory seconds, w))`` later. The exchange
+    is exposed only past the slowed backward (``body + contention + exposed = max(body +
+    contention, last allreduce's end)``). First order: the window is an upper bound of the
+    overlap, and a slowed backward also readies later buckets later, which is not followed;
+    both are monotone, so more bandwidth never slows a step and more contention never speeds one.
     On the profile's links (``lp=None``), or on ``lp``'s symbols with symbolic times
     (``explain``): the same recurrence either way.
     """
     if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     group = weight_group(s, ctx.hw.gpus_per_node)
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
+    links = link_params(ctx.hw, group) if lp is None else lp
 
     def reduce(nbytes: float) -> Num:
         if lp is None:
@@ -92,6 +187,7 @@ def gradient_exchange(
         return allreduce_expr(nbytes, group, lp, s.comm)
 
     end_max: Num = None
+    slowed: Num = None
     total: Num = 0.0
     for (a, b), end_s in zip(ranges, ends, strict=True):
         last_bwd = bwd[a:b][::-1]
@@ -99,6 +195,8 @@ def gradient_exchange(
         if s.overlap == "none":  # the exchange starts when the backward pass has ended
             start, last_bwd = end_s, [0.0] * len(last_bwd)
         end, tot = overlapped_exchange(last_bwd, grad[a:b][::-1], reduce, start)
+        ext = slowed_backward_s(tot, ssum(last_bwd), float(grad[a:b].sum()), group, links)
         end_max = end if end_max is None else smax(end_max, end)
+        slowed = ext if slowed is None else smax(slowed, ext)
         total = total + tot
-    return smax(0, end_max - body_s), total
+    return smax(0, end_max - body_s - slowed), total, slowed

@@ -159,6 +159,18 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
         when = "after the last backward pass" if s.overlap == "none" else "overlapped with the last backward pass"
         words["gradient_exchange_exposed"] = (
             f"{s.comm} allreduce of the gradients among the {s.dp * s.sp_degree} GPUs sharing each weight in 25 MiB "
-            f"buckets, each once full and the previous one done, {when}; what sticks out past the step's body"
+            f"buckets, each once full and the previous one done, {when}; what sticks out past the step's body "
+            "slowed by NCCL"
+        )
+        words["nccl_contention"] = (
+            "backward compute slowed while NCCL's allreduces run beside it: NCCL's thread blocks hold C of the S "
+            "SMs (gamma = C/(S - C)) and its traffic takes memory bandwidth (kappa bytes per byte sent), over the "
+            "overlap window min(allreduce, backward)"
+        )
+    if s.dp * s.sp_degree > 1:
+        words["gradient_bucket_copies"] = (
+            "the gradient copies into the exchange buffers and back (DDP's reducer, a parameter server's push and "
+            "pull buffers, DataParallel's coalesced reduce): 2 launches per parameter tensor and 2 x 8 bytes per "
+            "parameter over the memory bandwidth, largest stage"
         )
     return words

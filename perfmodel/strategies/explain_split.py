@@ -61,6 +61,14 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
         "overlapped with the last backward pass (exchanges included) as for data parallelism"
         if s.dp > 1 else "one replica: no gradient exchange"
     )
+    if s.dp > 1:
+        legend["nccl_contention"] = (
+            "backward compute slowed while NCCL's allreduces run beside it (gamma = C/(S - C) of NCCL's SMs, kappa "
+            "bytes of memory traffic per byte sent), over the overlap window"
+        )
+        legend["gradient_bucket_copies"] = (
+            "DDP's copies of each gradient into its bucket and back: 2 launches per tensor, 2 x 8 bytes per parameter"
+        )
     legend["optimizer_step"] = "the update of the shard's weights"
     notes = [
         f"{mode}={n}: every exchanged tensor of |y| elements per sample is one ring collective of n = b*|y|*e "

@@ -65,6 +65,10 @@ SYMBOL_MEANING: dict[str, str] = {
     "alpha_intra": "intra-node latency, s",
     "beta_net": "effective network bandwidth per GPU, bytes/s",
     "alpha_net": "network latency, s",
+    "alpha_0": "fixed latency of one collective (NCCL's base latency), s",
+    "gamma_intra": "extra compute seconds per second beside an allreduce in a node: NCCL's SMs, C/(S - C)",
+    "gamma_net": "extra compute seconds per second beside an allreduce across nodes: NCCL's SMs, C/(S - C)",
+    "kappa": "device-memory bytes per byte a collective moves over its link",
 }
 
 #: The symbols a what-if may change (:meth:`StepFormula.evaluate`, ``explain --set``): the
@@ -72,7 +76,7 @@ SYMBOL_MEANING: dict[str, str] = {
 #: counts fix the plan itself.
 HARDWARE_SYMBOLS: tuple[str, ...] = (
     "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "h", "t_step",
-    "beta_intra", "alpha_intra", "beta_net", "alpha_net",
+    "beta_intra", "alpha_intra", "beta_net", "alpha_net", "alpha_0", "gamma_intra", "gamma_net", "kappa",
 )
 
 MODULES: list[Any] = ["math", {"Max": max, "Min": min, "ceiling": math.ceil}]
@@ -209,6 +213,10 @@ def symbol_values(ctx: Context, group: Group | None) -> dict[sp.Symbol, float]:
         LINK.alpha_intra: lp.alpha_intra,
         LINK.bw_net_per_gpu: lp.bw_net_per_gpu,
         LINK.alpha_net: lp.alpha_net,
+        LINK.alpha_base: lp.alpha_base,
+        LINK.sm_intra: lp.sm_intra,
+        LINK.sm_net: lp.sm_net,
+        LINK.mem_passes: lp.mem_passes,
     }
 
 

@@ -18,9 +18,11 @@ __all__ = ["Prediction", "EXCLUDED", "assumptions", "baseline_text", "speedup"]
 
 #: What no prediction includes.
 EXCLUDED = (
-    "data loading and augmentation, host-to-device input copies, evaluation, checkpointing, "
-    "slow-down of compute by concurrent communication (included: the loss, zero_grad and host "
-    "synchronisation, as one fixed cost per step: efficiency.kernels.step_overhead_s)"
+    "data loading and augmentation, host-to-device input copies, evaluation, checkpointing "
+    "(included: the loss, zero_grad and host synchronisation, as one fixed cost per step: "
+    "efficiency.kernels.step_overhead_s; NCCL's slow-down of the backward compute it overlaps "
+    "and each collective's base latency: [collectives]; DDP's copies of every gradient tensor "
+    "into its bucket and back)"
 )
 
 

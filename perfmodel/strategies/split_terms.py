@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, ring_tier
+from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, link_params, ring_tier
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, ssum
 from .context import Context, weight_group
-from .data import overlapped_exchange
+from .data import overlapped_exchange, shard_copies_s, slowed_backward_s
 from .dimension import Valuation, optimizer_step_s
 from .spec import Strategy
 
@@ -72,14 +72,15 @@ def replica_exchange(
     bwd: Sequence[Num] | np.ndarray,
     body: Num,
     lp: LinkParams | None = None,
-) -> tuple[Num, Num, Group]:
-    """(exposed seconds, total allreduce seconds, the replicas' group) of each shard's gradient
-    allreduce across the dp replicas, bucketed and overlapped with the last micro-batch's
-    backward (``bwd`` per layer, exchanges included); the replicas are ``n`` ranks apart, as
-    those of an ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
+) -> tuple[Num, Num, Group, Num]:
+    """(exposed seconds, total allreduce seconds, the replicas' group, contention seconds) of
+    each shard's gradient allreduce across the dp replicas, bucketed and overlapped with the
+    last micro-batch's backward (``bwd`` per layer, exchanges included; slowed by NCCL as
+    :func:`.data.slowed_backward_s` says); the replicas are ``n`` ranks apart, as those of an
+    ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
     dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
     if s.dp <= 1:
-        return 0.0, 0.0, dp_group
+        return 0.0, 0.0, dp_group, 0.0
 
     def reduce(nbytes: float) -> Num:
         if lp is None:
@@ -92,7 +93,9 @@ def replica_exchange(
     if s.overlap == "none":  # the exchange starts when the backward pass has ended
         rev, start = [0.0] * len(rev), body
     end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, start)
-    return smax(0, end - body), total_comm, dp_group
+    links = link_params(ctx.hw, dp_group) if lp is None else lp
+    slowed = slowed_backward_s(total_comm, ssum(rev), float(grad_bytes.sum()), dp_group, links)
+    return smax(0, end - body - slowed), total_comm, dp_group, slowed
 
 
 def _plus(per_layer: Sequence[Num] | np.ndarray, extra: list[Num]) -> Sequence[Num] | np.ndarray:
@@ -145,9 +148,12 @@ def split_terms(
     comm, layer_b = _collectives(exchanges, mode, n, group, val, len(params))
     terms: dict[str, Num] = {"compute": val.M * (ssum(fwd) + ssum(bwd)), **comm}
     body = ssum(list(terms.values()))
-    exposed, total_comm, dp_group = replica_exchange(
+    exposed, total_comm, dp_group, slowed = replica_exchange(
         ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None
     )
+    if s.dp > 1:
+        terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, val.v)
+        terms["nccl_contention"] = slowed
     terms["gradient_exchange_exposed"] = exposed
     terms["optimizer_step"] = optimizer_step_s(float(params.sum()), ctx.optimizer, val.v)
     return terms, total_comm, dp_group

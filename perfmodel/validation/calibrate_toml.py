@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from typing import Any
 
 from ..hardware import PRECISIONS, Hardware
@@ -92,6 +93,10 @@ def profile_toml(
         if p in notes:
             items.append(("source", notes[p]))
         lines += _table(f"efficiency.compute.{p}", items)
+    kernels: list[tuple[str, object]] = [(f.name, getattr(hw.kernels, f.name)) for f in fields(hw.kernels)]
+    lines += _table("efficiency.kernels", kernels + [("source", s.get("kernels", "from the base profile"))])
+    coll: list[tuple[str, object]] = [(f.name, getattr(hw.collectives, f.name)) for f in fields(hw.collectives)]
+    lines += _table("collectives", coll + [("source", s.get("collectives", "from the base profile"))])
     if hw.price_per_gpu_hour is not None:
         lines += _table(
             "price",
