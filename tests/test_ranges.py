@@ -42,6 +42,8 @@ FIELDS = {
     "host_op_s": "efficiency.kernels.host_op_s",
     "step_overhead_s": "efficiency.kernels.step_overhead_s",
     "per_gpu_hour": "price.per_gpu_hour",
+    "memory_latency_s": "efficiency.kernels.memory_latency_s",
+    "sector_slots_per_sm": "efficiency.kernels.sector_slots_per_sm",
 }
 
 

@@ -52,7 +52,8 @@ _NETWORK_KEYS = _LINK_KEYS | {"max_nodes"}
 _EFFICIENCY_KEYS = {"kernel_launch_s", "framework_reserve_bytes", "compute", "kernels", "source"}
 _KERNEL_KEYS = {"sm_count", "tile_half_intensity", "winograd_gain", "winograd_min_channels",
                 "wgrad_efficiency", "wgrad_efficiency_tensor_cores", "depthwise_efficiency",
-                "host_op_s", "step_overhead_s", "source"}
+                "host_op_s", "step_overhead_s", "source", "memory_latency_s", "threads_per_sm",
+                "sector_slots_per_sm"}
 _COMPUTE_KEYS = set(PRECISIONS) | {"source"}
 _PRECISION_KEYS = {"conv", "linear", "memory", "half_work_flops", "source"}
 
@@ -209,7 +210,7 @@ def parse_profile(data: dict[str, Any], file: str) -> Hardware:
         kr.only(_KERNEL_KEYS)
         if "source" in kr.table:
             sources["kernels"] = kr.text("source")
-        kernel_values = {k: (kr.integer(k, 100_000) if k == "sm_count" else kr.num(k))
+        kernel_values = {k: (kr.integer(k, 100_000) if k in ("sm_count", "threads_per_sm") else kr.num(k))
                          for k in sorted(kr.table) if k != "source"}
     price: float | None = None
     currency = "USD"

@@ -128,16 +128,26 @@ class KernelParams:
     depthwise_efficiency: float = 0.0406
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
+    #: DRAM load latency seen by a dependent load (seconds), and the threads an SM holds at once:
+    #: the latency bound of window kernels (perfmodel.cost.kernels, "latency bound")
+    memory_latency_s: float = 5.28e-7
+    threads_per_sm: int = 2048
+    #: 32-byte sector requests an SM keeps in flight to L2/DRAM (its miss-handling capacity)
+    sector_slots_per_sm: float = 353.0
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
             raise ProfileError(f"efficiency.kernels: 'sm_count' must be a positive integer, got {self.sm_count!r}")
+        t = self.threads_per_sm
+        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+            raise ProfileError(f"efficiency.kernels: 'threads_per_sm' must be a positive integer, got {t!r}")
         _in_range("efficiency.kernels", tile_half_intensity=self.tile_half_intensity,
                   winograd_gain=self.winograd_gain, winograd_min_channels=self.winograd_min_channels,
                   wgrad_efficiency=self.wgrad_efficiency,
                   wgrad_efficiency_tensor_cores=self.wgrad_efficiency_tensor_cores,
                   depthwise_efficiency=self.depthwise_efficiency, host_op_s=self.host_op_s,
-                  step_overhead_s=self.step_overhead_s)
+                  step_overhead_s=self.step_overhead_s, memory_latency_s=self.memory_latency_s,
+                  sector_slots_per_sm=self.sector_slots_per_sm)
 
 
 @dataclass(frozen=True)
