@@ -39,7 +39,12 @@ SETS = {
 PARAMS = (
     ("conv", 0.3, 1.0), ("linear", 0.3, 1.0), ("memory", 0.4, 1.0), ("tile_half_intensity", 0.5, 64.0),
     ("winograd_gain", 1.0, 4.0), ("wgrad_efficiency", 0.2, 1.0), ("depthwise_efficiency", 0.005, 0.5),
+    # the latency bound of window kernels (only PipeDream's pooling rows inform them): fitted only
+    # when named with --only
+    ("memory_latency_s", 1e-7, 2e-6), ("sector_slots_per_sm", 32.0, 4096.0),
 )
+#: numbers the simplex sees in other units, so that every coordinate is of order one
+UNIT = {"memory_latency_s": 1e-6, "sector_slots_per_sm": 100.0}
 #: tensor-core precisions: their conv/linear efficiencies and weight-gradient rate; the shape
 #: rules' tile intensity is the generation's (fitted on fp32)
 TC_PARAMS = (("conv", 0.2, 1.0), ("linear", 0.2, 1.0), ("wgrad_efficiency_tensor_cores", 0.2, 1.0))
@@ -55,14 +60,15 @@ def fit(name: str, only: tuple[str, ...] = ()) -> dict[str, float]:
     # memory-bound kernels (memory efficiency) and depthwise convolutions are only in PipeDream's rows
     free = PARAMS if "pipedream" in sources else PARAMS[:2] if sources == ("neusight",) else \
         PARAMS[:2] + PARAMS[3:6] if precision == "fp32" else TC_PARAMS
-    free = tuple(p for p in free if p[0] in only) if only else free
+    free = tuple(p for p in PARAMS if p[0] in only and p in free) if only else \
+        tuple(p for p in free if p[0] not in UNIT)
     # each source weighs the same in the loss, whatever its number of rows
     n_of = {s: sum(1 for r in rows if r.source == s) for s in sources}
     weight = np.array([1.0 / n_of[r.source] for r in rows])
     weight /= weight.sum()
 
     def at(x: np.ndarray) -> dict[str, float]:
-        return {p[0]: float(np.clip(v, p[1], p[2])) for p, v in zip(free, x, strict=True)}
+        return {p[0]: float(np.clip(v * UNIT.get(p[0], 1.0), p[1], p[2])) for p, v in zip(free, x, strict=True)}
 
     def hardware(v: dict[str, float]):  # type: ignore[no-untyped-def]
         eff = hw0.compute[precision]
@@ -78,7 +84,7 @@ def fit(name: str, only: tuple[str, ...] = ()) -> dict[str, float]:
     x0 = []
     for p in free:
         cur = getattr(hw0.compute[precision], p[0], None)
-        x0.append(cur if cur is not None else getattr(hw0.kernels, p[0]))
+        x0.append((cur if cur is not None else getattr(hw0.kernels, p[0])) / UNIT.get(p[0], 1.0))
     sol = minimize(loss, np.array(x0, dtype=float), method="Nelder-Mead",
                    options={"maxiter": 400, "xatol": 1e-3, "fatol": 1e-4})
     v = at(sol.x)
