@@ -7,14 +7,18 @@ import math
 
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfmodel import get_model
+from perfmodel.cost.compute import ShapeRules, layer_seconds
 from perfmodel.cost.kernel_model import ComputeValues, phase_times
 from perfmodel.cost.kernels import layer_kernels
 from perfmodel.cost.work import kernel_work, window_path_loads
 from perfmodel.hardware import load_hardware
 from perfmodel.hardware.profile import KernelParams
+from perfmodel.network.counts import compile_counts
 from perfmodel.network.layers import Layer
 from perfmodel.validation.kernel_rows import load_rows
 from perfmodel.validation.kernels import price_rows
@@ -112,3 +116,19 @@ def test_few_threads_take_one_window_of_latencies() -> None:
     # 64 planes of a 7x7 global pool: 64 threads, each 49 dependent loads -> 49 latencies
     lk = layer_kernels([_pool(64, 7, 7, 7)], [False])
     assert float(window_path_loads(lk, KernelParams(), np.ones(1), 4.0)[0]) == pytest.approx(49.0)
+
+
+def test_symbolic_formula_equals_numbers_on_a_pooling_layer() -> None:
+    # explain evaluates the same code on symbols: ResNet-50's 3x3/2 max pool on A100 at amp,
+    # where the latency term is the largest, must give predict's seconds
+    net = get_model("resnet50", 224)
+    cc = compile_counts(net)
+    hw = load_hardware("a100-80gb-dgx")
+    b = sp.Symbol("b", positive=True)
+    sym = ComputeValues.symbols()
+    f, _ = layer_seconds(cc, cc.evaluate(1.0), cc.params, sym, b, ShapeRules.of(hw, "amp", 32.0))
+    num, _ = layer_seconds(cc, cc.evaluate(32.0), cc.params, ComputeValues.of(hw, "amp"), 1.0, ShapeRules.of(hw, "amp"))
+    i = next(j for j, layer in enumerate(net.layers) if layer.kind == "maxpool")
+    assert sp.Symbol("L_mem", positive=True) in f[i].free_symbols
+    values = dict(zip(sym.as_tuple(), ComputeValues.of(hw, "amp").as_tuple(), strict=True))
+    assert float(f[i].subs({b: 32.0, **values})) == pytest.approx(float(num[i]), rel=1e-9)

@@ -59,7 +59,7 @@ class ComputeValues:
     elem_bytes: Num  # e: bytes per activation element at the precision
     host_op_s: Num  # h: host (CPU) seconds per op eager PyTorch dispatches
     step_overhead_s: Num  # t_step: fixed host/GPU seconds per training step
-    mem_latency_s: Num = 5.28e-7  # L_mem: DRAM latency of a load a window kernel's thread waits for
+    mem_latency_s: Num = 5.28e-7  # L_mem: latency of one load a pooling kernel's thread waits for
 
     #: The symbol of each field in ``explain`` (:meth:`symbols`).
     SYMBOL_NAMES = (

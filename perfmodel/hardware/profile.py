@@ -128,11 +128,12 @@ class KernelParams:
     depthwise_efficiency: float = 0.0406
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
-    #: DRAM load latency seen by a dependent load (seconds), and the threads an SM holds at once:
-    #: the latency bound of window kernels (perfmodel.cost.kernels, "latency bound")
+    #: the latency bound of window kernels (perfmodel.cost.work.window_path_loads): effective
+    #: latency of one window load (fitted on V100), resident threads per SM (CUDA C++ Programming
+    #: Guide, compute capabilities 6.0-9.0: 2048) and the 32-byte sector requests an SM keeps in
+    #: flight (fitted on V100)
     memory_latency_s: float = 5.28e-7
     threads_per_sm: int = 2048
-    #: 32-byte sector requests an SM keeps in flight to L2/DRAM (its miss-handling capacity)
     sector_slots_per_sm: float = 353.0
 
     def __post_init__(self) -> None:
