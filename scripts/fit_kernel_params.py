@@ -62,6 +62,11 @@ PARAMS = (
     ("winograd_gain", 1.0, 4.0), ("wgrad_efficiency", 0.2, 1.0), ("depthwise_efficiency", 0.005, 0.5),
     ("winograd_transform_flops", 0.0, 500.0), ("wgrad_split_efficiency", 0.1, 1.0),
 )
+#: the latency bound of window kernels (only PipeDream's pooling rows inform them): fitted only
+#: when named with --only
+LATENCY_PARAMS = (("memory_latency_s", 1e-7, 2e-6), ("sector_slots_per_sm", 32.0, 4096.0))
+#: numbers the simplex sees in other units, so that every coordinate is of order one
+UNIT = {"memory_latency_s": 1e-6, "sector_slots_per_sm": 100.0}
 #: tensor-core precisions: their conv/linear efficiencies and weight-gradient rate; the shape
 #: rules' tile intensity is the generation's (fitted on fp32)
 TC_PARAMS = (("conv", 0.2, 1.0), ("linear", 0.2, 1.0), ("wgrad_efficiency_tensor_cores", 0.2, 1.0),
@@ -118,20 +123,22 @@ def fit(
     rows = list(set_rows(name) if rows is None else rows)
     meas = np.array([r.measured_s for r in rows])
     hw0 = load_hardware(profile)
-    free = tuple(p for p in free_params(name) if not only or p[0] in only)
+    extra = LATENCY_PARAMS if "pipedream" in sources else ()
+    free = tuple(p for p in free_params(name) + extra if p[0] in only) if only else free_params(name)
     # each source weighs the same in the loss, whatever its number of rows
     n_of = {s: sum(1 for r in rows if r.source == s) for s in sources}
     weight = np.array([1.0 / n_of[r.source] for r in rows])
     weight /= weight.sum()
 
     def at(x: np.ndarray) -> dict[str, float]:
-        return {p[0]: float(np.clip(v, p[1], p[2])) for p, v in zip(free, x, strict=True)}
+        return {p[0]: float(np.clip(v * UNIT.get(p[0], 1.0), p[1], p[2])) for p, v in zip(free, x, strict=True)}
 
     def loss(x: np.ndarray) -> float:
         pred, _ = price_rows(rows, {profile: with_values(hw0, precision, at(x))}, before=False)
         return float(np.sum(weight * np.abs(np.log(pred / meas))))
 
-    x0 = [getattr(hw0.compute[precision], p[0]) if p[0] in COMPUTE else getattr(hw0.kernels, p[0]) for p in free]
+    x0 = [(getattr(hw0.compute[precision], p[0]) if p[0] in COMPUTE else getattr(hw0.kernels, p[0]))
+          / UNIT.get(p[0], 1.0) for p in free]
     sol = minimize(loss, np.array(x0, dtype=float), method="Nelder-Mead",
                    options={"maxiter": 1000, "xatol": 1e-3, "fatol": 1e-4})
     v = at(sol.x)

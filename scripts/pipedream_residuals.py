@@ -12,12 +12,15 @@ Prints, per op kind and phase (PipeDream rows as ``perfmodel validate --kernels`
   of that type, i.e. what the profiler's hooks, ``torch.cuda.synchronize()`` and the module's
   host work cost; ``1 / b`` the rate per output byte. The scorer removes 0.26 ms forward /
   0.02 ms backward from every row (``perfmodel.validation.kernel_rows``);
+* the small-layer floor: raw forward times of batch norm and ReLU by size (flat below ~20 MB:
+  host work in the window, not a GPU effect);
 * the prologue check: forward rows whose window also holds untimed ops (residual adds,
   concatenations, dropout) exceed the model, when that work is priced in full, by at most about
   0.12 ms: what runs hidden behind the window's host work before the module's first launch
   (``PIPEDREAM_FWD_PROLOGUE_S``);
 * with ``--lomo``: leave-one-model-out. For each of PipeDream's models, the memory-side
-  parameters PipeDream's rows inform (the memory efficiency of ``v100-16gb-dgx1`` fp32) are
+  parameters PipeDream's rows inform (the memory efficiency of ``v100-16gb-dgx1`` fp32, and the
+  window kernels' memory latency and sector slots per SM, fitted on the pooling rows) are
   fitted by ``scripts/fit_kernel_params.py``'s loss on the other models' rows, and the left-out
   model is scored with them; the table compares that MAPE per op kind with the in-sample one.
 """
@@ -32,7 +35,7 @@ from collections.abc import Sequence
 from importlib import resources
 
 import numpy as np
-from scipy.optimize import minimize_scalar
+from scipy.optimize import minimize, minimize_scalar
 
 from perfmodel.hardware import Hardware, load_hardware
 from perfmodel.validation.kernel_rows import KernelRow, load_rows
@@ -111,6 +114,26 @@ def hook_check() -> None:
         print(f"{t:12s} {len(v):6d} {af:10.3f} {ab:9.3f}  {_rate(bf)}  {_rate(bb)}")
 
 
+def floor_check() -> None:
+    """Raw forward times of small batch-norm and ReLU layers by size: a floor that does not move
+    with the bytes is host work inside the window (not GPU parallelism, which Little's law shows
+    saturates a V100 from ~1 MB: 80 SMs x 2048 threads x 16 bytes each = 2.6 MB in flight)."""
+    text = resources.files("perfmodel.data").joinpath("kernels_pipedream_layers.csv").read_text(encoding="utf-8")
+    data: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for d in csv.DictReader(text.splitlines()):
+        if d["layer_type"] in ("BatchNorm2d", "ReLU") and float(d["fwd_ms"]) > 0:
+            data[d["layer_type"]].append((float(d["output_activation_bytes"]) / 1e6, float(d["fwd_ms"])))
+    print("\nsmall-layer floor: raw forward ms (before any subtraction) by output size")
+    print("layer type   output MB      rows  10th pct ms  median ms")
+    for t, vals in sorted(data.items()):
+        v = np.array(vals)
+        for lo, hi in ((0, 2), (2, 5), (5, 10), (10, 20), (20, 50)):
+            m = (v[:, 0] >= lo) & (v[:, 0] < hi)
+            if m.any():
+                print(f"{t:12s} {lo:3d} - {hi:3d}  {int(m.sum()):8d}  {np.quantile(v[m, 1], 0.1):11.3f}  "
+                      f"{np.median(v[m, 1]):9.3f}")
+
+
 def overlap_check(rows: Sequence[KernelRow]) -> None:
     """How far forward rows with untimed work in their window exceed the model, by that work's time,
     priced as if none of it hid behind the window's host prologue (the prologue's estimate)."""
@@ -140,19 +163,42 @@ def fit_memory(rows: Sequence[KernelRow], hw: Hardware) -> float:
     return float(minimize_scalar(loss, bounds=(0.4, 1.0), method="bounded", options={"xatol": 1e-3}).x)
 
 
+def _with_latency(hw: Hardware, latency_s: float, slots: float) -> Hardware:
+    return dataclasses.replace(hw, kernels=dataclasses.replace(hw.kernels, memory_latency_s=latency_s,
+                                                               sector_slots_per_sm=slots))
+
+
+def fit_latency(rows: Sequence[KernelRow], hw: Hardware) -> tuple[float, float]:
+    """The window kernels' memory latency and sector slots per SM minimising the fitting script's loss
+    over the pooling rows of ``rows`` (no other row depends on them)."""
+    pool = [r for r in rows if r.layer.kind in ("avgpool", "maxpool")]
+    meas = np.array([r.measured_s for r in pool])
+
+    def loss(x: np.ndarray) -> float:
+        lat, slots = float(np.clip(x[0], 0.1, 2.0)) * 1e-6, float(np.clip(x[1], 0.32, 40.96)) * 100
+        pred, _ = price_rows(pool, {PROFILE: _with_latency(hw, lat, slots)}, before=False)
+        return float(np.mean(np.abs(np.log(pred / meas))))
+
+    x0 = np.array([hw.kernels.memory_latency_s * 1e6, hw.kernels.sector_slots_per_sm / 100])
+    sol = minimize(loss, x0, method="Nelder-Mead", options={"maxiter": 200, "xatol": 1e-3, "fatol": 1e-4})
+    return float(np.clip(sol.x[0], 0.1, 2.0)) * 1e-6, float(np.clip(sol.x[1], 0.32, 40.96)) * 100
+
+
 def lomo(rows: Sequence[KernelRow], hw: Hardware) -> None:
     meas = np.array([r.measured_s for r in rows])
     pred_in, _ = price_rows(rows, before=False)
     pred_out = np.zeros(len(rows))
     models = sorted({r.model for r in rows})
-    print("\nleave-one-model-out (memory efficiency refitted without the model)")
+    print("\nleave-one-model-out (memory efficiency, memory latency and sector slots refitted without the model)")
     for m in models:
         train = [r for r in rows if r.model != m]
         eff = fit_memory(train, hw)
+        lat, slots = fit_latency(train, hw)
         idx = [i for i, r in enumerate(rows) if r.model == m]
-        p, _ = price_rows([rows[i] for i in idx], {PROFILE: _with_memory(hw, eff)}, before=False)
+        p, _ = price_rows([rows[i] for i in idx], {PROFILE: _with_latency(_with_memory(hw, eff), lat, slots)},
+                          before=False)
         pred_out[idx] = p
-        print(f"  {m:15s} memory efficiency {eff:.3f}")
+        print(f"  {m:15s} memory efficiency {eff:.3f}, memory latency {lat * 1e9:.0f} ns, sector slots {slots:.0f}")
     ops = sorted({_op(r) for r in rows})
     print("op kind          rows  in-sample MAPE %  left-out MAPE %")
     for op in [*ops, "all"]:
@@ -165,6 +211,7 @@ def main(argv: list[str]) -> None:
     pred, _ = price_rows(rows, before=False)
     residual_tables(rows, pred)
     hook_check()
+    floor_check()
     overlap_check(rows)
     if "--lomo" in argv:
         lomo(rows, load_hardware(PROFILE))

@@ -31,7 +31,7 @@ def test_symbolic_layer_seconds_equal_layer_times(model: str, hw: str, precision
 
 def test_values_named_as_explain_prints_them() -> None:
     names = [str(s) for s in ComputeValues.symbols().as_tuple()]
-    assert names == ["R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "e", "h", "t_step"]
+    assert names == ["R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "e", "h", "t_step", "L_mem"]
     v = ComputeValues.of(load_hardware("a100-80gb-dgx"), "amp")
     assert v.elem_bytes == 2 and v.peak_flops_per_s > v.fp32_peak_flops_per_s
 

@@ -47,6 +47,8 @@ FIELDS = {
     "per_gpu_hour": "price.per_gpu_hour",
     "base_latency_s": "collectives.base_latency_s",
     "memory_passes": "collectives.memory_passes",
+    "memory_latency_s": "efficiency.kernels.memory_latency_s",
+    "sector_slots_per_sm": "efficiency.kernels.sector_slots_per_sm",
 }
 
 

@@ -194,8 +194,9 @@ def _table(
     emit(
         "Per layer: T_layer = max(ops*h, sum over its GEMM kernels of max(b*W/(R*eta), b*W_dw/R_fp32,"
         " (b*elems*e + params*e)/(beta_mem*eta_mem)) + memory kernels max(bytes/(beta_mem*eta_mem),"
-        " b*F_elementwise/R_fp32) + launches*tau), W = a kernel's FLOPs over its shape efficiency"
-        " (tiles, waves, Winograd) at the micro-batch b;"
+        " b*F_elementwise/R_fp32[, loads*L_mem]) + launches*tau), W = a kernel's FLOPs over its shape"
+        " efficiency (tiles, waves, Winograd) at the micro-batch b, loads = a pooling forward's loads on"
+        " its critical path (Little's law over the threads in flight);"
     )
     emit(
         "collectives: ring allreduce 2*(p - 1)/p * n/beta + 2*(p - 1)*alpha, tree 2*log2(p)*alpha + 2*n/beta,"

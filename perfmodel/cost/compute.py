@@ -134,7 +134,7 @@ def _times_batch(w: KernelWork, batch: Num) -> KernelWork:
         mem_elems_fwd=_mul(batch, w.mem_elems_fwd), mem_elems_bwd=_mul(batch, w.mem_elems_bwd),
         mem_extra_bytes_fwd=_mul(batch, w.mem_extra_bytes_fwd), mem_extra_bytes_bwd=_mul(batch, w.mem_extra_bytes_bwd),
         launches_fwd=w.launches_fwd, launches_bwd=w.launches_bwd,
-        host_ops_fwd=w.host_ops_fwd, host_ops_bwd=w.host_ops_bwd,
+        host_ops_fwd=w.host_ops_fwd, host_ops_bwd=w.host_ops_bwd, window_loads_fwd=w.window_loads_fwd,
     )
 
 

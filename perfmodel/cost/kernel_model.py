@@ -6,6 +6,9 @@ A layer's forward (backward) time is
                        + max(memory-kernel bytes / (beta_mem * eta_mem), elementwise FLOPs / R_fp32)
                        + launches x tau)
 
+where the memory-kernel term of a forward pooling layer is also no faster than its window kernel's
+latency bound, loads on the critical path x L_mem (:func:`perfmodel.cost.work.window_path_loads`).
+
 with ``W`` a kernel's effective FLOPs (:mod:`perfmodel.cost.work`: direct FLOPs over the shape
 efficiency and the algorithm's gain), ``R`` the precision's matmul peak, ``R_fp32`` the fp32
 peak, ``beta_mem`` the memory bandwidth, ``tau`` the per-kernel launch gap on the GPU and
@@ -56,10 +59,11 @@ class ComputeValues:
     elem_bytes: Num  # e: bytes per activation element at the precision
     host_op_s: Num  # h: host (CPU) seconds per op eager PyTorch dispatches
     step_overhead_s: Num  # t_step: fixed host/GPU seconds per training step
+    mem_latency_s: Num = 5.28e-7  # L_mem: latency of one load a pooling kernel's thread waits for
 
     #: The symbol of each field in ``explain`` (:meth:`symbols`).
     SYMBOL_NAMES = (
-        "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "e", "h", "t_step",
+        "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "e", "h", "t_step", "L_mem",
     )
 
     @classmethod
@@ -77,6 +81,7 @@ class ComputeValues:
             elem_bytes=BYTES_PER_ELEMENT[precision],
             host_op_s=hw.kernels.host_op_s,
             step_overhead_s=hw.kernels.step_overhead_s,
+            mem_latency_s=hw.kernels.memory_latency_s,
         )
 
     @classmethod
@@ -127,12 +132,18 @@ def phase_times(
             return 0
         return mm_time(w, s, weights, v, eta)
 
-    def mem(elems: Num, extra: Num, ew: Num) -> Num:
+    def mem(elems: Num, extra: Num, ew: Num, loads: Num = 0.0) -> Num:
         if isinstance(elems, float) and not (elems > 0 or extra > 0 or (isinstance(ew, float) and ew > 0)):
             return 0
-        return smax((elems * v.elem_bytes + extra) / bw, ew / v.fp32_peak_flops_per_s)
+        roof = ((elems * v.elem_bytes + extra) / bw, ew / v.fp32_peak_flops_per_s)
+        if isinstance(loads, float) and not loads > 0:
+            return smax(*roof)
+        return smax(*roof, loads * v.mem_latency_s)  # latency bound of window kernels
 
-    gpu_f = slot("fwd") + mem(w.mem_elems_fwd, w.mem_extra_bytes_fwd, ew_fwd) + w.launches_fwd * v.launch_s
+    gpu_f = (
+        slot("fwd") + mem(w.mem_elems_fwd, w.mem_extra_bytes_fwd, ew_fwd, w.window_loads_fwd)
+        + w.launches_fwd * v.launch_s
+    )
     gpu_b = (
         slot("dgrad") + slot("wgrad") + mem(w.mem_elems_bwd, w.mem_extra_bytes_bwd, ew_bwd)
         + w.launches_bwd * v.launch_s

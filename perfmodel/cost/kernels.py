@@ -30,6 +30,14 @@ adaptive avgpool    read ``n_in``, write ``n``                   read ``n``, wri
 concat              read+write ``n``                             none (gradient slices are views)
 upsample            read ``n_in``, write ``n``                   zero-fill and scatter-add into ``n_in``
 ==================  ==========================================  ============================================
+
+Latency bound of window kernels: PyTorch's pooling forward kernels (``avg_pool2d``, ``max_pool2d``,
+adaptive pooling to more than one output per plane) run one thread per output element, each walking
+its window with one load at a time. Per layer this module records the threads (output elements
+per sample), the serial loads per thread (window area) and the distance in elements between
+neighbouring threads' loads (the pooling stride along the row; a whole plane for a global
+window); :mod:`perfmodel.cost.work` turns them into the serial loads of the kernel's critical
+path and :mod:`perfmodel.cost.kernel_model` prices those at the memory latency.
 """
 
 from __future__ import annotations
@@ -45,7 +53,8 @@ from ..network.graph import Network
 from ..network.layers import Layer, numel
 from .efficiency import dgrad_work_factor
 
-__all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDEX_BYTES", "DEPTHWISE_MAX_CPG"]
+__all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDEX_BYTES", "DEPTHWISE_MAX_CPG",
+           "WINDOW_KINDS"]
 
 #: The GEMM-shaped kernels of a matmul layer, in order.
 MM_SLOTS = ("fwd", "dgrad", "wgrad")
@@ -107,6 +116,11 @@ class LayerKernels:
     host_ops_bwd: np.ndarray
     spatial_dims: np.ndarray
     names: tuple[str, ...] = field(default=())
+    #: window kernels (forward pooling): threads per sample, serial loads per thread, elements
+    #: between neighbouring threads' loads (0 where the layer has no such kernel)
+    window_threads_fwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    window_loads_fwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    window_stride_fwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 View = tuple[float, float, float, bool, float]
@@ -180,6 +194,34 @@ def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]
     return table.get(kind, (0, 0, 0, 0, 0, 0))
 
 
+#: Pooling kinds whose forward kernel runs one thread per output walking its window.
+WINDOW_KINDS = ("maxpool", "avgpool", "adaptive_maxpool", "adaptive_avgpool")
+
+
+def _window_kernel(layer: Layer) -> tuple[float, float, float]:
+    """(threads per sample, serial loads per thread, elements between neighbouring threads' loads)
+    of ``layer``'s forward window kernel; zeros where it has none. Adaptive average pooling to one
+    output per plane is a mean reduction in PyTorch (``adaptive_avg_pool2d`` calls ``mean`` for a
+    1x1 output), which splits each plane over a warp: no window kernel."""
+    if layer.kind not in WINDOW_KINDS:
+        return 0.0, 0.0, 0.0
+    n = float(layer.out_elems)
+    n_in = float(sum(numel(s) for s in layer.in_shapes))
+    ratio = n_in / max(n, 1.0)
+    spatial = len(layer.out_shape) >= 3 and len(layer.in_shape) >= 3
+    out_plane = numel(layer.out_shape[1:]) if spatial else 0
+    if layer.kind == "adaptive_avgpool" and (out_plane == 1 or not spatial):
+        return 0.0, 0.0, 0.0
+    window = float(math.prod(layer.kernel)) if layer.kind in ("maxpool", "avgpool") and layer.kernel else ratio
+    if spatial:  # neighbouring outputs along a row, or (one output per plane) along the channels
+        stride = float(layer.stride[-1]) if out_plane > 1 and layer.stride else numel(layer.in_shape[1:])
+        if out_plane > 1 and not layer.stride:
+            stride = math.sqrt(ratio)
+    else:  # flat shapes (measured rows): the input-to-output ratio is the stride squared
+        stride = math.sqrt(ratio)
+    return n, window, max(stride, 1.0)
+
+
 def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernels:
     """The kernel descriptors of ``layers`` (``first[i]``: layer i reads only the network input,
     so it computes no data gradient)."""
@@ -193,7 +235,9 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     dw = np.zeros(L, dtype=bool)
     conv = np.zeros(L, dtype=bool)
     sum_nk = np.zeros((2, L))
+    win = np.zeros((3, L))
     for i, layer in enumerate(layers):
+        win[:, i] = _window_kernel(layer)
         cols["groups"][i] = layer.groups
         cols["sd"][i] = layer.spatial_dims
         if layer.kind in ("conv", "conv_transpose", "linear"):
@@ -227,6 +271,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
         mem_bytes_extra_bwd=cols["xb"], launches_fwd=cols["lf"], launches_bwd=cols["lb"],
         host_ops_fwd=cols["hf"], host_ops_bwd=cols["hb"], spatial_dims=cols["sd"],
         names=tuple(layer.name for layer in layers),
+        window_threads_fwd=win[0], window_loads_fwd=win[1], window_stride_fwd=win[2],
     )
 
 

@@ -17,7 +17,7 @@ from .efficiency import gemm_shape_efficiency, pad_channels, winograd_gain, wino
 from .formulas import Num
 from .kernels import MM_SLOTS, LayerKernels
 
-__all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR"]
+__all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR", "window_path_loads", "SECTOR_BYTES"]
 
 #: Smallest efficiency a kernel is priced at (as gemm_shape_efficiency's own floor): keeps every
 #: time finite for any in-range profile fraction.
@@ -49,6 +49,9 @@ class KernelWork:
     launches_bwd: Num
     host_ops_fwd: Num
     host_ops_bwd: Num
+    #: loads on the critical path of the forward window kernels (:func:`window_path_loads`),
+    #: priced at the memory latency; a number at the micro-batch the work was taken at
+    window_loads_fwd: Num = 0.0
 
     def per_sample(self, batch: float) -> KernelWork:
         """The batch-proportional fields divided by ``batch`` (for a symbolic batch factor)."""
@@ -60,6 +63,7 @@ class KernelWork:
             mem_elems_fwd=self.mem_elems_fwd / batch, mem_elems_bwd=self.mem_elems_bwd / batch,
             mem_extra_bytes_fwd=self.mem_extra_bytes_fwd / batch,
             mem_extra_bytes_bwd=self.mem_extra_bytes_bwd / batch, **d,
+            window_loads_fwd=self.window_loads_fwd,
         )
 
     def at(self, i: int) -> KernelWork:
@@ -69,7 +73,7 @@ class KernelWork:
         }
         scalars: dict[str, Any] = {f: float(getattr(self, f)[i]) for f in (
             "mem_elems_fwd", "mem_elems_bwd", "mem_extra_bytes_fwd", "mem_extra_bytes_bwd",
-            "launches_fwd", "launches_bwd", "host_ops_fwd", "host_ops_bwd")}
+            "launches_fwd", "launches_bwd", "host_ops_fwd", "host_ops_bwd", "window_loads_fwd")}
         return KernelWork(**slots, **scalars)
 
 
@@ -132,6 +136,7 @@ def kernel_work(
         launches_bwd=lk.launches_bwd,
         host_ops_fwd=lk.host_ops_fwd,
         host_ops_bwd=lk.host_ops_bwd,
+        window_loads_fwd=window_path_loads(lk, kp, scale, 2.0 if half_precision else 4.0),
     )
 
 
@@ -147,6 +152,33 @@ def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, p
     eff = gemm_shape_efficiency(m, np.where(has, n, 1.0), np.where(has, k, 1.0), lk.groups, kp.sm_count,
                                 kp.tile_half_intensity, False, store_passes=2.0)
     return np.where(has, eff, 0.0)
+#: Bytes of one sector, the unit in which L1 requests lines from L2 and DRAM (NVIDIA CUDA C++
+#: Best Practices Guide, "Coalesced Access to Global Memory": a warp's loads are served as
+#: 32-byte transactions; 32 threads reading consecutive 4-byte words need 4 of them).
+SECTOR_BYTES = 32.0
+WARP = 32.0
+
+
+def window_path_loads(lk: LayerKernels, kp: KernelParams, scale: np.ndarray, elem_bytes: float) -> np.ndarray:
+    """Loads on the critical path of each layer's forward window kernel (Little's law).
+
+    A thread issues its window's loads one after another (each result is consumed before the next
+    load issues), so the kernel keeps at most one load per thread in flight: ``min(threads,
+    resident)`` of them, ``resident`` the threads the GPU holds at once (``sm_count x
+    threads_per_sm``) or fewer where the SM's sector requests in flight run out first (a warp load
+    whose threads lie ``stride`` elements apart touches ``min(32, stride x e)`` sectors, not the
+    ``e`` of a coalesced one; ``sector_slots_per_sm``). All ``threads x window`` loads then take
+    ``threads x window / in flight`` latencies (Little, Oper. Res. 9(3), 1961; Volkov, "Understanding
+    Latency Hiding on GPUs", PhD thesis, UC Berkeley 2016: bytes in flight = latency x bandwidth).
+    """
+    threads = lk.window_threads_fwd * scale
+    if threads.size == 0:
+        return np.zeros_like(np.asarray(scale, dtype=float))
+    warp_sectors = np.minimum(WARP, WARP * np.maximum(lk.window_stride_fwd, 1.0) * elem_bytes / SECTOR_BYTES)
+    sectors = warp_sectors / WARP  # per thread and load
+    per_sm = np.minimum(float(kp.threads_per_sm), kp.sector_slots_per_sm / sectors)
+    rounds = np.maximum(threads / (kp.sm_count * per_sm), 1.0)  # all threads in flight: one window
+    return np.where(threads > 0, rounds * lk.window_loads_fwd, 0.0)
 
 
 def tile_scale(lk: LayerKernels, batch: float, grid: tuple[float, float, float] = (1.0, 1.0, 1.0)) -> np.ndarray:

@@ -65,7 +65,8 @@ _KERNEL_KEYS = {"sm_count", "tile_half_intensity", "winograd_gain", "winograd_mi
                 "winograd_transform_flops",
                 "wgrad_efficiency", "wgrad_efficiency_tensor_cores", "wgrad_split_efficiency",
                 "wgrad_split_efficiency_tensor_cores", "depthwise_efficiency",
-                "host_op_s", "step_overhead_s", "source"}
+                "host_op_s", "step_overhead_s", "source", "memory_latency_s", "threads_per_sm",
+                "sector_slots_per_sm"}
 _COMPUTE_KEYS = set(PRECISIONS) | {"source"}
 _PRECISION_KEYS = {"conv", "linear", "memory", "half_work_flops", "source"}
 
@@ -331,7 +332,7 @@ def _efficiency(r: _Reader, sources: dict[str, str]) -> tuple[_Reader, dict[str,
         kr.only(_KERNEL_KEYS)
         if "source" in kr.table:
             sources["kernels"] = kr.text("source")
-        kernel_values = {k: (kr.integer(k, 100_000) if k == "sm_count" else kr.num(k))
+        kernel_values = {k: (kr.integer(k, 100_000) if k in ("sm_count", "threads_per_sm") else kr.num(k))
                          for k in sorted(kr.table) if k != "source"}
     return eff, compute, kernel_values
 

@@ -121,21 +121,31 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 11.4
-    winograd_gain: float = 3.34
+    tile_half_intensity: float = 11.5
+    winograd_gain: float = 3.31
     winograd_min_channels: float = 1.0
-    winograd_transform_flops: float = 212
-    wgrad_efficiency: float = 0.647
+    winograd_transform_flops: float = 197.0
+    wgrad_efficiency: float = 0.648
     wgrad_efficiency_tensor_cores: float = 1.0
-    wgrad_split_efficiency: float = 0.833
-    wgrad_split_efficiency_tensor_cores: float = 0.369
+    wgrad_split_efficiency: float = 0.823
+    wgrad_split_efficiency_tensor_cores: float = 0.353
     depthwise_efficiency: float = 0.0356
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
+    #: the latency bound of window kernels (perfmodel.cost.work.window_path_loads): effective
+    #: latency of one window load (fitted on V100), resident threads per SM (CUDA C++ Programming
+    #: Guide, compute capabilities 6.0-9.0: 2048) and the 32-byte sector requests an SM keeps in
+    #: flight (fitted on V100)
+    memory_latency_s: float = 5.28e-07
+    threads_per_sm: int = 2048
+    sector_slots_per_sm: float = 352.0
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
             raise ProfileError(f"efficiency.kernels: 'sm_count' must be a positive integer, got {self.sm_count!r}")
+        t = self.threads_per_sm
+        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+            raise ProfileError(f"efficiency.kernels: 'threads_per_sm' must be a positive integer, got {t!r}")
         _in_range("efficiency.kernels", tile_half_intensity=self.tile_half_intensity,
                   winograd_gain=self.winograd_gain, winograd_min_channels=self.winograd_min_channels,
                   winograd_transform_flops=self.winograd_transform_flops,
@@ -144,7 +154,8 @@ class KernelParams:
                   wgrad_split_efficiency=self.wgrad_split_efficiency,
                   wgrad_split_efficiency_tensor_cores=self.wgrad_split_efficiency_tensor_cores,
                   depthwise_efficiency=self.depthwise_efficiency, host_op_s=self.host_op_s,
-                  step_overhead_s=self.step_overhead_s)
+                  step_overhead_s=self.step_overhead_s, memory_latency_s=self.memory_latency_s,
+                  sector_slots_per_sm=self.sector_slots_per_sm)
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,8 @@ RANGES: dict[str, Range] = {
     # NCCL's collectives ([collectives]; the channel counts are integer fields)
     "base_latency_s": Range(0.0, 0.1, "0 to 0.1 s"),
     "memory_passes": Range(0.0, 100.0, "0 to 100 bytes per byte"),
+    "memory_latency_s": Range(0.0, 1e-4, "0 to 100 us", open_low=True),
+    "sector_slots_per_sm": Range(0.0, 1e6, "0 to 1e6 sectors", open_low=True),
     "per_gpu_hour": Range(0.0, 1e6, "0 to 1e6 (currency units per GPU-hour)"),
 }
 

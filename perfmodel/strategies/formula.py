@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 SYMBOLS = ComputeValues.symbols()
-R, R32, ETA_C, ETA_L, ETA_M, BETA_MEM, TAU, E, H_OP, T_STEP = SYMBOLS.as_tuple()
+R, R32, ETA_C, ETA_L, ETA_M, BETA_MEM, TAU, E, H_OP, T_STEP, L_MEM = SYMBOLS.as_tuple()
 M = sp.Symbol("M", positive=True)
 B_SYM = sp.Symbol("b", positive=True)
 LINK = link_symbols()
@@ -61,6 +61,7 @@ SYMBOL_MEANING: dict[str, str] = {
     "h": "host (CPU) time per op eager PyTorch dispatches, s",
     "t_step": "fixed seconds per step: zero_grad, loss, host synchronisation",
     "e": "bytes per activation element",
+    "L_mem": "memory latency of a dependent load (window kernels' latency bound), s",
     "beta_intra": "effective intra-node bandwidth per GPU, bytes/s",
     "alpha_intra": "intra-node latency, s",
     "beta_net": "effective network bandwidth per GPU, bytes/s",
@@ -75,7 +76,7 @@ SYMBOL_MEANING: dict[str, str] = {
 #: hardware profile's numbers. The batch, micro-batches, element size and the plan's element
 #: counts fix the plan itself.
 HARDWARE_SYMBOLS: tuple[str, ...] = (
-    "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "h", "t_step",
+    "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "h", "t_step", "L_mem",
     "beta_intra", "alpha_intra", "beta_net", "alpha_net", "alpha_0", "gamma_intra", "gamma_net", "kappa",
 )
 
