@@ -165,11 +165,14 @@ def memory_contention_s(n_bytes: Any, group: Group, lp: LinkParams) -> Any:
     return lp.mem_passes * 2 * (p - 1) / p * n_bytes / lp.beta_mem
 
 
-def allreduce(n_bytes: float, group: Group, hw: Hardware, algorithm: str = "ring") -> float:
-    """Seconds to allreduce ``n_bytes`` over ``group`` with ``algorithm``."""
+def allreduce(
+    n_bytes: float, group: Group, hw: Hardware, algorithm: str = "ring", links: LinkParams | None = None
+) -> float:
+    """Seconds to allreduce ``n_bytes`` over ``group`` with ``algorithm`` (``links``: the
+    profile's :func:`link_params` for ``group``, when the caller holds them already)."""
     if group.size <= 1 or n_bytes <= 0:
         return 0.0
-    return float(allreduce_expr(n_bytes, group, link_params(hw, group), algorithm))
+    return float(allreduce_expr(n_bytes, group, link_params(hw, group) if links is None else links, algorithm))
 
 
 def allgather(n_bytes_total: float, group: Group, hw: Hardware) -> float:

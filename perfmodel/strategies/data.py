@@ -10,6 +10,7 @@ backward is exposed. DDP also copies every gradient tensor into its bucket and b
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -106,11 +107,14 @@ def slowed_backward_s(comm_s: Num, backward_s: Num, grad_bytes: float, group: Gr
 _AFFINE_KINDS = frozenset({"batchnorm", "layernorm", "groupnorm"})
 
 
+@lru_cache(maxsize=64)
 def param_tensors(net: Network) -> np.ndarray:
     """Parameter tensors per layer: a weight, plus a bias; a norm's scale and shift (as
-    ``nn.Module.parameters()`` lists them: resnet50 161)."""
-    return np.array([0.0 if not layer.params else 2.0 if layer.bias or layer.kind in _AFFINE_KINDS else 1.0
-                     for layer in net.layers])
+    ``nn.Module.parameters()`` lists them: resnet50 161). Cached per network, read-only."""
+    out = np.array([0.0 if not layer.params else 2.0 if layer.bias or layer.kind in _AFFINE_KINDS else 1.0
+                    for layer in net.layers])
+    out.setflags(write=False)
+    return out
 
 
 def copies_s(tensors: float, params: float, v: ComputeValues) -> Num:
@@ -183,7 +187,7 @@ def gradient_exchange(
 
     def reduce(nbytes: float) -> Num:
         if lp is None:
-            return allreduce(nbytes, group, ctx.hw, s.comm)
+            return allreduce(nbytes, group, ctx.hw, s.comm, links)
         return allreduce_expr(nbytes, group, lp, s.comm)
 
     end_max: Num = None

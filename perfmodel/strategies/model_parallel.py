@@ -186,8 +186,12 @@ def mp_gradient_exchange(
     # replicas of a K-stage pipeline
     group = weight_group(Strategy(dp=s.dp, pp=s.mp), ctx.hw.gpus_per_node)
 
+    links = link_params(ctx.hw, group) if lp is None else lp
+
     def reduce(nbytes: float) -> Num:
-        return allreduce(nbytes, group, ctx.hw, s.comm) if lp is None else allreduce_expr(nbytes, group, lp, s.comm)
+        if lp is None:
+            return allreduce(nbytes, group, ctx.hw, s.comm, links)
+        return allreduce_expr(nbytes, group, lp, s.comm)
 
     ready: dict[int, tuple[int, Num]] = {}
     for i, units in enumerate(seg.units):

@@ -256,7 +256,8 @@ def _reference_splits(ref: Context, s: Strategy, m: float) -> list[tuple[int, ..
     if s.dp * s.sp_degree > 1 and not s.is_ps:
         group = weight_group(s, hw.gpus_per_node)
         grad = ref.link_sum(ref.cc.params * GRAD_BYTES_PER_PARAM)
-        totals.append(costs + np.array([allreduce(b, group, hw, s.comm) if b else 0.0 for b in grad]))
+        links = link_params(hw, group)
+        totals.append(costs + np.array([allreduce(b, group, hw, s.comm, links) if b else 0.0 for b in grad]))
     # a pipeline spanning nodes sends some cuts over the network; which ones depends on the
     # stage, not the link, so every cut is costed at the slower tier then (do not cut big tensors)
     across = s.pp * s.sp_degree > hw.gpus_per_node

@@ -82,9 +82,11 @@ def replica_exchange(
     if s.dp <= 1:
         return 0.0, 0.0, dp_group, 0.0
 
+    links = link_params(ctx.hw, dp_group) if lp is None else lp
+
     def reduce(nbytes: float) -> Num:
         if lp is None:
-            return allreduce(nbytes, dp_group, ctx.hw, s.comm)
+            return allreduce(nbytes, dp_group, ctx.hw, s.comm, links)
         return allreduce_expr(nbytes, dp_group, lp, s.comm)
 
     grad_bytes = params * GRAD_BYTES_PER_PARAM
@@ -93,7 +95,6 @@ def replica_exchange(
     if s.overlap == "none":  # the exchange starts when the backward pass has ended
         rev, start = [0.0] * len(rev), body
     end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, start)
-    links = link_params(ctx.hw, dp_group) if lp is None else lp
     slowed = slowed_backward_s(total_comm, ssum(rev), float(grad_bytes.sum()), dp_group, links)
     return smax(0, end - body - slowed), total_comm, dp_group, slowed
 
