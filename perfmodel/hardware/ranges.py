@@ -69,8 +69,9 @@ RANGES: dict[str, Range] = {
     # NCCL's collectives ([collectives]; the channel counts are integer fields)
     "base_latency_s": Range(0.0, 0.1, "0 to 0.1 s"),
     "memory_passes": Range(0.0, 100.0, "0 to 100 bytes per byte"),
-    "memory_latency_s": Range(0.0, 1e-4, "0 to 100 us", open_low=True),
-    "sector_slots_per_sm": Range(0.0, 1e6, "0 to 1e6 sectors", open_low=True),
+    # physical floors: a memory access takes at least a nanosecond, an SM holds at least one request
+    "memory_latency_s": Range(1e-9, 1e-4, "1 ns to 100 us"),
+    "sector_slots_per_sm": Range(1.0, 1e6, "1 to 1e6 sectors"),
     "per_gpu_hour": Range(0.0, 1e6, "0 to 1e6 (currency units per GPU-hour)"),
 }
 
