@@ -199,9 +199,10 @@ def _table(
         " its critical path (Little's law over the threads in flight);"
     )
     emit(
-        "collectives: ring allreduce 2*(p - 1)/p * n/beta + 2*(p - 1)*alpha, tree 2*log2(p)*alpha + 2*n/beta,"
+        "collectives (k nodes, q GPUs each): ring allreduce alpha_0 + 2*(p - 1)/p * n/beta + 2*(p - k)*alpha_intra"
+        " + 2*(k - 1)*alpha_net, tree alpha_0 + 2*n/beta + 2*((q - 1)*alpha_intra + log2(k)*alpha_net),"
         " ring all-gather / reduce-scatter (p - 1)/p * n/beta + (p - 1)*alpha, point-to-point alpha + n/beta;"
-        " buckets of 25 MiB overlap backward."
+        " buckets of 25 MiB overlap backward, slowed by NCCL's SMs (gamma) and memory traffic (kappa)."
     )
     for note in f.notes:
         emit(f"note: {note}")
