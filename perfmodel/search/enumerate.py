@@ -78,6 +78,8 @@ def candidates(
             if "dp" in kinds:
                 for c in comms if dp > 1 else ("ring",):
                     yield Strategy(dp=dp, comm=c)
+                if dp > 1 and not multi_node:  # torch.nn.DataParallel: one process, one node
+                    yield Strategy(dp=dp, comm="dataparallel")
             if "ps" in kinds and dp > 1:
                 yield Strategy(dp=dp, comm="ps-central")
                 yield Strategy(dp=dp, comm="ps-sharded")

@@ -138,10 +138,12 @@ def shard_copies_s(net: Network, params: np.ndarray, v: ComputeValues) -> Num:
 def bucket_copies_s(ctx: Context, s: Strategy, ranges: Sequence[tuple[int, int]], v: ComputeValues) -> Num:
     """The ``gradient_bucket_copies`` term: :func:`copies_s` of the largest stage's layers
     ``ranges`` (0 for one replica). The copy in lengthens backward and delays the buckets
-    alike, the copy out follows the last allreduce: both add to the step. A parameter-server
-    worker is charged the same two copies (into the buffer it pushes, out of the one it
-    pulls), and so is ``torch.nn.DataParallel``, whose ``reduce_add_coalesced`` flattens the
-    gradients into buffers and copies the sums back (torch/nn/parallel/comm.py)."""
+    alike, the copy out follows the last allreduce: both add to the step. Assumed, not
+    measured: a parameter-server worker pays the same two copies (each gradient into the
+    buffer it pushes, each pulled weight back), and so does ``torch.nn.DataParallel``, whose
+    ``reduce_add_coalesced`` flattens the gradients into buffers (``torch.cat`` per chunk:
+    fewer launches than priced here) and whose reduced views are accumulated into each
+    ``.grad`` (torch/nn/parallel/comm.py): an upper bound for these two."""
     if s.dp * s.sp_degree == 1:
         return 0.0
     tensors = param_tensors(ctx.net)

@@ -169,8 +169,8 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
         )
     if s.dp * s.sp_degree > 1:
         words["gradient_bucket_copies"] = (
-            "the gradient copies into the exchange buffers and back (DDP's reducer, a parameter server's push and "
-            "pull buffers, DataParallel's coalesced reduce): 2 launches per parameter tensor and 2 x 8 bytes per "
-            "parameter over the memory bandwidth, largest stage"
+            "the gradient copies into the exchange buffers and back (DDP's reducer, reducer.cpp; assumed the same "
+            "for a parameter server's push/pull buffers and DataParallel's coalesced reduce, an upper bound there): "
+            "2 launches per parameter tensor and 2 x 8 bytes per parameter over the memory bandwidth, largest stage"
         )
     return words
