@@ -53,12 +53,11 @@ SETS = {
     "ampere-fp32": ("a100-80gb-pcie", "fp32", ("neusight",), "A100"),
     "hopper-fp32": ("h100-80gb-dgx", "fp32", ("neusight",), "H100"),
 }
-#: name, lower, upper bound of each fitted number. ``conv`` stops at 0.95: the largest-tile
-#: shape rate already carries the best kernels' losses, no convolution kernel sustains the FMA
-#: peak (DeepBench's fastest implicit-GEMM rows reach ~0.85 of it), and single-GPU calibration
-#: (perfmodel.validation.calibrate, efficiencies bounded at 1) needs room above a fitted value.
+#: name, lower, upper bound of each fitted number: efficiencies stop at 1 (the peak). (A bound
+#: of 0.95 on ``conv``, chosen on 2026-11-23 after seeing the shipped hold-out's calibrated
+#: figure, was removed the same day: a bound picked on the hold-out makes it no hold-out.)
 PARAMS = (
-    ("conv", 0.3, 0.95), ("linear", 0.3, 1.0), ("memory", 0.4, 1.0), ("tile_half_intensity", 0.5, 64.0),
+    ("conv", 0.3, 1.0), ("linear", 0.3, 1.0), ("memory", 0.4, 1.0), ("tile_half_intensity", 0.5, 64.0),
     ("winograd_gain", 1.0, 4.0), ("wgrad_efficiency", 0.2, 1.0), ("depthwise_efficiency", 0.005, 0.5),
     ("winograd_transform_flops", 0.0, 500.0), ("wgrad_split_efficiency", 0.1, 1.0),
 )

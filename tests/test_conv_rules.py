@@ -147,3 +147,23 @@ def test_fit_script_writes_each_number_into_its_table_only() -> None:
     out = fit._set_in_table(out, "efficiency.kernels", "winograd_gain", 3.0, "note")
     assert "conv = 0.5\n" in out and "conv = 0.654" in out and "conv = 0.7" not in out
     assert out.index("winograd_gain = 3") < out.index('source = "x"') and out.count("winograd_gain") == 1
+
+
+def test_sum_of_products_data_gradient_pays_no_zero_insertion() -> None:
+    # cuDNN's sum-of-products data gradient does the forward's FLOPs whatever the stride; only
+    # the implicit GEMM view of a strided layer pays the zero-inserted work (review of
+    # 2026-11-23: the stride factor leaked into the sum-of-products path)
+    from perfmodel.cost.kernels import network_kernels
+    from perfmodel.cost.work import kernel_work
+    from perfmodel.network import NetBuilder
+
+    hw = load_hardware("v100-16gb-dgx1")
+    ratio = []
+    for stride in (1, 2):
+        b = NetBuilder(f"few_channels_s{stride}", (3, 112, 112))
+        x = b.conv("input", 3, 1, bias=False)
+        b.conv(x, 64, 3, stride=stride, padding=1, bias=False)
+        net = b.build()
+        w = kernel_work(network_kernels(net), hw.kernels, np.full(len(net.layers), 64.0), False)
+        ratio.append(w.flops["dgrad"][1] / w.flops["fwd"][1])
+    assert ratio[1] == pytest.approx(ratio[0], rel=1e-9)

@@ -173,3 +173,24 @@ def test_a_written_profile_keeps_its_collectives(tmp_path: Path) -> None:
     path = tmp_path / "dgx.toml"
     path.write_text(profile_toml(A100, "dgx", "a copy", "test"))
     assert load_profile(path).collectives == A100.collectives
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(2, 96),
+    extra=st.integers(1, 40),
+    algorithm=st.sampled_from(["ring", "tree", "hierarchical"]),
+    profile=st.sampled_from(["a100-80gb-dgx", "v100-16gb-dgx1", "h100-80gb-pcie"]),
+)
+def test_a_larger_group_never_allreduces_faster(size: int, extra: int, algorithm: str, profile: str) -> None:
+    # a partly filled node is a node: 12 GPUs at 8 per node span 2 nodes, not 1 (it once
+    # priced dp=12 on DGX-1 with no network time and faster than dp=8)
+    hw = load_hardware(profile)
+    per = hw.gpus_per_node
+    small = Group(size, min(size, per), sharing=per)
+    large = Group(size + extra, min(size + extra, per), sharing=per)
+    assert allreduce(BUCKET_BYTES, large, hw, algorithm) >= allreduce(BUCKET_BYTES, small, hw, algorithm) * (1 - 1e-12)
+
+
+def test_a_partly_filled_node_counts() -> None:
+    assert Group(12, 8).nodes == 2 and Group(16, 8).nodes == 2 and Group(3, 2).nodes == 2 and Group(8, 8).nodes == 1

@@ -2,8 +2,10 @@
 
 Each collective is written once as an expression over :class:`LinkParams`, which hold
 either the profile's numbers (``predict``) or sympy symbols (``explain``). Latencies follow
-NCCL's own tuning model (src/graph/tuning.cc, ``ncclTopoTuneModel``): every collective pays
-a base latency once (``baseLatencies``, Ring/Tree Simple 8.4 us), a ring allreduce one
+NCCL's own tuning model (src/graph/tuning.cc, ``ncclTopoTuneModel``): every allreduce pays
+a base latency once (``baseLatencies``, Ring/Tree Simple 8.4 us in the NCCL 2.1x releases the
+profiles cite; older releases list other values; the all-gathers and reduce-scatters of
+filter/channel splits do not pay it yet), a ring allreduce one
 per-hop latency per step, of which the ``2 (nodes - 1)`` steps that cross nodes are at the
 network's latency and the others at the node link's, a tree allreduce a chain inside each
 node and ``log2(nodes)`` network hops, up and down. :func:`contention` and
@@ -56,7 +58,8 @@ class Group:
 
     @property
     def nodes(self) -> int:
-        return max(1, self.size // max(1, self.per_node))
+        """Nodes the group spans: a partly filled node counts (12 GPUs at 8 per node: 2)."""
+        return max(1, -(-self.size // max(1, self.per_node)))
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def allreduce_expr(n_bytes: Any, group: Group, lp: LinkParams, algorithm: str = 
     if p <= 1:
         return 0
     k = group.nodes
-    q = max(1, p // k)
+    q = max(1, min(group.per_node, p))  # GPUs of the group in a (full) node
     if algorithm in ("ring", "tree") or k <= 1:
         bw, _ = ring_tier(group, lp)
         if algorithm == "tree":

@@ -149,9 +149,15 @@ def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, p
     data gradient's (zero where the layer has no such view)."""
     n, k = lk.dgrad_sum_n * pad, lk.dgrad_sum_k
     has = n > 0
-    eff = gemm_shape_efficiency(m, np.where(has, n, 1.0), np.where(has, k, 1.0), lk.groups, kp.sm_count,
-                                kp.tile_half_intensity, False, store_passes=2.0)
-    return np.where(has, eff, 0.0)
+    n, k = np.where(has, n, 1.0), np.where(has, k, 1.0)
+    eff = gemm_shape_efficiency(m, n, k, lk.groups, kp.sm_count, kp.tile_half_intensity, False, store_passes=2.0)
+    # the caller divides the implicit view's FLOPs by this: scale by implicit / own FLOPs, so
+    # that a strided layer's sum of products is priced at the forward's FLOPs, not at the
+    # zero-inserted ones (dgrad_work_factor)
+    own = 2 * lk.groups * m * n * k
+    return np.where(has, eff * direct / np.maximum(own, 1.0), 0.0)
+
+
 #: Bytes of one sector, the unit in which L1 requests lines from L2 and DRAM (NVIDIA CUDA C++
 #: Best Practices Guide, "Coalesced Access to Global Memory": a warp's loads are served as
 #: 32-byte transactions; 32 threads reading consecutive 4-byte words need 4 of them).

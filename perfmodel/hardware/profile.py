@@ -121,15 +121,15 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 11.5
-    winograd_gain: float = 3.31
+    tile_half_intensity: float = 13.4
+    winograd_gain: float = 3.35
     winograd_min_channels: float = 1.0
-    winograd_transform_flops: float = 197.0
-    wgrad_efficiency: float = 0.648
+    winograd_transform_flops: float = 218.0
+    wgrad_efficiency: float = 0.653
     wgrad_efficiency_tensor_cores: float = 1.0
-    wgrad_split_efficiency: float = 0.823
-    wgrad_split_efficiency_tensor_cores: float = 0.353
-    depthwise_efficiency: float = 0.0356
+    wgrad_split_efficiency: float = 0.798
+    wgrad_split_efficiency_tensor_cores: float = 0.361
+    depthwise_efficiency: float = 0.0355
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
     #: the latency bound of window kernels (perfmodel.cost.work.window_path_loads): effective
