@@ -4,17 +4,22 @@ explain's zero contention without overlap, and zero-valued contention what-ifs."
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import tomllib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import run_main
 
 from perfmodel import api
 from perfmodel.errors import ProfileError
 from perfmodel.hardware import load_hardware as shipped
 
 A100 = "a100-80gb-dgx"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 # -- 1. what-ifs of a part of the hardware take a dict of its fields ----------------------------
@@ -69,3 +74,51 @@ def test_bad_part_what_ifs_raise_one_profile_error(name: str, call: Callable[[],
         call()
     assert phrase in str(e.value)
     assert "\n" not in str(e.value) and len(str(e.value)) < 400
+
+
+# -- 2. `perfmodel hardware NAME` shows the collective and kernel models' numbers -----------------
+def _model_table(out: str) -> dict[str, str]:
+    """The hardware command's second table (collective and kernel model numbers) as a dict."""
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("profile") and "channels_in_node" in line)
+    return dict(zip(lines[head].split(), lines[head + 2].split(), strict=True))
+
+
+def test_hardware_shows_the_model_numbers_of_the_file(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Changed numbers in a profile file show up, in the units of the column headers."""
+    text = (ROOT / "hardware_profiles" / "v100-16gb-dgx1.toml").read_text()
+    for old, new in (("channels_intra = 6 ", "channels_intra = 5 "), ("channels_net = 8 ", "channels_net = 3 "),
+                     ("base_latency_s = 8.4e-6 ", "base_latency_s = 2.5e-6 "),
+                     ("memory_passes = 3.0 ", "memory_passes = 2.0 "),
+                     ("memory_latency_s = 5.28e-07 ", "memory_latency_s = 7.5e-07 "),
+                     ("sector_slots_per_sm = 352 ", "sector_slots_per_sm = 200 ")):
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "v100-16gb-dgx1.toml"
+    path.write_text(text)
+    code, out, err = run_main(["hardware", str(path)], capsys)
+    assert code == 0 and not err
+    assert _model_table(out) == {
+        "profile": "v100-16gb-dgx1", "channels_in_node": "5", "channels_across_nodes": "3",
+        "collective_base_latency_us": "2.5", "memory_passes_B_per_link_B": "2.0", "SMs": "80",
+        "memory_latency_ns": "750.0", "threads_per_SM": "2,048", "sector_slots_per_SM": "200.0"}
+    assert "source (collectives):" in out  # the sources still follow
+
+
+def test_hardware_json_and_csv_hold_the_shipped_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    """Against the TOML file read directly (threads_per_sm is not in it: the CUDA guide's 2,048)."""
+    raw = tomllib.loads((ROOT / "hardware_profiles" / "a100-80gb-dgx.toml").read_text())
+    coll, kern = raw["collectives"], raw["efficiency"]["kernels"]
+    code, out, _ = run_main(["hardware", A100, "--format", "json"], capsys)
+    row = json.loads(out)["hardware"]
+    assert code == 0
+    assert (row["channels_in_node"], row["channels_across_nodes"]) == (coll["channels_intra"], coll["channels_net"])
+    assert row["collective_base_latency_us"] == pytest.approx(coll["base_latency_s"] * 1e6, rel=1e-12)
+    assert row["memory_passes_B_per_link_B"] == coll["memory_passes"]
+    assert row["SMs"] == kern["sm_count"] and row["threads_per_SM"] == 2048
+    assert row["memory_latency_ns"] == pytest.approx(kern["memory_latency_s"] * 1e9, rel=1e-12)
+    assert row["sector_slots_per_SM"] == kern["sector_slots_per_sm"]
+    code, out, _ = run_main(["hardware", "--format", "csv"], capsys)
+    header, *rows = out.strip().splitlines()
+    assert code == 0 and "channels_in_node" in header.split(",") and len(rows) >= 10
