@@ -12,13 +12,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sympy as sp
 from cli_helpers import run_main
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel import api
+from perfmodel.cost.collectives import Group, link_params
 from perfmodel.errors import ProfileError
 from perfmodel.hardware import load_hardware as shipped
+from perfmodel.network import get_model
+from perfmodel.strategies import parse_strategy
+from perfmodel.strategies.data import slowed_backward_s
+from perfmodel.strategies.explain import explain_plan
+from perfmodel.strategies.predict import context, predict
 
 A100 = "a100-80gb-dgx"
+V100 = "v100-16gb-dgx1"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -122,3 +132,48 @@ def test_hardware_json_and_csv_hold_the_shipped_numbers(capsys: pytest.CaptureFi
     code, out, _ = run_main(["hardware", "--format", "csv"], capsys)
     header, *rows = out.strip().splitlines()
     assert code == 0 and "channels_in_node" in header.split(",") and len(rows) >= 10
+
+
+# -- 3. without overlap, NCCL's contention is a plain 0 with its reason ---------------------------
+@pytest.mark.parametrize("spec", ["dp=16,overlap=none", "dp=8,filter=2,overlap=none", "dp=8,pp=2,mb=4,overlap=none"])
+def test_no_overlap_contention_explains_as_zero(spec: str) -> None:
+    """The term is the number 0 (no Min(0.0, ...) left), as predict's breakdown, with its reason;
+    the whole step still equals predict's."""
+    ctx = context(get_model("resnet50"), shipped(V100), "amp", "sgd")
+    s = parse_strategy(spec, 16)
+    f = explain_plan(ctx, s, 512)
+    p = predict("resnet50", 16, spec, V100, "amp", global_batch=512)
+    assert p.breakdown["nccl_contention"] == 0
+    assert f.terms["nccl_contention"] == 0 and not isinstance(f.terms["nccl_contention"], sp.Basic)
+    assert f.legend["nccl_contention"] == "no overlap (overlap=none): the allreduce runs after backward"
+    assert f.iteration_time_s == pytest.approx(p.iteration_time_s, rel=1e-9)
+
+
+def test_overlapped_contention_keeps_its_formula() -> None:
+    ctx = context(get_model("resnet50"), shipped(V100), "amp", "sgd")
+    f = explain_plan(ctx, parse_strategy("dp=16", 16), 512)
+    assert {"gamma_net", "kappa"} <= {str(x) for x in sp.sympify(f.terms["nccl_contention"]).free_symbols}
+    assert f.term_values["nccl_contention"] > 0
+    assert "overlap window" in f.legend["nccl_contention"]
+
+
+@given(comm=st.floats(0.0, 1.0), backward=st.floats(1e-12, 1e-6))
+@settings(max_examples=30, deadline=None, derandomize=True, database=None)
+def test_contention_goes_to_zero_with_the_backward_it_overlaps(comm: float, backward: float) -> None:
+    """The 0 of an empty window is the limit of short ones (at most the window itself)."""
+    group = Group(16, 8)
+    lp = link_params(shipped(V100), group)
+    assert 0 <= float(slowed_backward_s(comm, backward, 1e8, group, lp)) <= min(comm, backward)
+    assert slowed_backward_s(comm, 0.0, 1e8, group, lp) == 0.0
+    assert slowed_backward_s(sp.Symbol("c", positive=True), 0.0, 1e8, group, lp) == 0.0
+
+
+def test_cli_prints_the_no_overlap_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(["explain", "resnet50", "--gpus", "16", "--strategy", "dp=16,overlap=none",
+                               "-H", V100], capsys)
+    lines = out.splitlines()
+    i = lines.index("T_nccl_contention = 0")
+    assert code == 0 and not err
+    assert lines[i + 1] == ("    (zero in predict's breakdown too: no overlap (overlap=none): the allreduce runs "
+                            "after backward)")
+    assert "Min(0.0" not in out
