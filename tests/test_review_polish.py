@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from perfmodel import api
 from perfmodel.cost.collectives import Group, link_params
-from perfmodel.errors import ProfileError
+from perfmodel.errors import ProfileError, UsageError
 from perfmodel.hardware import load_hardware as shipped
 from perfmodel.network import get_model
 from perfmodel.strategies import parse_strategy
@@ -177,3 +177,48 @@ def test_cli_prints_the_no_overlap_reason(capsys: pytest.CaptureFixture[str]) ->
     assert lines[i + 1] == ("    (zero in predict's breakdown too: no overlap (overlap=none): the allreduce runs "
                             "after backward)")
     assert "Min(0.0" not in out
+
+
+# -- 4. --set takes 0 for NCCL's contention and memory passes ------------------------------------
+def test_zero_memory_passes_what_if_equals_predict_on_such_a_profile() -> None:
+    """kappa=0 is the profile's memory_passes = 0: explain's what-if equals predict there."""
+    ctx = context(get_model("vgg16"), shipped(V100), "amp", "sgd")
+    f = explain_plan(ctx, parse_strategy("dp=16", 16), 512)
+    changed = api.load_hardware(V100, collectives={"memory_passes": 0.0})
+    p = predict("vgg16", 16, "dp=16", changed, "amp", global_batch=512)
+    assert f.time_s({"kappa": 0.0}) == pytest.approx(p.iteration_time_s, rel=1e-9)
+    assert f.evaluate({"kappa": 0.0})["nccl_contention"] == pytest.approx(p.breakdown["nccl_contention"], rel=1e-9)
+    # no SMs held and no memory traffic: no contention at all, and a faster step than the profile's
+    none = f.evaluate({"gamma_net": 0.0, "gamma_intra": 0.0, "kappa": 0.0})
+    assert none["nccl_contention"] == 0 and sum(none.values()) < f.iteration_time_s
+
+
+def test_cli_set_zero_contention(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(["explain", "vgg16", "--gpus", "16", "--strategy", "dp=16", "-H", V100,
+                               "--set", "gamma_net=0", "--set", "kappa=0", "--set", "gamma_intra=0"], capsys)
+    assert code == 0 and not err
+    assert "what-if gamma_net = 0, kappa = 0, gamma_intra = 0:" in out
+    assert "  T_nccl_contention = 0.0000 ms (was " in out
+
+
+@pytest.mark.parametrize(("setting", "phrase"), [
+    ("gamma_net=-1", "the value must be a finite number >= 0, got '-1'"),
+    ("gamma_intra=nan", "the value must be a finite number >= 0, got 'nan'"),
+    ("kappa=inf", "the value must be a finite number >= 0, got 'inf'"),
+    ("kappa=1e3", "within 0 to 100 bytes per byte"),
+    ("beta_mem=0", "the value must be a positive finite number, got '0'"),
+])
+def test_cli_set_still_refuses_bad_values(setting: str, phrase: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(["explain", "tiny_cnn", "--gpus", "2", "--strategy", "dp=2", "--set", setting], capsys)
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and err.startswith("error:") and phrase in err
+
+
+def test_api_what_if_takes_zero_contention_and_refuses_negative() -> None:
+    ctx = context(get_model("tiny_cnn"), shipped(A100), "amp", "sgd")
+    f = explain_plan(ctx, parse_strategy("dp=16", 16), 64)
+    assert math.isfinite(f.time_s({"gamma_net": 0.0, "kappa": 0.0}))
+    with pytest.raises(UsageError, match="must be a finite number >= 0"):
+        f.time_s({"kappa": -1.0})
+    with pytest.raises(UsageError, match="must be a positive finite number"):
+        f.time_s({"beta_net": 0.0})
