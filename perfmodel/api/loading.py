@@ -28,7 +28,9 @@ def load_hardware(name_or_path: str | Hardware = DEFAULT_HARDWARE, **what_if: An
     ``name_or_path`` is a shipped profile name, a ``.toml`` path or a :class:`Hardware`.
     ``what_if`` takes the keys of :meth:`~perfmodel.hardware.Hardware.what_if`, e.g.
     ``inter_bandwidth_scale=2`` (a twice faster inter-node network), ``gpus_per_node=16``,
-    ``peak_scale=1.5`` or ``intra={"latency_s": 1e-6}``. Scales are finite numbers > 0 (>= 0 for
+    ``peak_scale=1.5``, ``intra={"latency_s": 1e-6}`` or ``collectives={"channels_intra": 8}``
+    (a dict changes those fields of the part: ``intra``, ``inter``, ``device``, ``kernels``,
+    ``collectives``; an unknown field names the valid ones). Scales are finite numbers > 0 (>= 0 for
     latencies) and every changed field must stay in its physical range
     (:data:`perfmodel.hardware.ranges.RANGES`), else :class:`~perfmodel.errors.ProfileError`.
     """

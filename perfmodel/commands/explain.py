@@ -14,6 +14,7 @@ from ..network import get_model
 from ..report import to_json
 from ..report.answers import answers_for
 from ..strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
+from ..strategies.formula import ZERO_OK_SYMBOLS
 from ..strategies.predict import context, resolve_batch
 from ..strategies.spec import parse_strategy
 from .common import (
@@ -34,7 +35,8 @@ __all__ = ["explain_cmd"]
 _SYMBOL_FIELD = {"R": "peak", "R_fp32": "peak", "eta_conv": "conv", "eta_linear": "linear",
                  "eta_mem": "memory", "w_half": "half_work_flops", "beta_mem": "memory_bandwidth_bytes_per_s",
                  "tau": "kernel_launch_s", "beta_intra": "bandwidth_bytes_per_s", "beta_net": "bandwidth_bytes_per_s",
-                 "alpha_intra": "latency_s", "alpha_net": "latency_s"}
+                 "alpha_intra": "latency_s", "alpha_net": "latency_s",
+                 "kappa": "memory_passes"}
 
 
 def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
@@ -55,7 +57,7 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
             value = float(text)
         except ValueError:
             raise UsageError(f"--set {name}: {shown(text, 40)} is not a number") from None
-        low_ok = name.startswith("alpha")  # a zero latency is valid; nothing else may be 0
+        low_ok = name in ZERO_OK_SYMBOLS  # a latency, NCCL's contention or memory passes may be 0
         if not (math.isfinite(value) and (value > 0 or (low_ok and value == 0))):
             what = "a finite number >= 0" if low_ok else "a positive finite number"
             raise UsageError(f"--set {name}: the value must be {what}, got {shown(text, 40)}")
@@ -87,7 +89,8 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
     multiple=True,
     metavar="NAME=VALUE",
     help="What-if: give a hardware symbol another value (e.g. beta_intra=1.2e11; repeatable) and print "
-    f"the step time the formula then gives. Symbols: {', '.join(HARDWARE_SYMBOLS)}.",
+    f"the step time the formula then gives. Symbols: {', '.join(HARDWARE_SYMBOLS)}; "
+    f"{', '.join(sorted(ZERO_OK_SYMBOLS))} may be 0 (e.g. gamma_net=0: no contention), the others must be > 0.",
 )
 @format_option
 def explain_cmd(

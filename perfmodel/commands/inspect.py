@@ -7,7 +7,7 @@ from typing import Any
 import click
 import pandas as pd
 
-from ..hardware import load_hardware, profile_names
+from ..hardware import Hardware, load_hardware, profile_names
 from ..network import compile_counts, get_model, model_names
 from ..network.zoo.registry import model_entries
 from ..report import render_frame, to_json
@@ -142,39 +142,68 @@ def show_cmd(model: str, image_size: int | None, fmt: str) -> None:
     emit(f"source: {s['source']}")
 
 
+#: Columns of the hardware table's second part: the collective and kernel models' numbers.
+MODEL_COLUMNS = ("channels_in_node", "channels_across_nodes", "collective_base_latency_us",
+                 "memory_passes_B_per_link_B", "SMs", "memory_latency_ns", "threads_per_SM",
+                 "sector_slots_per_SM")
+
+
+def _shown_unit(seconds: float, unit_s: float) -> float:
+    """``seconds`` in units of ``unit_s`` to 12 digits (8.4e-6 s is 8.4 us, not 8.399999999999999)."""
+    return float(f"{seconds / unit_s:.12g}")
+
+
+def _hardware_row(hw: Hardware) -> dict[str, Any]:
+    """One profile's row: the device, the links, then the collective and kernel models' numbers."""
+    d, c, k = hw.device, hw.collectives, hw.kernels
+    return {
+        "profile": hw.name,
+        "device": d.name,
+        "gpus_per_node": hw.gpus_per_node,
+        "memory_GiB": d.memory_bytes / GIB,
+        "fp32_TFLOP/s": d.peak_flops_per_s["fp32"] / 1e12,
+        "fp16_TFLOP/s": d.peak("amp") / 1e12,
+        "HBM_GB/s": d.memory_bandwidth_bytes_per_s / 1e9,
+        "intra_GB/s": hw.intra.bandwidth_bytes_per_s / 1e9,
+        "intra_topology": hw.intra.topology,
+        "inter_GB/s_per_node": hw.inter.bandwidth_bytes_per_s / 1e9,
+        # NCCL channels (one SM each) of an allreduce inside a node / across nodes, its fixed
+        # cost, and the device-memory bytes per byte it moves over a link ([collectives])
+        "channels_in_node": c.channels_intra,
+        "channels_across_nodes": c.channels_net,
+        "collective_base_latency_us": _shown_unit(c.base_latency_s, 1e-6),
+        "memory_passes_B_per_link_B": c.memory_passes,
+        # the latency bound of window kernels ([efficiency.kernels])
+        "SMs": k.sm_count,
+        "memory_latency_ns": _shown_unit(k.memory_latency_s, 1e-9),
+        "threads_per_SM": k.threads_per_sm,
+        "sector_slots_per_SM": k.sector_slots_per_sm,
+        "sources": dict(hw.sources),
+    }
+
+
 @click.command("hardware")
 @click.argument("name", required=False)
 @format_option
 def hardware_cmd(name: str | None, fmt: str) -> None:
-    """List the shipped hardware profiles, or show one (NAME or a path to a TOML file)."""
+    """List the shipped hardware profiles, or show one (NAME or a path to a TOML file).
+
+    The second table holds the collective model's numbers (NCCL channels in a node and across
+    nodes, base latency, memory passes) and the kernel model's latency bound (SMs, memory
+    latency, threads and 32-byte sector slots per SM).
+    """
     names = [name] if name is not None else profile_names()
-    rows = []
-    for n in names:
-        hw = load_hardware(n)
-        d = hw.device
-        rows.append(
-            {
-                "profile": hw.name,
-                "device": d.name,
-                "gpus_per_node": hw.gpus_per_node,
-                "memory_GiB": d.memory_bytes / GIB,
-                "fp32_TFLOP/s": d.peak_flops_per_s["fp32"] / 1e12,
-                "fp16_TFLOP/s": d.peak("amp") / 1e12,
-                "HBM_GB/s": d.memory_bandwidth_bytes_per_s / 1e9,
-                "intra_GB/s": hw.intra.bandwidth_bytes_per_s / 1e9,
-                "intra_topology": hw.intra.topology,
-                "inter_GB/s_per_node": hw.inter.bandwidth_bytes_per_s / 1e9,
-                "sources": dict(hw.sources),
-            }
-        )
+    rows = [_hardware_row(load_hardware(n)) for n in names]
     if fmt == "json":
         emit(to_json({"hardware": rows if name is None else rows[0]}))
         return
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows).drop(columns=["sources"])
     if fmt == "csv":
-        emit(render_frame(df.drop(columns=["sources"]), "csv"))
+        emit(render_frame(df, "csv"))
         return
-    emit(render_frame(df.drop(columns=["sources"]), floatfmt="{:,.1f}"))
+    emit(render_frame(df.drop(columns=list(MODEL_COLUMNS)), floatfmt="{:,.1f}"))
+    emit("")
+    emit(render_frame(df[["profile", *MODEL_COLUMNS]], floatfmt="{:,.1f}"))
     if name is not None:
         emit("")
         hw = load_hardware(name)

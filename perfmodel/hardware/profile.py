@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import ProfileError
-from .ranges import check_value
+from ..errors import ProfileError, closest_names
+from ..limits import shown
+from .ranges import check_value, given_text
 
 __all__ = [
     "PRECISIONS",
@@ -56,6 +57,9 @@ class Device:
     def __post_init__(self) -> None:
         _in_range(f"device {self.name}", memory_bytes=self.memory_bytes,
                   memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s)
+        if not isinstance(self.peak_flops_per_s, Mapping):
+            raise ProfileError(f"device {self.name}: peak_flops_per_s must be a table of FLOP/s by "
+                               f"precision class, got {given_text(self.peak_flops_per_s)}")
         if "fp32" not in self.peak_flops_per_s:
             raise ProfileError(f"device {self.name}: peak_flops_per_s needs at least 'fp32'")
         for k, v in self.peak_flops_per_s.items():
@@ -207,11 +211,19 @@ class Hardware:
     price_currency: str = "USD"
 
     def __post_init__(self) -> None:
+        for part, kind in _PARTS.items():
+            if not isinstance(getattr(self, part), kind):
+                raise ProfileError(f"{self.name}: {part} must be a {kind.__name__}, "
+                                   f"got {given_text(getattr(self, part))}")
         g = self.gpus_per_node
         if isinstance(g, bool) or not isinstance(g, int) or not 1 <= g <= 1_000_000:
             raise ProfileError(
                 f"{self.name}: gpus_per_node must be an integer from 1 to 1,000,000, got {g!r:.40}"
             )
+        if not isinstance(self.compute, Mapping) or not all(
+                isinstance(c, ComputeEfficiency) for c in self.compute.values()):
+            raise ProfileError(f"{self.name}: compute must map precisions to ComputeEfficiency, "
+                               f"got {shown(self.compute, 40)}")
         missing = [p for p in PRECISIONS if p not in self.compute]
         if missing:
             raise ProfileError(f"{self.name}: efficiency.compute lacks precisions {missing}")
@@ -241,7 +253,9 @@ class Hardware:
           ``intra_latency_scale``, ``inter_latency_scale``, ``peak_scale`` (every peak),
           ``memory_bandwidth_scale``;
         * ``memory_bytes=...`` (the device's capacity);
-        * ``intra={...}`` / ``inter={...}``: fields of that :class:`LinkTier` to replace;
+        * ``intra={...}`` / ``inter={...}`` / ``device={...}`` / ``kernels={...}`` /
+          ``collectives={...}``: fields of that part (:class:`LinkTier`, :class:`Device`,
+          :class:`KernelParams`, :class:`CollectiveParams`) to replace, or a whole new part;
         * any field of :class:`Hardware` (``gpus_per_node=4``, ``max_nodes=2``, ...).
 
         The copy's name records the changes. An unknown key raises :class:`ProfileError`.
@@ -254,6 +268,10 @@ class Hardware:
             hw = dataclasses.replace(hw, name=f"{self.name} (what-if: {what})")
         return hw
 
+
+#: The parts of a :class:`Hardware` that are records of their own (what-ifs replace their fields).
+_PARTS: dict[str, type] = {"intra": LinkTier, "inter": LinkTier, "device": Device,
+                           "kernels": KernelParams, "collectives": CollectiveParams}
 
 _LINK_SCALES = {
     "intra_bandwidth_scale": ("intra", "bandwidth_bytes_per_s"),
@@ -275,6 +293,25 @@ def _scale(key: str, value: Any) -> float:
     return x
 
 
+def _changed_part(hw: Hardware, key: str, value: Any) -> Any:
+    """Part ``key`` of ``hw`` (a link tier, the device, ...) with the fields of mapping ``value``
+    replaced (the part's dataclass checks them), or ``value`` itself if it is such a part."""
+    kind = _PARTS[key]
+    if isinstance(value, kind):
+        return value
+    valid = [f.name for f in dataclasses.fields(kind)]
+    if not isinstance(value, Mapping):
+        raise ProfileError(f"what-if: {key} must be a {kind.__name__} or a dict of its fields "
+                           f"({', '.join(valid)}), got {given_text(value)}")
+    for name in value:
+        if name not in valid:
+            near = closest_names(name, valid) if isinstance(name, str) else []
+            hint = f"did you mean {' or '.join(near)}? " if near else ""
+            raise ProfileError(f"what-if: {key} has no field {shown(name, 40)} "
+                               f"({hint}valid: {', '.join(valid)})")
+    return dataclasses.replace(getattr(hw, key), **value)
+
+
 def _apply_change(hw: Hardware, key: str, value: Any) -> Hardware:
     """One what-if change (see :meth:`Hardware.what_if`)."""
     if key.endswith("_scale"):
@@ -294,8 +331,8 @@ def _apply_change(hw: Hardware, key: str, value: Any) -> Hardware:
         return dataclasses.replace(hw, device=device)
     if key == "memory_bytes":
         return dataclasses.replace(hw, device=dataclasses.replace(hw.device, memory_bytes=value))
-    if key in ("intra", "inter") and isinstance(value, Mapping):
-        return dataclasses.replace(hw, **{key: dataclasses.replace(getattr(hw, key), **value)})
+    if key in _PARTS:
+        return dataclasses.replace(hw, **{key: _changed_part(hw, key, value)})
     if key in {f.name for f in dataclasses.fields(Hardware)}:
         return dataclasses.replace(hw, **{key: value})
     valid = sorted([*_LINK_SCALES, "peak_scale", "memory_bandwidth_scale", "memory_bytes",

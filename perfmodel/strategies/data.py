@@ -97,7 +97,13 @@ def slowed_backward_s(comm_s: Num, backward_s: Num, grad_bytes: float, group: Gr
     allreduces of ``grad_bytes`` over ``group`` run beside it (numbers or symbols): they overlap
     at most ``w = min(comm_s, backward_s)``; during it compute runs ``1 + gamma`` times slower
     on the SMs NCCL leaves, and loses the memory bandwidth NCCL's traffic takes (at most ``w``):
-    ``max(gamma/(1 + gamma) w, min(memory seconds, w))`` (0 when nothing overlaps)."""
+    ``max(gamma/(1 + gamma) w, min(memory seconds, w))`` (0 when nothing overlaps).
+
+    A backward of exactly 0 seconds (``overlap=none``: the allreduces start after it) gives
+    0.0, also with symbolic ``comm_s``: the window is 0 by construction, so ``explain`` shows the
+    term as 0 instead of ``Max(..., Min(0.0, ...))``."""
+    if isinstance(backward_s, (int, float)) and backward_s == 0:
+        return 0.0
     gamma = contention(group, links)
     window = smin(comm_s, backward_s)
     return smax(gamma / (1 + gamma) * window, smin(memory_contention_s(grad_bytes, group, links), window))

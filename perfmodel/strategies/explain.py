@@ -163,6 +163,7 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
             "slowed by NCCL"
         )
         words["nccl_contention"] = (
+            "no overlap (overlap=none): the allreduce runs after backward" if s.overlap == "none" else
             "backward compute slowed while NCCL's allreduces run beside it: NCCL's thread blocks hold C of the S "
             "SMs (gamma = C/(S - C)) and its traffic takes memory bandwidth (kappa bytes per byte sent), over the "
             "overlap window min(allreduce, backward)"

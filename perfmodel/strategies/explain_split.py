@@ -56,13 +56,15 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
             "summed: (p - 1)/p * b*N*e/beta + k*(p - 1)*alpha (twice for an allreduce)" if ops
             else "no exchange in this pass"
         )
+    when = "after" if s.overlap == "none" else "overlapped with"
     legend["gradient_exchange_exposed"] = (
         f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "
-        "overlapped with the last backward pass (exchanges included) as for data parallelism"
+        f"{when} the last backward pass (exchanges included) as for data parallelism"
         if s.dp > 1 else "one replica: no gradient exchange"
     )
     if s.dp > 1:
         legend["nccl_contention"] = (
+            "no overlap (overlap=none): the allreduce runs after backward" if s.overlap == "none" else
             "backward compute slowed while NCCL's allreduces run beside it (gamma = C/(S - C) of NCCL's SMs, kappa "
             "bytes of memory traffic per byte sent), over the overlap window"
         )

@@ -29,6 +29,7 @@ __all__ = [
     "SYMBOLS",
     "SYMBOL_MEANING",
     "HARDWARE_SYMBOLS",
+    "ZERO_OK_SYMBOLS",
     "B_SYM",
     "M",
     "LINK",
@@ -78,6 +79,12 @@ SYMBOL_MEANING: dict[str, str] = {
 HARDWARE_SYMBOLS: tuple[str, ...] = (
     "R", "R_fp32", "eta_conv", "eta_linear", "eta_mem", "beta_mem", "tau", "h", "t_step", "L_mem",
     "beta_intra", "alpha_intra", "beta_net", "alpha_net", "alpha_0", "gamma_intra", "gamma_net", "kappa",
+)
+
+#: Hardware symbols that may be 0 in a what-if: latencies (an ideal link), NCCL's compute
+#: contention and memory passes (no contention); the others divide or bound a time.
+ZERO_OK_SYMBOLS: frozenset[str] = frozenset(
+    {"alpha_intra", "alpha_net", "alpha_0", "gamma_intra", "gamma_net", "kappa"}
 )
 
 MODULES: list[Any] = ["math", {"Max": max, "Min": min, "ceiling": math.ceil}]
@@ -150,8 +157,10 @@ class StepFormula:
                     f"what-if of '{name}': only hardware symbols can change (valid: {', '.join(HARDWARE_SYMBOLS)})"
                 )
             v = float(value)
-            if not (math.isfinite(v) and (v > 0 or (v == 0 and name.startswith("alpha")))):  # zero latency is valid
-                raise UsageError(f"what-if of '{name}': the value must be a positive finite number, got {value!r}")
+            zero_ok = name in ZERO_OK_SYMBOLS
+            if not (math.isfinite(v) and (v > 0 or (v == 0 and zero_ok))):
+                what = "a finite number >= 0" if zero_ok else "a positive finite number"
+                raise UsageError(f"what-if of '{name}': the value must be {what}, got {value!r}")
             if name in by_name:
                 new[by_name[name]] = v
         if self.resimulate is not None:
