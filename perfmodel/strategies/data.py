@@ -25,6 +25,7 @@ from ..cost.collectives import (
 )
 from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
 from ..cost.formulas import Num, smax, smin, ssum
+from ..hardware import Hardware
 from ..network import Network
 from .context import Context, weight_group
 from .spec import Strategy
@@ -37,6 +38,8 @@ __all__ = [
     "buckets",
     "overlapped_exchange",
     "slowed_backward_s",
+    "bucket_reducer",
+    "stage_exchange",
     "gradient_exchange",
     "param_tensors",
     "bucket_copies_s",
@@ -107,6 +110,38 @@ def slowed_backward_s(comm_s: Num, backward_s: Num, grad_bytes: float, group: Gr
     gamma = contention(group, links)
     window = smin(comm_s, backward_s)
     return smax(gamma / (1 + gamma) * window, smin(memory_contention_s(grad_bytes, group, links), window))
+
+
+def bucket_reducer(
+    hw: Hardware, group: Group, comm: str, lp: LinkParams | None = None
+) -> tuple[Callable[[float], Num], LinkParams]:
+    """(one bucket's allreduce seconds over ``group`` with ``comm``, the link numbers used): on
+    the profile's links (``lp=None``, taken once for every bucket) or on ``lp``'s symbols."""
+    if lp is None:
+        links = link_params(hw, group)
+        return (lambda nbytes: allreduce(nbytes, group, hw, comm, links)), links
+    return (lambda nbytes: allreduce_expr(nbytes, group, lp, comm)), lp
+
+
+def stage_exchange(
+    bwd_s: Sequence[Num] | np.ndarray,
+    grad_bytes: np.ndarray,
+    reduce: Callable[[float], Num],
+    end_s: Num,
+    overlap: str,
+    group: Group,
+    links: LinkParams,
+) -> tuple[Num, Num, Num]:
+    """(when the last bucket's allreduce ends, the allreduce seconds, the contention seconds) of
+    one stage's gradients (``grad_bytes`` per layer, forward order) reduced in DDP's buckets as
+    its last backward pass (``bwd_s`` per layer, forward order) produces them, up to ``end_s``;
+    with ``overlap="none"``, all after ``end_s``."""
+    last_bwd = bwd_s[::-1]
+    start = end_s - ssum(last_bwd)
+    if overlap == "none":  # the exchange starts when the backward pass has ended
+        start, last_bwd = end_s, [0.0] * len(last_bwd)
+    end, total = overlapped_exchange(last_bwd, grad_bytes[::-1], reduce, start)
+    return end, total, slowed_backward_s(total, ssum(last_bwd), float(grad_bytes.sum()), group, links)
 
 
 #: Layer kinds whose parameters are two tensors (scale and shift) whatever ``bias`` says.
@@ -191,23 +226,12 @@ def gradient_exchange(
         return 0.0, 0.0, 0.0
     group = weight_group(s, ctx.hw.gpus_per_node)
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
-    links = link_params(ctx.hw, group) if lp is None else lp
-
-    def reduce(nbytes: float) -> Num:
-        if lp is None:
-            return allreduce(nbytes, group, ctx.hw, s.comm, links)
-        return allreduce_expr(nbytes, group, lp, s.comm)
-
+    reduce, links = bucket_reducer(ctx.hw, group, s.comm, lp)
     end_max: Num = None
     slowed: Num = None
     total: Num = 0.0
     for (a, b), end_s in zip(ranges, ends, strict=True):
-        last_bwd = bwd[a:b][::-1]
-        start = end_s - ssum(last_bwd)
-        if s.overlap == "none":  # the exchange starts when the backward pass has ended
-            start, last_bwd = end_s, [0.0] * len(last_bwd)
-        end, tot = overlapped_exchange(last_bwd, grad[a:b][::-1], reduce, start)
-        ext = slowed_backward_s(tot, ssum(last_bwd), float(grad[a:b].sum()), group, links)
+        end, tot, ext = stage_exchange(bwd[a:b], grad[a:b], reduce, end_s, s.overlap, group, links)
         end_max = end if end_max is None else smax(end_max, end)
         slowed = ext if slowed is None else smax(slowed, ext)
         total = total + tot

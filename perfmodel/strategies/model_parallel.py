@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, link_params, point_to_point
+from ..cost.collectives import Group, LinkParams, link_params, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, p2p, smax, ssum
 from ..errors import StrategyError, UsageError
@@ -65,7 +65,7 @@ from ..partition.hypergraph import REFERENCE_PROFILE
 from ..partition.metrics import imbalance, is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
 from .context import Context, split_batch, transient_bytes, weight_group
-from .data import BUCKET_BYTES, buckets
+from .data import BUCKET_BYTES, bucket_reducer, buckets
 from .dimension import Priced, Valuation, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
 from .mp_schedule import Schedule, simulate
@@ -186,12 +186,7 @@ def mp_gradient_exchange(
     # replicas of a K-stage pipeline
     group = weight_group(Strategy(dp=s.dp, pp=s.mp), ctx.hw.gpus_per_node)
 
-    links = link_params(ctx.hw, group) if lp is None else lp
-
-    def reduce(nbytes: float) -> Num:
-        if lp is None:
-            return allreduce(nbytes, group, ctx.hw, s.comm, links)
-        return allreduce_expr(nbytes, group, lp, s.comm)
+    reduce, _ = bucket_reducer(ctx.hw, group, s.comm, lp)
 
     ready: dict[int, tuple[int, Num]] = {}
     for i, units in enumerate(seg.units):

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.collectives import Group, LinkParams, allreduce, allreduce_expr, link_params, ring_tier
+from ..cost.collectives import Group, LinkParams, ring_tier
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, ssum
 from .context import Context, weight_group
-from .data import overlapped_exchange, shard_copies_s, slowed_backward_s
+from .data import bucket_reducer, shard_copies_s, stage_exchange
 from .dimension import Valuation, optimizer_step_s
 from .spec import Strategy
 
@@ -82,20 +82,9 @@ def replica_exchange(
     if s.dp <= 1:
         return 0.0, 0.0, dp_group, 0.0
 
-    links = link_params(ctx.hw, dp_group) if lp is None else lp
-
-    def reduce(nbytes: float) -> Num:
-        if lp is None:
-            return allreduce(nbytes, dp_group, ctx.hw, s.comm, links)
-        return allreduce_expr(nbytes, dp_group, lp, s.comm)
-
+    reduce, links = bucket_reducer(ctx.hw, dp_group, s.comm, lp)
     grad_bytes = params * GRAD_BYTES_PER_PARAM
-    rev = bwd[::-1]
-    start = body - ssum(rev)
-    if s.overlap == "none":  # the exchange starts when the backward pass has ended
-        rev, start = [0.0] * len(rev), body
-    end, total_comm = overlapped_exchange(rev, grad_bytes[::-1], reduce, start)
-    slowed = slowed_backward_s(total_comm, ssum(rev), float(grad_bytes.sum()), dp_group, links)
+    end, total_comm, slowed = stage_exchange(bwd, grad_bytes, reduce, body, s.overlap, dp_group, links)
     return smax(0, end - body - slowed), total_comm, dp_group, slowed
 
 
