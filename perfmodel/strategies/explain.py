@@ -50,6 +50,7 @@ from .predict import predict_in
 from .prediction import Prediction
 from .spatial import layer_exchange_s, spatial_exchanges, spatial_tier
 from .spec import Strategy
+from .wording import COPIES_WORDS, contention_words
 
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
 
@@ -162,16 +163,7 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
             f"buckets, each once full and the previous one done, {when}; what sticks out past the step's body "
             "slowed by NCCL"
         )
-        words["nccl_contention"] = (
-            "no overlap (overlap=none): the allreduce runs after backward" if s.overlap == "none" else
-            "backward compute slowed while NCCL's allreduces run beside it: NCCL's thread blocks hold C of the S "
-            "SMs (gamma = C/(S - C)) and its traffic takes memory bandwidth (kappa bytes per byte sent), over the "
-            "overlap window min(allreduce, backward)"
-        )
+        words["nccl_contention"] = contention_words(s.overlap)
     if s.dp * s.sp_degree > 1:
-        words["gradient_bucket_copies"] = (
-            "the gradient copies into the exchange buffers and back (DDP's reducer, reducer.cpp; assumed the same "
-            "for a parameter server's push/pull buffers and DataParallel's coalesced reduce, an upper bound there): "
-            "2 launches per parameter tensor and 2 x 8 bytes per parameter over the memory bandwidth, largest stage"
-        )
+        words["gradient_bucket_copies"] = COPIES_WORDS
     return words

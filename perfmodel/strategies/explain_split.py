@@ -33,6 +33,7 @@ from .mp_segments import Segments, segments
 from .prediction import Prediction
 from .spec import Strategy
 from .split_terms import BREAKDOWN_KEYS, OPS, split_terms
+from .wording import COPIES_WORDS, contention_words
 
 __all__ = ["explain_split", "explain_mp"]
 
@@ -63,14 +64,8 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
         if s.dp > 1 else "one replica: no gradient exchange"
     )
     if s.dp > 1:
-        legend["nccl_contention"] = (
-            "no overlap (overlap=none): the allreduce runs after backward" if s.overlap == "none" else
-            "backward compute slowed while NCCL's allreduces run beside it (gamma = C/(S - C) of NCCL's SMs, kappa "
-            "bytes of memory traffic per byte sent), over the overlap window"
-        )
-        legend["gradient_bucket_copies"] = (
-            "DDP's copies of each gradient into its bucket and back: 2 launches per tensor, 2 x 8 bytes per parameter"
-        )
+        legend["nccl_contention"] = contention_words(s.overlap)
+        legend["gradient_bucket_copies"] = COPIES_WORDS
     legend["optimizer_step"] = "the update of the shard's weights"
     notes = [
         f"{mode}={n}: every exchanged tensor of |y| elements per sample is one ring collective of n = b*|y|*e "

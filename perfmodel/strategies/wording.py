@@ -6,7 +6,7 @@ from ..hardware import Hardware
 from ..hardware.profile import PEAK_KEY
 from .spec import Strategy
 
-__all__ = ["precision_assumption", "exchange_assumption"]
+__all__ = ["precision_assumption", "exchange_assumption", "contention_words", "COPIES_WORDS"]
 
 _PRECISION = {
     "fp32": "fp32 everywhere (CUDA-core peak)",
@@ -45,3 +45,22 @@ def exchange_assumption(s: Strategy) -> str:
             "default optimizer, Horovod without overlap, TensorFlow replicated)"
         )
     return "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)"
+
+
+def contention_words(overlap: str) -> str:
+    """What the ``nccl_contention`` term of a plan exchanging with ``overlap`` is."""
+    if overlap == "none":
+        return "no overlap (overlap=none): the allreduce runs after backward"
+    return (
+        "backward compute slowed while NCCL's allreduces run beside it: NCCL's thread blocks hold C of the S "
+        "SMs (gamma = C/(S - C)) and its traffic takes memory bandwidth (kappa bytes per byte sent), over the "
+        "overlap window min(allreduce, backward)"
+    )
+
+
+#: What the ``gradient_bucket_copies`` term is.
+COPIES_WORDS = (
+    "the gradient copies into the exchange buffers and back (DDP's reducer, reducer.cpp; assumed the same "
+    "for a parameter server's push/pull buffers and DataParallel's coalesced reduce, an upper bound there): "
+    "2 launches per parameter tensor and 2 x 8 bytes per parameter over the memory bandwidth, largest stage"
+)
