@@ -6,7 +6,8 @@ network's own 1-GPU run. What it scales is every layer's forward and backward ti
 dispatch where that is slower): the work a 1-GPU run measures. What it leaves alone is
 everything priced from the profile's numbers directly, which a 1-GPU run says nothing or
 almost nothing about: the gradient exchange, NCCL's contention, the bucket copies, pipeline
-transfers and bubbles' communication, the optimizer step and the fixed step overhead.
+transfers, the optimizer step and the fixed step overhead. Terms built from layer times
+follow them: recomputation scales with the factor, a pipeline bubble by its compute share.
 Plans whose compute does not go through ``Context.times`` (filter and channel splits) are
 priced unscaled.
 """
