@@ -1,9 +1,13 @@
 """Throughput and speedup MAPE per CNN family over measured-run files (the README's family table).
 
 Usage: ``python scripts/family_report.py [FILE ...]`` (default: the shipped published runs, the
-hold-out set and the two family files). Prints, per family, the throughput MAPE without
-calibration, with single-GPU calibration (multi-GPU rows, fitted on each group's 1-GPU rows)
-and the speedup MAPE, over the rows perfmodel predicts.
+hold-out set and the two family files). Prints, per family, over the rows perfmodel predicts:
+the throughput MAPE without calibration; with the pooled single-GPU calibration
+(``--calibrate single-gpu``: compute efficiencies fitted per profile and precision to the
+1-GPU rows of every network in the file, multi-GPU rows scored); with the per-group
+single-GPU calibration (``--calibrate single-gpu-per-group``: each network's compute seconds
+scaled to its own 1-GPU rows, per model, hardware, precision, framework, source and batch,
+multi-GPU rows scored); and the speedup MAPE without calibration.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.validation import load_measurements, validate
+from perfmodel.validation import Validation, load_measurements, validate
 
 FAMILIES = (
     ("ResNet/ResNeXt", ("resnet", "resnext", "se_resnext", "wide_resnet")),
@@ -35,12 +39,30 @@ def family(model: str) -> str:
     return "other"
 
 
-def report(files: list[str]) -> list[tuple[str, int, float, float | None, float | None]]:
-    """(family, rows, throughput MAPE %, calibrated MAPE %, speedup MAPE %) per family, then 'all'."""
+Row = tuple[str, int, float, float | None, float | None, float | None]
+
+
+def _scored(v: Validation) -> dict[str, list[float]]:
+    """|error| % of the multi-GPU rows a calibration scores, per family and 'all'."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for r in v.rows:
+        if r.error_pct is not None and r.role != "calibration":
+            for key in (family(r.measurement.model), "all"):
+                out[key].append(abs(r.error_pct))
+    return out
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def report(files: list[str]) -> list[Row]:
+    """(family, rows, throughput MAPE %, pooled calibrated MAPE %, per-group calibrated MAPE %,
+    speedup MAPE %) per family, then 'all'."""
     none = validate(load_measurements(files), "none")
-    single = validate(load_measurements(files), "single-gpu")
+    pooled = _scored(validate(load_measurements(files), "single-gpu"))
+    group = _scored(validate(load_measurements(files), "single-gpu-per-group"))
     err: dict[str, list[float]] = defaultdict(list)
-    cal: dict[str, list[float]] = defaultdict(list)
     spd: dict[str, list[float]] = defaultdict(list)
     for r in none.rows:
         if r.error_pct is None:
@@ -49,16 +71,11 @@ def report(files: list[str]) -> list[tuple[str, int, float, float | None, float 
             err[key].append(abs(r.error_pct))
             if r.speedup_error_pct is not None:
                 spd[key].append(abs(r.speedup_error_pct))
-    for r in single.rows:
-        if r.error_pct is not None and r.role != "calibration":
-            for key in (family(r.measurement.model), "all"):
-                cal[key].append(abs(r.error_pct))
-    out = []
+    out: list[Row] = []
     for key in [f for f, _ in FAMILIES] + ["other", "all"]:
         if err[key]:
-            out.append((key, len(err[key]), float(np.mean(err[key])),
-                        float(np.mean(cal[key])) if cal[key] else None,
-                        float(np.mean(spd[key])) if spd[key] else None))
+            out.append((key, len(err[key]), float(np.mean(err[key])), _mean(pooled[key]), _mean(group[key]),
+                        _mean(spd[key])))
     return out
 
 
@@ -68,11 +85,11 @@ def main(argv: list[str]) -> None:
                                             "families_holdout_runs.csv")]
     for f in files:
         print(f"== {Path(f).name}")
-        print(f"{'family':<24}{'rows':>6}{'throughput MAPE %':>19}{'calibrated %':>14}{'speedup %':>11}")
-        for fam, n, e, c, s in report([f]):
-            cs = "-" if c is None else f"{c:.1f}"
-            ss = "-" if s is None else f"{s:.1f}"
-            print(f"{fam:<24}{n:>6}{e:>19.1f}{cs:>14}{ss:>11}")
+        print(f"{'family':<24}{'rows':>6}{'throughput MAPE %':>19}{'pooled cal. %':>15}{'per-group cal. %':>18}"
+              f"{'speedup %':>11}")
+        for fam, n, e, c, g, s in report([f]):
+            cells = ["-" if x is None else f"{x:.1f}" for x in (c, g, s)]
+            print(f"{fam:<24}{n:>6}{e:>19.1f}{cells[0]:>15}{cells[1]:>18}{cells[2]:>11}")
 
 
 if __name__ == "__main__":

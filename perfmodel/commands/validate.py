@@ -105,7 +105,10 @@ def render_summary(v: Validation) -> str:
     s = v.summary
     mode = {
         "none": "none (profile values as shipped)",
-        "single-gpu": "single-gpu (compute fitted on the 1-GPU rows; multi-GPU rows scored)",
+        "single-gpu": "single-gpu (compute fitted per profile and precision on all networks' 1-GPU rows; "
+        "multi-GPU rows scored)",
+        "single-gpu-per-group": "single-gpu-per-group (each network's compute scaled to its own 1-GPU "
+        "rows, communication not; multi-GPU rows scored)",
     }[s.mode]
     lines = ["", f"calibration: {mode}"]
     if v.calibration is not None:
@@ -139,8 +142,11 @@ def render_summary(v: Validation) -> str:
     type=click.Choice(CALIBRATION_MODES),
     default="none",
     show_default=True,
-    help="none: profiles as shipped. single-gpu: fit compute efficiencies on the 1-GPU "
-    "rows, then score the multi-GPU rows (which the fit never sees).",
+    help="none: profiles as shipped. single-gpu: fit compute efficiencies per profile and "
+    "precision on the 1-GPU rows of all networks (pooled), then score the multi-GPU rows (which "
+    "the fit never sees). single-gpu-per-group: scale each network's compute seconds to its own "
+    "1-GPU rows (per model, hardware, precision, framework, source and batch), then score its "
+    "multi-GPU rows.",
 )
 @click.option("--kernels", is_flag=True, help="Score the compute model against the shipped per-kernel "
               "(DeepBench, NeuSight) and per-layer (PipeDream) measurements instead: MAPE per source, "

@@ -11,6 +11,7 @@ from ..errors import PerfmodelError, UsageError
 from ..hardware import Hardware
 from ..units import GIB
 from .calibrate import Calibration, calibrate_single_gpu
+from .calibrate_group import GroupCalibration, calibrate_per_group, row_id, speedup_key
 from .devices import CPU_REASON, CPU_ROLE, ran_on_cpu
 from .measurements import Measurement, MeasurementSet, resolve_hardware
 from .pricing import RowPrice, price_row
@@ -25,9 +26,12 @@ __all__ = [
     "compare_rows",
     "mape",
     "DEFINITIONS",
+    "speedup_key",
 ]
 
-CALIBRATION_MODES = ("none", "single-gpu")
+#: ``single-gpu``: one fit per (profile, precision) pooled over every network's 1-GPU rows;
+#: ``single-gpu-per-group``: one fit per speedup group to that network's own 1-GPU rows.
+CALIBRATION_MODES = ("none", "single-gpu", "single-gpu-per-group")
 
 #: What the summary figures mean (carried in every JSON summary).
 DEFINITIONS = {
@@ -36,7 +40,13 @@ DEFINITIONS = {
     ),
     "throughput_mape_pct": (
         "mean |error_pct| over the scored rows (all predicted rows without calibration; the "
-        "multi-GPU rows with single-GPU calibration, whose 1-GPU rows were fitted)"
+        "multi-GPU rows with either single-GPU calibration, whose 1-GPU rows were fitted)"
+    ),
+    "calibration": (
+        "single-gpu: compute efficiencies fitted per (profile, precision) to the 1-GPU rows of all "
+        "models in the file (pooled); single-gpu-per-group: one factor on each network's per-layer "
+        "compute seconds fitted per speedup group to that group's own 1-GPU rows, communication, "
+        "optimizer step and step overhead not scaled"
     ),
     "speedup": (
         "throughput of a multi-GPU row over the 1-GPU row of its speedup group (same model, "
@@ -177,7 +187,7 @@ class Validation:
     files: tuple[str, ...]
     rows: tuple[RowResult, ...]
     summary: Summary
-    calibration: Calibration | None = None
+    calibration: Calibration | GroupCalibration | None = None
     columns: tuple[str, ...] = field(default=())
 
     def to_dict(self, rows: bool = True) -> dict[str, Any]:
@@ -189,19 +199,27 @@ class Validation:
 
 
 def validate(ms: MeasurementSet, calibrate: str = "none") -> Validation:
-    """Predict every row of ``ms`` and compare; ``calibrate='single-gpu'`` fits compute first.
+    """Predict every row of ``ms`` and compare, after the calibration ``calibrate`` asks for.
 
-    With single-GPU calibration the compute efficiencies of each (hardware, precision) are
-    fitted to its 1-GPU rows only; those rows are then marked ``calibration`` and the
-    multi-GPU rows, which the fit never saw, are the scored predictions.
+    ``single-gpu``: the compute efficiencies of each (hardware, precision) are fitted to its
+    1-GPU rows of all models (pooled); ``single-gpu-per-group``: each speedup group's compute
+    seconds are scaled to fit its own 1-GPU rows (:mod:`.calibrate_group`). Either way the
+    fitted 1-GPU rows are marked ``calibration`` and the multi-GPU rows, which the fit never
+    saw, are the scored predictions.
     """
     if calibrate not in CALIBRATION_MODES:
         raise UsageError(
             f"unknown calibration '{calibrate}' (valid: {', '.join(CALIBRATION_MODES)})"
         )
-    calibration = calibrate_single_gpu(ms.rows) if calibrate == "single-gpu" else None
-    profiles = dict(calibration.profiles) if calibration else {}
-    rows = compare_rows(ms.rows, profiles, single_gpu_fit=calibration is not None)
+    calibration: Calibration | GroupCalibration | None = None
+    if calibrate == "single-gpu":
+        calibration = calibrate_single_gpu(ms.rows)
+        rows = compare_rows(ms.rows, calibration.profiles, single_gpu_fit=True)
+    elif calibrate == "single-gpu-per-group":
+        calibration = calibrate_per_group(ms.rows)
+        rows = compare_rows(ms.rows, single_gpu_fit=True, scales=calibration.scales)
+    else:
+        rows = compare_rows(ms.rows)
     return Validation(ms.files, rows, summarize(rows, calibrate), calibration, ms.columns)
 
 
@@ -209,16 +227,20 @@ def compare_rows(
     rows: Sequence[Measurement],
     profiles: Mapping[str, Hardware] | None = None,
     single_gpu_fit: bool = False,
+    scales: Mapping[tuple[str, int], float] | None = None,
 ) -> tuple[RowResult, ...]:
-    """Price each row (on ``profiles[row.hardware]`` when given) and attach speedups."""
+    """Price each row (on ``profiles[row.hardware]`` when given, its compute seconds times
+    ``scales[row_id(row)]`` when given) and attach speedups."""
     profiles = profiles or {}
+    scales = scales or {}
     results: list[RowResult] = []
     priced: dict[tuple[Any, ...], RowPrice | str] = {}
     hws: dict[str, Hardware] = {}
     for m in rows:
         role = "calibration" if single_gpu_fit and m.gpus == 1 else "scored"
         role = CPU_ROLE if ran_on_cpu(m) else role
-        calibrated = m.hardware in profiles and _fitted(profiles[m.hardware], m.precision)
+        scale = scales.get(row_id(m), 1.0)
+        calibrated = row_id(m) in scales or (m.hardware in profiles and _fitted(profiles[m.hardware], m.precision))
         if not m.has_batch:
             results.append(
                 RowResult(
@@ -231,12 +253,12 @@ def compare_rows(
             )
             continue
         key = (m.model, m.image_size, m.hardware, m.precision, m.optimizer, m.strategy_text,
-               m.gpus, m.batch_per_gpu, m.global_batch)
+               m.gpus, m.batch_per_gpu, m.global_batch, scale)
         if key not in priced:  # a repeated run is priced once (a million rows, a few hundred runs)
             try:
                 if m.hardware not in hws:
                     hws[m.hardware] = resolve_hardware(m, profiles)
-                priced[key] = price_row(m, hws[m.hardware])
+                priced[key] = price_row(m, hws[m.hardware], scale)
             except PerfmodelError as e:
                 priced[key] = f"cannot be priced: {e}"
         p = priced[key]
@@ -259,12 +281,6 @@ def compare_rows(
 
 def _fitted(hw: Hardware, precision: str) -> bool:
     return f"calibrated.{precision}" in hw.sources
-
-
-def speedup_key(m: Measurement) -> tuple[str, ...]:
-    """Rows sharing this key form one speedup group (see :data:`DEFINITIONS`)."""
-    batch = f"b={m.batch_per_gpu}" if m.batch_per_gpu is not None else "global"
-    return (m.file, m.model, m.hardware, m.precision, m.framework, m.source, batch)
 
 
 def _with_speedups(results: list[RowResult]) -> tuple[RowResult, ...]:

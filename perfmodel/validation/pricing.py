@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..hardware import Hardware
 from ..network import get_model
 from ..strategies.predict import context, price
+from .compute_scale import scaled_context
 from .measurements import Measurement
 
 __all__ = ["RowPrice", "price_row", "global_batch_of"]
@@ -35,13 +36,16 @@ def global_batch_of(m: Measurement) -> int | None:
     return m.global_batch
 
 
-def price_row(m: Measurement, hw: Hardware) -> RowPrice:
-    """Price row ``m`` on ``hw``; raises :class:`~perfmodel.errors.PerfmodelError` if it cannot."""
+def price_row(m: Measurement, hw: Hardware, compute_scale: float = 1.0) -> RowPrice:
+    """Price row ``m`` on ``hw``; raises :class:`~perfmodel.errors.PerfmodelError` if it cannot.
+
+    ``compute_scale`` multiplies every layer's forward and backward seconds (a per-group
+    single-GPU calibration, :mod:`.compute_scale`); the other terms are priced as they are."""
     batch = global_batch_of(m)
     if batch is None:
         raise ValueError(f"{m.where()}: no batch given")
     net = get_model(m.model, m.image_size)
-    ctx = context(net, hw, m.precision, m.optimizer)
+    ctx = scaled_context(context(net, hw, m.precision, m.optimizer), compute_scale)
     priced = price(ctx, m.strategy, batch)
     t = priced.time_s
     return RowPrice(
