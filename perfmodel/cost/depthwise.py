@@ -34,12 +34,15 @@ per FLOP falls with the window (the fixed ``O`` spread over more taps), which on
 cannot follow. The memory-traffic floor (input read once, output written) is the caller's
 (:func:`perfmodel.cost.kernel_model.mm_time`).
 
-Half precision: the native kernels load 16-bit values but accumulate in fp32
-(``acc_type<Half>`` is float), and cuDNN takes fp16 depthwise layers where PyTorch allows
-(``use_cudnn_depthwise``: fp16 shapes it accepts, every channels-last layer). Priced as two tap
-FMAs per fp32 lane (packed ``half2``, NVIDIA Tesla V100 whitepaper: FP16 31.4 TFLOPS on CUDA cores
-vs FP32 15.7), the per-thread and weight-gradient iteration work (integer index arithmetic,
-loads) unchanged: no fp16 depthwise kernel is measured in the shipped data.
+Half precision: PyTorch hands fp16 depthwise layers to cuDNN where it can (``use_cudnn_depthwise``
+in ``aten/src/ATen/native/Convolution.cpp``: every channels-last layer, and fp16 shapes it
+accepts). cuDNN's kernels are closed; they are priced as if a thread kept two neighbouring
+channels of the channels-last layout as one ``half2``, one index split, bound check and issue
+slot serving two outputs (NVIDIA Tesla V100 whitepaper: FP16 31.4 TFLOPS on CUDA cores vs FP32
+15.7): half the fp32 work, an assumption. (The native kernels
+accumulate fp16 in fp32, ``acc_type<Half>`` is float, and would not halve; no fp16 depthwise
+kernel is measured in the shipped data, and the 1-GPU AMP EfficientNet runs of
+``families_runs.csv`` come out 23-24% slow with only the tap FMAs halved, 6-8% fast with all.)
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ def depthwise_flops(lk: LayerKernels, kp: KernelParams, scale: np.ndarray,
     g, plane, mult, taps = lk.groups, lk.m["fwd"], lk.n["fwd"], lk.k["fwd"]
     outputs = g * plane * mult  # per sample
     inputs = np.maximum(lk.mm_elems["fwd"] - outputs, 0.0)  # activations read + written, less the outputs
-    tap = 2.0 / max(kp.depthwise_efficiency, _EFF_FLOOR) * (0.5 if half_precision else 1.0)
+    tap = 2.0 / max(kp.depthwise_efficiency, _EFF_FLOOR)
     per_thread = kp.depthwise_output_flops
     lanes = np.where(plane > 0, np.ceil(plane / WGRAD_LANES) * WGRAD_LANES / np.maximum(plane, 1.0), 1.0)
     work = {
@@ -79,4 +82,4 @@ def depthwise_flops(lk: LayerKernels, kp: KernelParams, scale: np.ndarray,
         "dgrad": inputs * (per_thread + mult * taps * tap),
         "wgrad": outputs * lanes * taps * kp.depthwise_wgrad_flops,
     }
-    return {s: work[s] * scale for s in MM_SLOTS}
+    return {s: work[s] * scale * (0.5 if half_precision else 1.0) for s in MM_SLOTS}

@@ -90,8 +90,8 @@ def kernel_work(
     (the micro-batch times the fraction of the layer's extent its tile holds).
 
     ``tensor_cores``: the precision runs on tensor cores (channels padded to 8, no Winograd);
-    ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two tap FMAs
-    per fp32 lane (packed half2; :mod:`perfmodel.cost.depthwise`).
+    ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two outputs'
+    work per fp32 lane (packed half2; :mod:`perfmodel.cost.depthwise`).
     """
     scale = np.asarray(scale, dtype=float)
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
