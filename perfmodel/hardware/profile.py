@@ -133,7 +133,7 @@ class KernelParams:
     wgrad_efficiency_tensor_cores: float = 1.0
     wgrad_split_efficiency: float = 0.798
     wgrad_split_efficiency_tensor_cores: float = 0.361
-    depthwise_efficiency: float = 0.0355
+    depthwise_efficiency: float = 0.122
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
     #: the latency bound of window kernels (perfmodel.cost.work.window_path_loads): effective
@@ -146,8 +146,8 @@ class KernelParams:
     #: depthwise convolutions priced per output element (perfmodel.cost.depthwise): FLOP-equivalents
     #: at the fp32 peak of one thread's fixed work, and of one weight-gradient reduction iteration
     #: (fitted on V100; depthwise_efficiency above is the tap loop's FMA rate)
-    depthwise_output_flops: float = 400.0
-    depthwise_wgrad_flops: float = 80.0
+    depthwise_output_flops: float = 415.0
+    depthwise_wgrad_flops: float = 84.3
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
