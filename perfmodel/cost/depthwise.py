@@ -1,9 +1,11 @@
 """Depthwise convolutions priced per output element: a fixed cost per thread plus one per filter tap.
 
 PyTorch runs a depthwise convolution (``groups == in_channels``, any channel multiplier) with its
-own CUDA kernels, not cuDNN's GEMMs (``aten/src/ATen/native/cuda/DepthwiseConv2d.cu``; in the
-PyTorch 1.0/1.1 that PipeDream profiled, ``aten/src/THCUNN/SpatialDepthwiseConvolution.cu``,
-which ``at::_convolution`` called for every depthwise layer). What they do, read in that source:
+own CUDA kernels, not cuDNN's GEMMs (pytorch/pytorch ``aten/src/ATen/native/cuda/DepthwiseConv2d.cu``
+@ 00410ca9; in the PyTorch 1.0/1.1 that PipeDream profiled, ``aten/src/THCUNN/
+SpatialDepthwiseConvolution.cu`` @ 051e2a50, which ``at::_convolution`` in
+``aten/src/ATen/native/Convolution.cpp`` @ 00222118 called for every depthwise layer). What they
+do, read in that source:
 
 * forward, ``conv_depthwise2d_forward_kernel``: one thread per output element (a grid-stride loop
   over ``N*K*P*Q``). Each thread splits its linear index into ``n, c, h, w`` (three integer
