@@ -1,7 +1,8 @@
 """Fit the kernel model's few global numbers per GPU generation to the shipped kernel data.
 
 Usage: ``python scripts/fit_kernel_params.py [SET ...] [--only NAME,...] [--write] [--report] [--split]
-[--transfer FROM:TO]`` (``--only memory``: fit just those numbers, the others kept at the profile's)
+[--transfer FROM:TO] [--leave-out-model MODEL]`` (``--only memory``: fit just those numbers, the
+others kept at the profile's)
 
 For each generation, minimises the mean |log(predicted / measured)| over all rows of its
 sources (never per row) with Nelder-Mead, and prints the values to write into the profiles'
@@ -26,7 +27,9 @@ fit uses the generation's shape-rule numbers).
 ``--split`` fits on the even problems of the set (a layer shape at a batch, with all its
 kernels) and scores the odd ones (and the reverse); ``--transfer volta-fp32:pascal-fp32`` fits
 on the first set and scores the second with the first's fitted numbers, only the second
-profile's own SM count, peaks and bandwidths changed.
+profile's own SM count, peaks and bandwidths changed; ``--leave-out-model nasnetalarge`` fits
+without that network's PipeDream rows and scores them (with ``--only``: the depthwise numbers
+fitted on one NASNet, scored on the other).
 """
 
 from __future__ import annotations
@@ -60,12 +63,19 @@ PARAMS = (
     ("conv", 0.3, 1.0), ("linear", 0.3, 1.0), ("memory", 0.4, 1.0), ("tile_half_intensity", 0.5, 64.0),
     ("winograd_gain", 1.0, 4.0), ("wgrad_efficiency", 0.2, 1.0), ("depthwise_efficiency", 0.005, 0.5),
     ("winograd_transform_flops", 0.0, 500.0), ("wgrad_split_efficiency", 0.1, 1.0),
+    # depthwise kernels per output element (perfmodel/cost/depthwise.py): one thread's fixed work
+    # (an index split by three integer divisions is ~50-100 issue slots) and one iteration of the
+    # weight gradient's reduction, FLOPs at the fp32 peak (2 per issue slot)
+    ("depthwise_output_flops", 0.0, 2000.0), ("depthwise_wgrad_flops", 2.0, 1000.0),
 )
+#: numbers only PipeDream's depthwise (NASNet) rows inform: never fitted on the other sets
+DEPTHWISE_PARAMS = ("depthwise_efficiency", "depthwise_output_flops", "depthwise_wgrad_flops")
 #: the latency bound of window kernels (only PipeDream's pooling rows inform them): fitted only
 #: when named with --only
 LATENCY_PARAMS = (("memory_latency_s", 1e-7, 2e-6), ("sector_slots_per_sm", 32.0, 4096.0))
 #: numbers the simplex sees in other units, so that every coordinate is of order one
-UNIT = {"memory_latency_s": 1e-6, "sector_slots_per_sm": 100.0}
+UNIT = {"memory_latency_s": 1e-6, "sector_slots_per_sm": 100.0, "depthwise_output_flops": 100.0,
+        "depthwise_wgrad_flops": 10.0}
 #: tensor-core precisions: their conv/linear efficiencies and weight-gradient rate; the shape
 #: rules' tile intensity is the generation's (fitted on fp32)
 TC_PARAMS = (("conv", 0.2, 1.0), ("linear", 0.2, 1.0), ("wgrad_efficiency_tensor_cores", 0.2, 1.0),
@@ -102,7 +112,9 @@ def free_params(name: str) -> tuple[tuple[str, float, float], ...]:
         return PARAMS
     if sources == ("neusight",):
         return PARAMS[:2]
-    return PARAMS[:2] + PARAMS[3:6] + PARAMS[7:] if precision == "fp32" else TC_PARAMS
+    if precision != "fp32":
+        return TC_PARAMS
+    return tuple(p for p in PARAMS[:2] + PARAMS[3:6] + PARAMS[7:] if p[0] not in DEPTHWISE_PARAMS)
 
 
 def with_values(hw0: Hardware, precision: str, v: dict[str, float]) -> Hardware:
@@ -203,6 +215,25 @@ def transfer_check(src: str, dst: str) -> None:
                                                                                    precision, v)))
 
 
+def leave_out_check(name: str, model: str, only: tuple[str, ...]) -> None:
+    """Fit the set without ``model``'s rows (PipeDream's network column) and score that model's
+    rows per op (numbers never written): e.g. the depthwise numbers fitted on nasnetamobile alone,
+    scored on nasnetalarge."""
+    profile, precision, _, _ = SETS[name]
+    rows = set_rows(name)
+    held = [r for r in rows if r.model == model]
+    if not held:
+        models = sorted({r.model for r in rows if r.model})
+        raise SystemExit(f"--leave-out-model: {name} has no rows of {model!r}; its models: {', '.join(models)}")
+    v = fit(name, [r for r in rows if r.model != model], quiet=True, only=only)
+    print(f"  fitted without {model}: " + ", ".join(f"{k} = {x:.3g}" for k, x in v.items()))
+    pred, _ = price_rows(held, {profile: with_values(load_hardware(profile), precision, v)}, before=False)
+    err: dict[str, list[float]] = defaultdict(list)
+    for r, p in zip(held, pred, strict=True):
+        err[r.op].append(abs(p / r.measured_s - 1))
+    _print_scores(f"scored on {model}", {k: (len(e), 100 * float(np.mean(e))) for k, e in sorted(err.items())})
+
+
 def _set_in_table(text: str, table: str, key: str, value: float, note: str) -> str:
     """``text`` (a profile) with ``key = value  # note`` in ``[table]`` (replaced, or added at its end)."""
     head = re.search(rf"^\[{re.escape(table)}\][^\n]*\n", text, re.M)
@@ -255,11 +286,17 @@ def main() -> None:
     ap.add_argument("--transfer", metavar="FROM:TO", help="fit FROM, score TO with only its hardware changed")
     ap.add_argument("--write", action="store_true", help="write the fitted numbers into the profiles (WRITES)")
     ap.add_argument("--only", metavar="NAME,...", default="", help="fit just these numbers (e.g. memory)")
+    ap.add_argument("--leave-out-model", metavar="MODEL", default="",
+                    help="fit without MODEL's rows (PipeDream network), score them per op")
     a = ap.parse_args()
     only = tuple(x for x in a.only.split(",") if x)
     if a.transfer:
         src, _, dst = a.transfer.partition(":")
         transfer_check(src, dst)
+        return
+    if a.leave_out_model:
+        for n in a.sets or ["volta-fp32"]:
+            leave_out_check(n, a.leave_out_model, only)
         return
     for n in a.sets or list(SETS):
         v = fit(n, only=only)

@@ -49,6 +49,8 @@ FIELDS = {
     "memory_passes": "collectives.memory_passes",
     "memory_latency_s": "efficiency.kernels.memory_latency_s",
     "sector_slots_per_sm": "efficiency.kernels.sector_slots_per_sm",
+    "depthwise_output_flops": "efficiency.kernels.depthwise_output_flops",
+    "depthwise_wgrad_flops": "efficiency.kernels.depthwise_wgrad_flops",
 }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..hardware.profile import KernelParams
+from .depthwise import depthwise_flops
 from .efficiency import gemm_shape_efficiency, pad_channels, winograd_gain, winograd_mask
 from .formulas import Num
 from .kernels import MM_SLOTS, LayerKernels
@@ -30,7 +31,8 @@ class KernelWork:
 
     ``flops[s]``: effective FLOPs of GEMM slot ``s`` at the matmul peak (direct FLOPs divided
     by the shape efficiency, the Winograd gain, and for weight gradients their efficiency);
-    ``cc_flops[s]``: effective FLOPs of depthwise kernels at the fp32 (CUDA-core) peak;
+    ``cc_flops[s]``: effective FLOPs of depthwise kernels at the fp32 (CUDA-core) peak
+    (:func:`~perfmodel.cost.depthwise.depthwise_flops`);
     ``mm_elems[s]``: activation elements the GEMM kernel reads and writes (with the layer's
     weights, its roofline floor); ``mem_elems_fwd/bwd`` and ``mem_extra_bytes_fwd/bwd``: what
     the memory-bound kernels move (elements at the precision, plus indices and masks in bytes);
@@ -88,8 +90,8 @@ def kernel_work(
     (the micro-batch times the fraction of the layer's extent its tile holds).
 
     ``tensor_cores``: the precision runs on tensor cores (channels padded to 8, no Winograd);
-    ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two FMAs per
-    fp32 lane (packed half2), so their FLOPs count half at the fp32 peak.
+    ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two outputs'
+    work per fp32 lane (packed half2; :mod:`perfmodel.cost.depthwise`).
     """
     scale = np.asarray(scale, dtype=float)
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
@@ -98,6 +100,7 @@ def kernel_work(
     pad_out = np.where(lk.c_out > 0, pad_channels(lk.c_out, tensor_cores) / np.maximum(lk.c_out, 1), 1.0)
     flops: dict[str, np.ndarray] = {}
     cc: dict[str, np.ndarray] = {}
+    dw = depthwise_flops(lk, kp, scale, half_precision)
     mm_elems: dict[str, np.ndarray] = {}
     for s in MM_SLOTS:
         present = lk.n[s] > 0
@@ -119,10 +122,8 @@ def kernel_work(
         npq = k if s == "wgrad" else m
         fast = direct / (eff * gain) + kp.winograd_transform_flops * (lk.c_in + lk.c_out) * npq
         flops[s] = np.where(present & ~lk.depthwise, np.where(wino, np.minimum(implicit, fast), implicit), 0.0)
-        # depthwise kernels run on CUDA cores
-        dw_slow = 1 / max(kp.wgrad_efficiency, EFF_FLOOR) if s == "wgrad" else 1.0
-        dw_slow *= 0.5 if half_precision else 1.0
-        cc[s] = np.where(present & lk.depthwise, direct / max(kp.depthwise_efficiency, EFF_FLOOR) * dw_slow, 0.0)
+        # depthwise kernels run on CUDA cores, priced per output element (perfmodel.cost.depthwise)
+        cc[s] = np.where(present & lk.depthwise, dw[s], 0.0)
         mm_elems[s] = np.where(present, lk.mm_elems[s] * scale, 0.0)
     return KernelWork(
         flops=flops,

@@ -133,7 +133,7 @@ class KernelParams:
     wgrad_efficiency_tensor_cores: float = 1.0
     wgrad_split_efficiency: float = 0.798
     wgrad_split_efficiency_tensor_cores: float = 0.361
-    depthwise_efficiency: float = 0.0355
+    depthwise_efficiency: float = 0.122
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
     #: the latency bound of window kernels (perfmodel.cost.work.window_path_loads): effective
@@ -143,6 +143,11 @@ class KernelParams:
     memory_latency_s: float = 5.28e-07
     threads_per_sm: int = 2048
     sector_slots_per_sm: float = 352.0
+    #: depthwise convolutions priced per output element (perfmodel.cost.depthwise): FLOP-equivalents
+    #: at the fp32 peak of one thread's fixed work, and of one weight-gradient reduction iteration
+    #: (fitted on V100; depthwise_efficiency above is the tap loop's FMA rate)
+    depthwise_output_flops: float = 415.0
+    depthwise_wgrad_flops: float = 84.3
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
@@ -159,7 +164,9 @@ class KernelParams:
                   wgrad_split_efficiency_tensor_cores=self.wgrad_split_efficiency_tensor_cores,
                   depthwise_efficiency=self.depthwise_efficiency, host_op_s=self.host_op_s,
                   step_overhead_s=self.step_overhead_s, memory_latency_s=self.memory_latency_s,
-                  sector_slots_per_sm=self.sector_slots_per_sm)
+                  sector_slots_per_sm=self.sector_slots_per_sm,
+                  depthwise_output_flops=self.depthwise_output_flops,
+                  depthwise_wgrad_flops=self.depthwise_wgrad_flops)
 
 
 @dataclass(frozen=True)
@@ -307,8 +314,9 @@ def _changed_part(hw: Hardware, key: str, value: Any) -> Any:
         if name not in valid:
             near = closest_names(name, valid) if isinstance(name, str) else []
             hint = f"did you mean {' or '.join(near)}? " if near else ""
+            listed = valid if len(valid) <= 12 else [*valid[:12], f"and {len(valid) - 12} more"]
             raise ProfileError(f"what-if: {key} has no field {shown(name, 40)} "
-                               f"({hint}valid: {', '.join(valid)})")
+                               f"({hint}valid: {', '.join(listed)})")
     return dataclasses.replace(getattr(hw, key), **value)
 
 

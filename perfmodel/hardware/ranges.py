@@ -72,6 +72,9 @@ RANGES: dict[str, Range] = {
     # physical floors: a memory access takes at least a nanosecond, an SM holds at least one request
     "memory_latency_s": Range(1e-9, 1e-4, "1 ns to 100 us"),
     "sector_slots_per_sm": Range(1.0, 1e6, "1 to 1e6 sectors"),
+    # depthwise convolutions' work per output element and per weight-gradient iteration
+    "depthwise_output_flops": Range(0.0, 1e6, "0 to 1e6 FLOP per output element"),
+    "depthwise_wgrad_flops": Range(0.0, 1e6, "0 to 1e6 FLOP per tap and output element"),
     "per_gpu_hour": Range(0.0, 1e6, "0 to 1e6 (currency units per GPU-hour)"),
 }
 
