@@ -61,6 +61,11 @@ PARAMS = (
     ("winograd_gain", 1.0, 4.0), ("wgrad_efficiency", 0.2, 1.0), ("depthwise_efficiency", 0.005, 0.5),
     ("winograd_transform_flops", 0.0, 500.0), ("wgrad_split_efficiency", 0.1, 1.0),
 )
+#: numbers only PipeDream's rows inform (memory-bound kernels, depthwise convolutions): the
+#: fp32 sets without PipeDream's rows keep the profile's values
+PIPEDREAM_ONLY = ("memory", "depthwise_efficiency")
+#: what NeuSight's forward-only kernels fit (conv and linear efficiencies)
+FORWARD_ONLY = ("conv", "linear")
 #: the latency bound of window kernels (only PipeDream's pooling rows inform them): fitted only
 #: when named with --only
 LATENCY_PARAMS = (("memory_latency_s", 1e-7, 2e-6), ("sector_slots_per_sm", 32.0, 4096.0))
@@ -96,13 +101,15 @@ def set_rows(name: str) -> list[KernelRow]:
 
 
 def free_params(name: str) -> tuple[tuple[str, float, float], ...]:
+    """The numbers (name, lower, upper) set ``name`` fits, chosen by name (:data:`PIPEDREAM_ONLY`,
+    :data:`FORWARD_ONLY`): a number appended to :data:`PARAMS` is fitted by every fp32 set with
+    training kernels unless listed in :data:`PIPEDREAM_ONLY`."""
     _, precision, sources, _ = SETS[name]
-    # memory-bound kernels (memory efficiency) and depthwise convolutions are only in PipeDream's rows
     if "pipedream" in sources:
         return PARAMS
     if sources == ("neusight",):
-        return PARAMS[:2]
-    return PARAMS[:2] + PARAMS[3:6] + PARAMS[7:] if precision == "fp32" else TC_PARAMS
+        return tuple(p for p in PARAMS if p[0] in FORWARD_ONLY)
+    return tuple(p for p in PARAMS if p[0] not in PIPEDREAM_ONLY) if precision == "fp32" else TC_PARAMS
 
 
 def with_values(hw0: Hardware, precision: str, v: dict[str, float]) -> Hardware:
