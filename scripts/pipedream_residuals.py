@@ -11,7 +11,9 @@ Prints, per op kind and phase (PipeDream rows as ``perfmodel validate --kernels`
   of a layer type (scored or not, before any subtraction). ``a`` is the time of an empty layer
   of that type, i.e. what the profiler's hooks, ``torch.cuda.synchronize()`` and the module's
   host work cost; ``1 / b`` the rate per output byte. The scorer removes 0.26 ms forward /
-  0.02 ms backward from every row (``perfmodel.validation.kernel_rows``);
+  0.02 ms backward from every row (``perfmodel.validation.kernel_rows``), and prices each forward
+  row's module host work beyond a one-op module's as its type's ``a`` less 0.26 ms
+  (:func:`perfmodel.validation.kernel_rows.module_host_s`);
 * the small-layer floor: raw forward times of batch norm and ReLU by size (flat below ~20 MB:
   host work in the window, not a GPU effect);
 * the prologue check: forward rows whose window also holds untimed ops (residual adds,
@@ -40,7 +42,7 @@ from importlib import resources
 import numpy as np
 
 from perfmodel.hardware import load_hardware
-from perfmodel.validation.kernel_rows import PIPEDREAM_FWD_PROLOGUE_S, KernelRow, load_rows
+from perfmodel.validation.kernel_rows import PIPEDREAM_FWD_PROLOGUE_S, KernelRow, load_rows, module_host_s, robust_line
 from perfmodel.validation.kernels import price_rows
 from perfmodel.validation.pipedream_lomo import PipeDreamNumbers, held_out_prices, prologue_rule
 
@@ -80,17 +82,6 @@ def residual_tables(rows: Sequence[KernelRow], pred: np.ndarray) -> None:
         print("  " + "  ".join(f"{m}:{np.median(ratio[[i for i in ix if rows[i].model == m]]):.2f}" for m in models))
 
 
-def _robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Least absolute deviations line by iteratively reweighted least squares."""
-    a = np.vstack([np.ones_like(x), x]).T
-    w = np.ones_like(y)
-    coef = np.zeros(2)
-    for _ in range(50):
-        coef = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)[0]
-        w = 1 / np.sqrt(np.maximum(np.abs(y - a @ coef), 1e-4))
-    return float(coef[0]), float(coef[1])
-
-
 def _rate(slope_ms_per_mb: float) -> str:
     return f"{1 / slope_ms_per_mb:24.0f}" if slope_ms_per_mb > 0 else f"{'-':>24s}"
 
@@ -106,8 +97,8 @@ def hook_check() -> None:
     print("layer type     rows   a fwd ms  a bwd ms  fwd GB/s per output byte  bwd GB/s per output byte")
     for t, vals in data.items():
         v = np.array(vals)
-        af, bf = _robust_line(v[:, 0], v[:, 1])
-        ab, bb = _robust_line(v[:, 0], v[:, 2])
+        af, bf = robust_line(v[:, 0], v[:, 1])
+        ab, bb = robust_line(v[:, 0], v[:, 2])
         print(f"{t:12s} {len(v):6d} {af:10.3f} {ab:9.3f}  {_rate(bf)}  {_rate(bb)}")
 
 
@@ -150,8 +141,8 @@ def overlap_check(rows: Sequence[KernelRow]) -> None:
     hw = load_hardware(PROFILE)
     k = hw.kernels
     n = PipeDreamNumbers(hw.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm, k.depthwise_efficiency,
-                         0.0)
-    print(f"prologue rule (least absolute deviations fit of excess = min(untimed work, P)): "
+                         0.0, tuple(sorted(module_host_s().items())))
+    print(f"prologue rule (least absolute deviations fit of excess = min(untimed work, P + module host work)): "
           f"P = {prologue_rule(rows, hw, n) * 1e3:.3f} ms; PIPEDREAM_FWD_PROLOGUE_S = "
           f"{PIPEDREAM_FWD_PROLOGUE_S * 1e3:.3f} ms")
 
@@ -161,10 +152,12 @@ def lomo(rows: Sequence[KernelRow]) -> None:
     pred_in, _ = price_rows(rows, before=False)
     pred_out, used = held_out_prices(rows)
     print("\nleave-one-model-out: the numbers only PipeDream's rows inform, derived without the model")
-    print("left-out model   memory eff  latency ns  sector slots  depthwise eff  prologue ms")
+    print("left-out model   memory eff  latency ns  sector slots  depthwise eff  prologue ms  host ms linear, BN")
     for m, n in used.items():
+        host = dict(n.host_s)
         print(f"  {m:15s} {n.memory:9.3f}  {n.memory_latency_s * 1e9:10.0f}  {n.sector_slots_per_sm:12.0f}  "
-              f"{n.depthwise_efficiency:13.4f}  {n.prologue_s * 1e3:11.3f}")
+              f"{n.depthwise_efficiency:13.4f}  {n.prologue_s * 1e3:11.3f}  "
+              f"{host.get('linear', 0) * 1e3:.3f}, {host.get('batchnorm', 0) * 1e3:.3f}")
     ops = sorted({_op(r) for r in rows})
     print("op kind          rows  in-sample MAPE %  left-out MAPE %")
     for op in [*ops, "all"]:

@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from perfmodel.hardware import load_hardware
-from perfmodel.validation.kernel_rows import PIPEDREAM_FWD_PROLOGUE_S, KernelRow, load_rows
+from perfmodel.validation.kernel_rows import (
+    PIPEDREAM_FWD_PROLOGUE_S,
+    KernelRow,
+    load_rows,
+    module_host_s,
+    robust_line,
+)
 from perfmodel.validation.kernels import price_rows
 from perfmodel.validation.pipedream_lomo import PipeDreamNumbers, derive, held_out_prices, prologue_rule, with_numbers
 from tests.cli_helpers import run_main
@@ -22,7 +28,7 @@ SMALL = ("alexnet", "resnet18", "squeezenet1_0", "vgg16")
 def _shipped() -> PipeDreamNumbers:
     k = HW.kernels
     return PipeDreamNumbers(HW.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm,
-                            k.depthwise_efficiency, 0.0)
+                            k.depthwise_efficiency, 0.0, tuple(sorted(module_host_s().items())))
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +81,23 @@ def test_validate_kernels_reports_the_held_out_score(capsys: pytest.CaptureFixtu
     assert all(r["mape_held_out_pct"] is not None and r["mape_held_out_pct"] > 0 for r in pipe.values())
     assert all(r["mape_held_out_pct"] is None for r in d["kernels"] if r["source"] != "pipedream")
     assert "leave-one-model-out" in d["assumptions"]
+
+
+def test_robust_line_ignores_outliers() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 50, 400)
+    y = 0.3 + 0.02 * x + rng.normal(0, 0.002, 400)
+    y[::10] += rng.uniform(0.5, 3.0, 40)  # a tenth of the rows far above the line
+    a, b = robust_line(x, y)
+    assert a == pytest.approx(0.3, abs=0.005) and b == pytest.approx(0.02, abs=5e-4)
+
+
+def test_module_host_work_from_empty_module_times(rows: list[KernelRow]) -> None:
+    host = module_host_s()
+    # a one-op module (ReLU) is what the removed overhead stands for: no extra host work; modules
+    # with more host work before their launch (F.linear, batch norm) show 0.03-0.08 ms more
+    assert host["relu"] < 0.01e-3 and host["avgpool"] < 0.01e-3
+    assert 0.03e-3 < host["linear"] < 0.08e-3 and 0.03e-3 < host["batchnorm"] < 0.08e-3
+    assert all(r.host_s == (host[r.op.split(" ")[0]] if r.what == "layer_fwd" else 0.0) for r in rows)
+    # leaving models out changes what is derived from them only
+    assert module_host_s({"resnet50", "vgg16"}) != host

@@ -90,7 +90,7 @@ def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np
             out[j] = bwd[j]
         else:
             out[j] = mm_time(w, r.what, params, v, eta)[j] + v.launch_s
-    return np.asarray(out + _extra_time(rows, precision, hw))
+    return np.asarray(out + _extra_time(rows, precision, hw) + np.array([r.host_s for r in rows]))
 
 
 def _extra_time(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np.ndarray:

@@ -3,12 +3,13 @@
 Most of the kernel model's fitted numbers are shared with DeepBench's kernels, but a few are
 informed by PipeDream's per-layer rows alone (:data:`DERIVED`): the memory efficiency (DeepBench
 has no memory-bound kernel), the window kernels' latency bound (pooling rows only), the
-depthwise efficiency (NASNet's rows only) and the profiler's forward prologue
-(:data:`~perfmodel.validation.kernel_rows.PIPEDREAM_FWD_PROLOGUE_S`). Scoring a model's rows with
+depthwise efficiency (NASNet's rows only), the profiler's forward prologue
+(:data:`~perfmodel.validation.kernel_rows.PIPEDREAM_FWD_PROLOGUE_S`) and the modules' forward
+host work (:func:`~perfmodel.validation.kernel_rows.module_host_s`). Scoring a model's rows with
 numbers read off those same rows flatters the score; :func:`held_out_prices` prices each model's
 rows with these numbers derived from the other models' rows only, by the rules of
 :func:`derive` (the loss of ``scripts/fit_kernel_params.py`` for the fitted ones,
-:func:`prologue_rule` for the prologue).
+:func:`prologue_rule` for the prologue, :func:`module_host_s` for the host work).
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 from ..hardware import Hardware, load_hardware
-from .kernel_rows import PIPEDREAM_FWD_OVERHEAD_S, KernelRow
+from .kernel_rows import PIPEDREAM_FWD_OVERHEAD_S, KernelRow, module_host_s
 from .kernels import price_rows
 
 __all__ = ["DERIVED", "PipeDreamNumbers", "derive", "prologue_rule", "with_numbers", "held_out_prices"]
 
 #: the numbers :func:`derive` sets from PipeDream's rows alone
-DERIVED = ("memory", "memory_latency_s", "sector_slots_per_sm", "depthwise_efficiency", "prologue_s")
+DERIVED = ("memory", "memory_latency_s", "sector_slots_per_sm", "depthwise_efficiency", "prologue_s", "host_s")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,12 @@ class PipeDreamNumbers:
     sector_slots_per_sm: float
     depthwise_efficiency: float
     prologue_s: float
+    #: (op name, host seconds) of :func:`~perfmodel.validation.kernel_rows.module_host_s`
+    host_s: tuple[tuple[str, float], ...] = ()
+
+    def host_of(self, r: KernelRow) -> float:
+        """Host seconds of ``r``'s module before its first launch (forward rows only)."""
+        return dict(self.host_s).get(r.op.split(" ")[0], 0.0) if r.what == "layer_fwd" else 0.0
 
 
 def with_numbers(rows: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -> tuple[list[KernelRow], Hardware]:
@@ -47,7 +54,8 @@ def with_numbers(rows: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -
     comp["fp32"] = dataclasses.replace(comp["fp32"], memory=n.memory)
     kern = dataclasses.replace(hw.kernels, memory_latency_s=n.memory_latency_s,
                                sector_slots_per_sm=n.sector_slots_per_sm, depthwise_efficiency=n.depthwise_efficiency)
-    out = [dataclasses.replace(r, extra_hidden_s=n.prologue_s) if r.what == "layer_fwd" else r for r in rows]
+    out = [dataclasses.replace(r, extra_hidden_s=n.prologue_s + n.host_of(r), host_s=n.host_of(r))
+           if r.what == "layer_fwd" else r for r in rows]
     return out, dataclasses.replace(hw, compute=comp, kernels=kern)
 
 
@@ -69,21 +77,24 @@ def prologue_rule(rows: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) 
     launch, during which untimed work launched before the window runs hidden.
 
     Over the forward rows with untimed work in their window, the excess of the price with all of
-    that work serial over the measured time follows ``min(untimed work, P)``: it grows with the
-    work, then levels off at ``P`` once the work outlasts the prologue. ``P`` is the least
-    absolute deviations fit of that curve (bounded by the whole forward profiler cost,
+    that work serial over the measured time follows ``min(untimed work, P + h)`` (``h``: the
+    module's own host work, :attr:`PipeDreamNumbers.host_s`): it grows with the work, then levels
+    off once the work outlasts the window's host work. ``P`` is the least absolute deviations fit
+    of that curve (bounded by the whole forward profiler cost,
     :data:`PIPEDREAM_FWD_OVERHEAD_S`, of which it is part); 0 when no row has untimed work.
     """
     fwd = [r for r in rows if r.what == "layer_fwd" and r.extra]
     if not fwd:
         return 0.0
-    serial, h = with_numbers([dataclasses.replace(r, extra_hidden_s=0.0) for r in fwd], hw,
-                             dataclasses.replace(n, prologue_s=0.0))
+    priced, h = with_numbers(fwd, hw, dataclasses.replace(n, prologue_s=0.0))
+    serial = [dataclasses.replace(r, extra_hidden_s=0.0) for r in priced]
     bare = [dataclasses.replace(r, extra=()) for r in serial]
     p, _ = price_rows(serial, {hw.name: h}, before=False)
     p0, _ = price_rows(bare, {hw.name: h}, before=False)
     extra, excess = p - p0, p - np.array([r.measured_s for r in fwd])
-    return _fit_1d(lambda x: float(np.mean(np.abs(excess - np.minimum(extra, x)))), 0.0, PIPEDREAM_FWD_OVERHEAD_S)
+    host = np.array([r.host_s for r in priced])
+    return _fit_1d(lambda x: float(np.mean(np.abs(excess - np.minimum(extra, x + host)))), 0.0,
+                   PIPEDREAM_FWD_OVERHEAD_S)
 
 
 def _fit_latency(pool: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -> PipeDreamNumbers:
@@ -103,12 +114,13 @@ def _fit_latency(pool: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -
 
 def derive(rows: Sequence[KernelRow], hw: Hardware) -> PipeDreamNumbers:
     """:class:`PipeDreamNumbers` from PipeDream ``rows`` on ``hw`` (its values as starting points),
-    one pass in this order: the memory efficiency on every row (bounds 0.4-1, as the fitting
+    one pass in this order: the modules' host work (:func:`module_host_s` over the models of
+    ``rows``), the memory efficiency on every row (bounds 0.4-1, as the fitting
     script's), the latency and sector slots on the pooling rows, the depthwise efficiency on the
     depthwise convolutions (kept at ``hw``'s when ``rows`` have none), then :func:`prologue_rule`."""
     k = hw.kernels
     n = PipeDreamNumbers(hw.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm,
-                         k.depthwise_efficiency, 0.0)
+                         k.depthwise_efficiency, 0.0, tuple(sorted(module_host_s({r.model for r in rows}).items())))
     n = dataclasses.replace(n, memory=_fit_1d(lambda x: _log_loss(rows, hw, dataclasses.replace(n, memory=x)),
                                               0.4, 1.0))
     n = _fit_latency([r for r in rows if r.layer.kind in ("avgpool", "maxpool")], hw, n)
