@@ -38,7 +38,9 @@ def rows() -> list[KernelRow]:
 
 def test_shipped_prologue_is_the_rules_value(rows: list[KernelRow]) -> None:
     # the constant is the rule's output on all models at the shipped profile, kept to 0.01 ms
-    assert prologue_rule(rows, HW, _shipped()) == pytest.approx(PIPEDREAM_FWD_PROLOGUE_S, abs=0.01e-3)
+    # (after a refit: set it to the value `python scripts/pipedream_residuals.py` prints)
+    rule_s = prologue_rule(rows, HW, _shipped())
+    assert rule_s == pytest.approx(PIPEDREAM_FWD_PROLOGUE_S, abs=0.01e-3), f"rule gives {rule_s * 1e3:.3f} ms"
 
 
 @pytest.mark.parametrize("planted_s", [0.05e-3, 0.2e-3])
