@@ -15,14 +15,14 @@ rows with these numbers derived from the other models' rows only, by the rules o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 from ..hardware import Hardware, load_hardware
-from .kernel_rows import PIPEDREAM_FWD_OVERHEAD_S, KernelRow, module_host_s
+from .kernel_rows import PIPEDREAM_FWD_OVERHEAD_S, PIPEDREAM_FWD_PROLOGUE_S, KernelRow, module_host_s
 from .kernels import price_rows
 
 __all__ = ["DERIVED", "PipeDreamNumbers", "derive", "prologue_rule", "with_numbers", "held_out_prices"]
@@ -112,20 +112,26 @@ def _fit_latency(pool: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -
     return at(sol.x)
 
 
-def derive(rows: Sequence[KernelRow], hw: Hardware) -> PipeDreamNumbers:
-    """:class:`PipeDreamNumbers` from PipeDream ``rows`` on ``hw`` (its values as starting points),
-    one pass in this order: the modules' host work (:func:`module_host_s` over the models of
-    ``rows``), the memory efficiency on every row (bounds 0.4-1, as the fitting
-    script's), the latency and sector slots on the pooling rows, the depthwise efficiency on the
-    depthwise convolutions (kept at ``hw``'s when ``rows`` have none), then :func:`prologue_rule`."""
+def derive(
+    rows: Sequence[KernelRow], hw: Hardware, refit: Collection[str] = ("memory", "depthwise_efficiency")
+) -> PipeDreamNumbers:
+    """:class:`PipeDreamNumbers` from PipeDream ``rows`` on ``hw`` (its values, and the shipped
+    prologue, as starting points), one pass in this order: the modules' host work
+    (:func:`module_host_s` over the models of ``rows``), the memory efficiency on every row
+    (bounds 0.4-1, as the fitting script's), the latency and sector slots on the pooling rows, the
+    depthwise efficiency on the depthwise convolutions (kept at ``hw``'s when ``rows`` have none),
+    then :func:`prologue_rule`. The memory and depthwise efficiencies are fitted only if in
+    ``refit`` (the fitting script fits them itself, with DeepBench's rows)."""
     k = hw.kernels
     n = PipeDreamNumbers(hw.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm,
-                         k.depthwise_efficiency, 0.0, tuple(sorted(module_host_s({r.model for r in rows}).items())))
-    n = dataclasses.replace(n, memory=_fit_1d(lambda x: _log_loss(rows, hw, dataclasses.replace(n, memory=x)),
-                                              0.4, 1.0))
+                         k.depthwise_efficiency, PIPEDREAM_FWD_PROLOGUE_S,
+                         tuple(sorted(module_host_s({r.model for r in rows}).items())))
+    if "memory" in refit:
+        n = dataclasses.replace(n, memory=_fit_1d(
+            lambda x: _log_loss(rows, hw, dataclasses.replace(n, memory=x)), 0.4, 1.0))
     n = _fit_latency([r for r in rows if r.layer.kind in ("avgpool", "maxpool")], hw, n)
     dw = [r for r in rows if r.op.startswith("conv depthwise")]
-    if dw:
+    if dw and "depthwise_efficiency" in refit:
         n = dataclasses.replace(n, depthwise_efficiency=_fit_1d(
             lambda x: _log_loss(dw, hw, dataclasses.replace(n, depthwise_efficiency=x)), 0.005, 0.5))
     return dataclasses.replace(n, prologue_s=prologue_rule(rows, hw, n))
