@@ -43,3 +43,8 @@ def test_appended_number_is_selected_without_shifting(fit: ModuleType, monkeypat
     assert _names(fit, "volta-fp32") == before["volta-fp32"] | {"new_number"}
     assert _names(fit, "ampere-fp32") == before["ampere-fp32"]
     assert _names(fit, "volta-amp") == before["volta-amp"]
+
+
+def test_lomo_needs_a_set_with_pipedream_rows(fit: ModuleType) -> None:
+    with pytest.raises(SystemExit, match="volta-fp32"):
+        fit.lomo_check("pascal-fp32")
