@@ -1,8 +1,8 @@
 """Fit the kernel model's few global numbers per GPU generation to the shipped kernel data.
 
 Usage: ``python scripts/fit_kernel_params.py [SET ...] [--only NAME,...] [--write] [--report] [--split]
-[--transfer FROM:TO] [--leave-out-model MODEL]`` (``--only memory``: fit just those numbers, the
-others kept at the profile's)
+[--transfer FROM:TO] [--leave-out-model MODEL] [--lomo]`` (``--only memory``: fit just those numbers,
+the others kept at the profile's)
 
 For each generation, minimises the mean |log(predicted / measured)| over all rows of its
 sources (never per row) with Nelder-Mead, and prints the values to write into the profiles'
@@ -29,7 +29,9 @@ kernels) and scores the odd ones (and the reverse); ``--transfer volta-fp32:pasc
 on the first set and scores the second with the first's fitted numbers, only the second
 profile's own SM count, peaks and bandwidths changed; ``--leave-out-model nasnetalarge`` fits
 without that network's PipeDream rows and scores them (with ``--only``: the depthwise numbers
-fitted on one NASNet, scored on the other).
+fitted on one NASNet, scored on the other); ``--lomo`` (sets with PipeDream's rows)
+refits every number without each PipeDream model in turn and scores that model (:func:`lomo_check`,
+about a minute per model).
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ import numpy as np
 from scipy.optimize import minimize
 
 from perfmodel.hardware import Hardware, load_hardware
-from perfmodel.validation.kernel_rows import KernelRow, load_rows
+from perfmodel.validation.kernel_rows import PIPEDREAM_FWD_PROLOGUE_S, KernelRow, load_rows
 from perfmodel.validation.kernels import price_rows
+from perfmodel.validation.pipedream_lomo import derive, with_numbers
 
 SETS = {
     "volta-fp32": ("v100-16gb-dgx1", "fp32", ("deepbench", "pipedream"), "V100"),
@@ -68,8 +71,11 @@ PARAMS = (
     # weight gradient's reduction, FLOPs at the fp32 peak (2 per issue slot)
     ("depthwise_output_flops", 0.0, 2000.0), ("depthwise_wgrad_flops", 2.0, 1000.0),
 )
-#: numbers only PipeDream's depthwise (NASNet) rows inform: never fitted on the other sets
-DEPTHWISE_PARAMS = ("depthwise_efficiency", "depthwise_output_flops", "depthwise_wgrad_flops")
+#: numbers only PipeDream's rows inform (memory-bound kernels, depthwise convolutions): the
+#: fp32 sets without PipeDream's rows keep the profile's values
+PIPEDREAM_ONLY = ("memory", "depthwise_efficiency", "depthwise_output_flops", "depthwise_wgrad_flops")
+#: what NeuSight's forward-only kernels fit (conv and linear efficiencies)
+FORWARD_ONLY = ("conv", "linear")
 #: the latency bound of window kernels (only PipeDream's pooling rows inform them): fitted only
 #: when named with --only
 LATENCY_PARAMS = (("memory_latency_s", 1e-7, 2e-6), ("sector_slots_per_sm", 32.0, 4096.0))
@@ -106,15 +112,15 @@ def set_rows(name: str) -> list[KernelRow]:
 
 
 def free_params(name: str) -> tuple[tuple[str, float, float], ...]:
+    """The numbers (name, lower, upper) set ``name`` fits, chosen by name (:data:`PIPEDREAM_ONLY`,
+    :data:`FORWARD_ONLY`): a number appended to :data:`PARAMS` is fitted by every fp32 set with
+    training kernels unless listed in :data:`PIPEDREAM_ONLY`."""
     _, precision, sources, _ = SETS[name]
-    # memory-bound kernels (memory efficiency) and depthwise convolutions are only in PipeDream's rows
     if "pipedream" in sources:
         return PARAMS
     if sources == ("neusight",):
-        return PARAMS[:2]
-    if precision != "fp32":
-        return TC_PARAMS
-    return tuple(p for p in PARAMS[:2] + PARAMS[3:6] + PARAMS[7:] if p[0] not in DEPTHWISE_PARAMS)
+        return tuple(p for p in PARAMS if p[0] in FORWARD_ONLY)
+    return tuple(p for p in PARAMS if p[0] not in PIPEDREAM_ONLY) if precision == "fp32" else TC_PARAMS
 
 
 def with_values(hw0: Hardware, precision: str, v: dict[str, float]) -> Hardware:
@@ -234,6 +240,37 @@ def leave_out_check(name: str, model: str, only: tuple[str, ...]) -> None:
     _print_scores(f"scored on {model}", {k: (len(e), 100 * float(np.mean(e))) for k, e in sorted(err.items())})
 
 
+def lomo_check(name: str) -> None:
+    """Leave-one-model-out over PipeDream's models (numbers never written): for each model, every
+    free number of ``name`` is refitted on the set's rows without that model's (DeepBench's kept;
+    the module host work of the other models' profiles), the window-kernel latency, sector slots
+    and forward prologue are derived from the other models
+    (:func:`perfmodel.validation.pipedream_lomo.derive`), and the model's rows are scored."""
+    profile, precision, sources, _ = SETS[name]
+    if "pipedream" not in sources:
+        raise SystemExit(f"--lomo: {name} has no PipeDream rows; sets with them: "
+                         f"{[k for k, v in SETS.items() if 'pipedream' in v[2]]}")
+    rows, hw0 = set_rows(name), load_hardware(profile)
+    pipe = [r for r in rows if r.source == "pipedream"]
+    meas = np.array([r.measured_s for r in pipe])
+    pred_in, _ = price_rows(pipe, before=False)
+    pred_out = np.zeros(len(pipe))
+    for m in sorted({r.model for r in pipe}):
+        others = [r for r in pipe if r.model != m]
+        shipped = derive(others, hw0, refit=())
+        train, _ = with_numbers(others, hw0, dataclasses.replace(shipped, prologue_s=PIPEDREAM_FWD_PROLOGUE_S))
+        hw = with_values(hw0, precision, fit(name, [r for r in rows if r.source != "pipedream"] + train, quiet=True))
+        idx = [i for i, r in enumerate(pipe) if r.model == m]
+        scored, h = with_numbers([pipe[i] for i in idx], hw, derive(others, hw, refit=()))
+        pred_out[idx], _ = price_rows(scored, {profile: h}, before=False)
+        print(f"  {m}: left-out MAPE {100 * float(np.mean(np.abs(pred_out[idx] / meas[idx] - 1))):.1f}%", flush=True)
+    print(f"{name}: PipeDream MAPE %, in sample / every number refitted without the scored model")
+    for op in [*sorted({_kind(r) for r in pipe}), "all"]:
+        ix = [i for i, r in enumerate(pipe) if op in ("all", _kind(r))]
+        print(f"  {op:15s} {len(ix):5d}  {100 * float(np.mean(np.abs(pred_in[ix] / meas[ix] - 1))):5.1f}  "
+              f"{100 * float(np.mean(np.abs(pred_out[ix] / meas[ix] - 1))):5.1f}")
+
+
 def _set_in_table(text: str, table: str, key: str, value: float, note: str) -> str:
     """``text`` (a profile) with ``key = value  # note`` in ``[table]`` (replaced, or added at its end)."""
     head = re.search(rf"^\[{re.escape(table)}\][^\n]*\n", text, re.M)
@@ -284,6 +321,7 @@ def main() -> None:
     ap.add_argument("--report", action="store_true", help="MAPE per kernel kind at the fitted values")
     ap.add_argument("--split", action="store_true", help="split-half check: fit on even problems, score odd")
     ap.add_argument("--transfer", metavar="FROM:TO", help="fit FROM, score TO with only its hardware changed")
+    ap.add_argument("--lomo", action="store_true", help="leave-one-model-out over PipeDream's models (slow)")
     ap.add_argument("--write", action="store_true", help="write the fitted numbers into the profiles (WRITES)")
     ap.add_argument("--only", metavar="NAME,...", default="", help="fit just these numbers (e.g. memory)")
     ap.add_argument("--leave-out-model", metavar="MODEL", default="",
@@ -297,6 +335,10 @@ def main() -> None:
     if a.leave_out_model:
         for n in a.sets or ["volta-fp32"]:
             leave_out_check(n, a.leave_out_model, only)
+        return
+    if a.lomo:
+        for n in a.sets or ["volta-fp32"]:
+            lomo_check(n)
         return
     for n in a.sets or list(SETS):
         v = fit(n, only=only)

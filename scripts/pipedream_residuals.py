@@ -11,18 +11,23 @@ Prints, per op kind and phase (PipeDream rows as ``perfmodel validate --kernels`
   of a layer type (scored or not, before any subtraction). ``a`` is the time of an empty layer
   of that type, i.e. what the profiler's hooks, ``torch.cuda.synchronize()`` and the module's
   host work cost; ``1 / b`` the rate per output byte. The scorer removes 0.26 ms forward /
-  0.02 ms backward from every row (``perfmodel.validation.kernel_rows``);
+  0.02 ms backward from every row (``perfmodel.validation.kernel_rows``), and prices each forward
+  row's module host work beyond a one-op module's as its type's ``a`` less 0.26 ms
+  (:func:`perfmodel.validation.kernel_rows.module_host_s`);
 * the small-layer floor: raw forward times of batch norm and ReLU by size (flat below ~20 MB:
   host work in the window, not a GPU effect);
 * the prologue check: forward rows whose window also holds untimed ops (residual adds,
   concatenations, dropout) exceed the model, when that work is priced in full, by at most about
-  0.12 ms: what runs hidden behind the window's host work before the module's first launch
+  0.13 ms: what runs hidden behind the window's host work before the module's first launch
   (``PIPEDREAM_FWD_PROLOGUE_S``);
-* with ``--lomo``: leave-one-model-out. For each of PipeDream's models, the memory-side
-  parameters PipeDream's rows inform (the memory efficiency of ``v100-16gb-dgx1`` fp32, and the
-  window kernels' memory latency and sector slots per SM, fitted on the pooling rows) are
-  fitted by ``scripts/fit_kernel_params.py``'s loss on the other models' rows, and the left-out
-  model is scored with them; the table compares that MAPE per op kind with the in-sample one.
+  (``PIPEDREAM_FWD_PROLOGUE_S``, the value of
+  :func:`perfmodel.validation.pipedream_lomo.prologue_rule`, printed beside it);
+* with ``--lomo``: leave-one-model-out (``perfmodel validate --kernels``' ``MAPE_out`` column).
+  For each of PipeDream's models, the numbers only PipeDream's rows inform (the memory efficiency
+  of ``v100-16gb-dgx1`` fp32, the window kernels' memory latency and sector slots per SM, the
+  depthwise efficiency, the forward prologue) are derived from the other models' rows
+  (:func:`perfmodel.validation.pipedream_lomo.derive`), and the left-out model is scored with
+  them; the table compares that MAPE per op kind with the in-sample one.
 """
 
 from __future__ import annotations
@@ -35,22 +40,16 @@ from collections.abc import Sequence
 from importlib import resources
 
 import numpy as np
-from scipy.optimize import minimize, minimize_scalar
 
-from perfmodel.hardware import Hardware, load_hardware
-from perfmodel.validation.kernel_rows import KernelRow, load_rows
+from perfmodel.hardware import load_hardware
+from perfmodel.validation.kernel_rows import PIPEDREAM_FWD_PROLOGUE_S, KernelRow, load_rows, module_host_s, robust_line
 from perfmodel.validation.kernels import price_rows
+from perfmodel.validation.pipedream_lomo import PipeDreamNumbers, held_out_prices, prologue_rule
 
 PROFILE = "v100-16gb-dgx1"
 #: layer type in the profiles -> op name the scorer uses
 TYPES = {"ReLU": "relu", "BatchNorm2d": "batchnorm", "MaxPool2d": "maxpool", "AvgPool2d": "avgpool",
          "Linear": "linear", "Conv2d": "conv"}
-
-
-def _with_memory(hw: Hardware, memory: float) -> Hardware:
-    comp = dict(hw.compute)
-    comp["fp32"] = dataclasses.replace(comp["fp32"], memory=memory)
-    return dataclasses.replace(hw, compute=comp)
 
 
 def _op(r: KernelRow) -> str:
@@ -83,17 +82,6 @@ def residual_tables(rows: Sequence[KernelRow], pred: np.ndarray) -> None:
         print("  " + "  ".join(f"{m}:{np.median(ratio[[i for i in ix if rows[i].model == m]]):.2f}" for m in models))
 
 
-def _robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Least absolute deviations line by iteratively reweighted least squares."""
-    a = np.vstack([np.ones_like(x), x]).T
-    w = np.ones_like(y)
-    coef = np.zeros(2)
-    for _ in range(50):
-        coef = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)[0]
-        w = 1 / np.sqrt(np.maximum(np.abs(y - a @ coef), 1e-4))
-    return float(coef[0]), float(coef[1])
-
-
 def _rate(slope_ms_per_mb: float) -> str:
     return f"{1 / slope_ms_per_mb:24.0f}" if slope_ms_per_mb > 0 else f"{'-':>24s}"
 
@@ -109,8 +97,8 @@ def hook_check() -> None:
     print("layer type     rows   a fwd ms  a bwd ms  fwd GB/s per output byte  bwd GB/s per output byte")
     for t, vals in data.items():
         v = np.array(vals)
-        af, bf = _robust_line(v[:, 0], v[:, 1])
-        ab, bb = _robust_line(v[:, 0], v[:, 2])
+        af, bf = robust_line(v[:, 0], v[:, 1])
+        ab, bb = robust_line(v[:, 0], v[:, 2])
         print(f"{t:12s} {len(v):6d} {af:10.3f} {ab:9.3f}  {_rate(bf)}  {_rate(bb)}")
 
 
@@ -150,55 +138,26 @@ def overlap_check(rows: Sequence[KernelRow]) -> None:
         if m.any():
             med = float(np.median(excess[m]))
             print(f"{lo * 1e3:5.2f} - {min(hi, 9.99e-3) * 1e3:5.2f}  {int(m.sum()):6d}  {med * 1e3:16.3f}")
+    hw = load_hardware(PROFILE)
+    k = hw.kernels
+    n = PipeDreamNumbers(hw.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm, k.depthwise_efficiency,
+                         0.0, tuple(sorted(module_host_s().items())))
+    print(f"prologue rule (least absolute deviations fit of excess = min(untimed work, P + module host work)): "
+          f"P = {prologue_rule(rows, hw, n) * 1e3:.3f} ms; PIPEDREAM_FWD_PROLOGUE_S = "
+          f"{PIPEDREAM_FWD_PROLOGUE_S * 1e3:.3f} ms")
 
 
-def fit_memory(rows: Sequence[KernelRow], hw: Hardware) -> float:
-    """The memory efficiency minimising mean |log(pred / meas)| over ``rows`` (the fitting script's loss)."""
-    meas = np.array([r.measured_s for r in rows])
-
-    def loss(x: float) -> float:
-        pred, _ = price_rows(rows, {PROFILE: _with_memory(hw, x)}, before=False)
-        return float(np.mean(np.abs(np.log(pred / meas))))
-
-    return float(minimize_scalar(loss, bounds=(0.4, 1.0), method="bounded", options={"xatol": 1e-3}).x)
-
-
-def _with_latency(hw: Hardware, latency_s: float, slots: float) -> Hardware:
-    return dataclasses.replace(hw, kernels=dataclasses.replace(hw.kernels, memory_latency_s=latency_s,
-                                                               sector_slots_per_sm=slots))
-
-
-def fit_latency(rows: Sequence[KernelRow], hw: Hardware) -> tuple[float, float]:
-    """The window kernels' memory latency and sector slots per SM minimising the fitting script's loss
-    over the pooling rows of ``rows`` (no other row depends on them)."""
-    pool = [r for r in rows if r.layer.kind in ("avgpool", "maxpool")]
-    meas = np.array([r.measured_s for r in pool])
-
-    def loss(x: np.ndarray) -> float:
-        lat, slots = float(np.clip(x[0], 0.1, 2.0)) * 1e-6, float(np.clip(x[1], 0.32, 40.96)) * 100
-        pred, _ = price_rows(pool, {PROFILE: _with_latency(hw, lat, slots)}, before=False)
-        return float(np.mean(np.abs(np.log(pred / meas))))
-
-    x0 = np.array([hw.kernels.memory_latency_s * 1e6, hw.kernels.sector_slots_per_sm / 100])
-    sol = minimize(loss, x0, method="Nelder-Mead", options={"maxiter": 200, "xatol": 1e-3, "fatol": 1e-4})
-    return float(np.clip(sol.x[0], 0.1, 2.0)) * 1e-6, float(np.clip(sol.x[1], 0.32, 40.96)) * 100
-
-
-def lomo(rows: Sequence[KernelRow], hw: Hardware) -> None:
+def lomo(rows: Sequence[KernelRow]) -> None:
     meas = np.array([r.measured_s for r in rows])
     pred_in, _ = price_rows(rows, before=False)
-    pred_out = np.zeros(len(rows))
-    models = sorted({r.model for r in rows})
-    print("\nleave-one-model-out (memory efficiency, memory latency and sector slots refitted without the model)")
-    for m in models:
-        train = [r for r in rows if r.model != m]
-        eff = fit_memory(train, hw)
-        lat, slots = fit_latency(train, hw)
-        idx = [i for i, r in enumerate(rows) if r.model == m]
-        p, _ = price_rows([rows[i] for i in idx], {PROFILE: _with_latency(_with_memory(hw, eff), lat, slots)},
-                          before=False)
-        pred_out[idx] = p
-        print(f"  {m:15s} memory efficiency {eff:.3f}, memory latency {lat * 1e9:.0f} ns, sector slots {slots:.0f}")
+    pred_out, used = held_out_prices(rows)
+    print("\nleave-one-model-out: the numbers only PipeDream's rows inform, derived without the model")
+    print("left-out model   memory eff  latency ns  sector slots  depthwise eff  prologue ms  host ms linear, BN")
+    for m, n in used.items():
+        host = dict(n.host_s)
+        print(f"  {m:15s} {n.memory:9.3f}  {n.memory_latency_s * 1e9:10.0f}  {n.sector_slots_per_sm:12.0f}  "
+              f"{n.depthwise_efficiency:13.4f}  {n.prologue_s * 1e3:11.3f}  "
+              f"{host.get('linear', 0) * 1e3:.3f}, {host.get('batchnorm', 0) * 1e3:.3f}")
     ops = sorted({_op(r) for r in rows})
     print("op kind          rows  in-sample MAPE %  left-out MAPE %")
     for op in [*ops, "all"]:
@@ -214,7 +173,7 @@ def main(argv: list[str]) -> None:
     floor_check()
     overlap_check(rows)
     if "--lomo" in argv:
-        lomo(rows, load_hardware(PROFILE))
+        lomo(rows)
 
 
 if __name__ == "__main__":

@@ -39,12 +39,15 @@ class KernelScore:
     mape_pct: float
     mape_before_pct: float
     median_ratio: float
+    #: MAPE with the numbers only the source's rows inform derived without the scored rows' model
+    #: (PipeDream: :func:`~perfmodel.validation.pipedream_lomo.held_out_prices`); None where not scored so
+    mape_held_out_pct: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
             "source": self.source, "gpu": self.gpu, "op": self.op, "rows": self.rows,
-            "mape_pct": self.mape_pct, "mape_before_pct": self.mape_before_pct,
-            "median_pred_over_meas": self.median_ratio,
+            "mape_pct": self.mape_pct, "mape_held_out_pct": self.mape_held_out_pct,
+            "mape_before_pct": self.mape_before_pct, "median_pred_over_meas": self.median_ratio,
         }
 
 
@@ -87,7 +90,7 @@ def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np
             out[j] = bwd[j]
         else:
             out[j] = mm_time(w, r.what, params, v, eta)[j] + v.launch_s
-    return np.asarray(out + _extra_time(rows, precision, hw))
+    return np.asarray(out + _extra_time(rows, precision, hw) + np.array([r.host_s for r in rows]))
 
 
 def _extra_time(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np.ndarray:
@@ -136,9 +139,13 @@ def _group_key(r: KernelRow, detail: bool) -> tuple[str, str, str]:
     return r.source, gpu, op
 
 
-def score_kernels(rows: Sequence[KernelRow] | None = None, detail: bool = False) -> list[KernelScore]:
-    """MAPE per (source, GPU, op kind) of the kernel model and of the previous roofline."""
+def score_kernels(
+    rows: Sequence[KernelRow] | None = None, detail: bool = False, held_out: np.ndarray | None = None
+) -> list[KernelScore]:
+    """MAPE per (source, GPU, op kind) of the kernel model and of the previous roofline, and of
+    ``held_out`` (out-of-sample prices of ``rows``, NaN where none) for groups priced in full."""
     rows = list(load_rows()) if rows is None else list(rows)
+    out_of = np.full(len(rows), np.nan) if held_out is None else held_out
     new, old = price_rows(rows)
     meas = np.array([r.measured_s for r in rows])
     groups: dict[tuple[str, str, str], list[int]] = defaultdict(list)
@@ -147,12 +154,13 @@ def score_kernels(rows: Sequence[KernelRow] | None = None, detail: bool = False)
         groups[(r.source, "all", "all")].append(i)
     out = []
     for (src, gpu, op), idx in sorted(groups.items()):
-        m = meas[idx]
+        m, h = meas[idx], out_of[idx]
         out.append(KernelScore(
             src, gpu, op, len(idx),
             float(np.mean(np.abs(new[idx] - m) / m) * 100),
             float(np.mean(np.abs(old[idx] - m) / m) * 100),
             float(np.median(new[idx] / m)),
+            float(np.mean(np.abs(h - m) / m) * 100) if np.all(np.isfinite(h)) else None,
         ))
     return out
 

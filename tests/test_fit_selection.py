@@ -1,0 +1,50 @@
+"""scripts/fit_kernel_params.py picks each set's fitted numbers by name, not by position in PARAMS."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def fit() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "scripts" / "fit_kernel_params.py"
+    spec = importlib.util.spec_from_file_location("fit_kernel_params_sel", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _names(fit: ModuleType, name: str) -> set[str]:
+    return {p[0] for p in fit.free_params(name)}
+
+
+def test_selections_by_name(fit: ModuleType) -> None:
+    every = {p[0] for p in fit.PARAMS}
+    # PipeDream's rows inform every number, including memory and depthwise convolutions
+    assert _names(fit, "volta-fp32") == every
+    # DeepBench alone has no memory-bound kernel and no depthwise convolution
+    assert _names(fit, "pascal-fp32") == every - {"memory", "depthwise_efficiency"}
+    assert {"conv", "linear", "tile_half_intensity", "winograd_gain"} <= _names(fit, "pascal-fp32")
+    assert _names(fit, "ampere-fp32") == _names(fit, "hopper-fp32") == {"conv", "linear"}
+    assert _names(fit, "volta-amp") == {p[0] for p in fit.TC_PARAMS}
+
+
+def test_appended_number_is_selected_without_shifting(fit: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a helper appends a number at the end of PARAMS: the fp32 DeepBench set fits it, the
+    # PipeDream-only numbers stay out, and the forward-only sets are unchanged
+    before = {s: _names(fit, s) for s in fit.SETS}
+    monkeypatch.setattr(fit, "PARAMS", (*fit.PARAMS, ("new_number", 0.0, 1.0)))
+    assert _names(fit, "pascal-fp32") == before["pascal-fp32"] | {"new_number"}
+    assert _names(fit, "volta-fp32") == before["volta-fp32"] | {"new_number"}
+    assert _names(fit, "ampere-fp32") == before["ampere-fp32"]
+    assert _names(fit, "volta-amp") == before["volta-amp"]
+
+
+def test_lomo_needs_a_set_with_pipedream_rows(fit: ModuleType) -> None:
+    with pytest.raises(SystemExit, match="volta-fp32"):
+        fit.lomo_check("pascal-fp32")
