@@ -25,7 +25,7 @@ Prints, per op kind and phase (PipeDream rows as ``perfmodel validate --kernels`
 * with ``--lomo``: leave-one-model-out (``perfmodel validate --kernels``' ``MAPE_out`` column).
   For each of PipeDream's models, the numbers only PipeDream's rows inform (the memory efficiency
   of ``v100-16gb-dgx1`` fp32, the window kernels' memory latency and sector slots per SM, the
-  depthwise efficiency, the forward prologue) are derived from the other models' rows
+  depthwise numbers, the forward prologue) are derived from the other models' rows
   (:func:`perfmodel.validation.pipedream_lomo.derive`), and the left-out model is scored with
   them; the table compares that MAPE per op kind with the in-sample one.
 """
@@ -139,9 +139,7 @@ def overlap_check(rows: Sequence[KernelRow]) -> None:
             med = float(np.median(excess[m]))
             print(f"{lo * 1e3:5.2f} - {min(hi, 9.99e-3) * 1e3:5.2f}  {int(m.sum()):6d}  {med * 1e3:16.3f}")
     hw = load_hardware(PROFILE)
-    k = hw.kernels
-    n = PipeDreamNumbers(hw.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm, k.depthwise_efficiency,
-                         0.0, tuple(sorted(module_host_s().items())))
+    n = PipeDreamNumbers.of(hw, 0.0, tuple(sorted(module_host_s().items())))
     print(f"prologue rule (least absolute deviations fit of excess = min(untimed work, P + module host work)): "
           f"P = {prologue_rule(rows, hw, n) * 1e3:.3f} ms; PIPEDREAM_FWD_PROLOGUE_S = "
           f"{PIPEDREAM_FWD_PROLOGUE_S * 1e3:.3f} ms")

@@ -26,9 +26,7 @@ SMALL = ("alexnet", "resnet18", "squeezenet1_0", "vgg16")
 
 
 def _shipped() -> PipeDreamNumbers:
-    k = HW.kernels
-    return PipeDreamNumbers(HW.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm,
-                            k.depthwise_efficiency, 0.0, tuple(sorted(module_host_s().items())))
+    return PipeDreamNumbers.of(HW, 0.0, tuple(sorted(module_host_s().items())))
 
 
 @pytest.fixture(scope="module")

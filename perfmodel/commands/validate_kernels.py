@@ -25,7 +25,7 @@ KERNEL_ASSUMPTIONS = (
     "its first launch beyond a one-op module's (the empty-module time of its type in the profiles). "
     "'MAPE_out' (PipeDream): leave-one-model-out, "
     "each model's rows priced with the numbers only PipeDream's rows inform (memory efficiency, "
-    "window-kernel latency and sector slots, depthwise efficiency, forward prologue, modules' host work) "
+    "window-kernel latency and sector slots, depthwise numbers, forward prologue, modules' host work) "
     "derived from the "
     "other models' rows; the other numbers are shared with DeepBench's fit. NeuSight: forward fp32 "
     "kernels (TF32 off) on P100, V100, A100, H100, "

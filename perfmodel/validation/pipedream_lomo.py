@@ -3,7 +3,8 @@
 Most of the kernel model's fitted numbers are shared with DeepBench's kernels, but a few are
 informed by PipeDream's per-layer rows alone (:data:`DERIVED`): the memory efficiency (DeepBench
 has no memory-bound kernel), the window kernels' latency bound (pooling rows only), the
-depthwise efficiency (NASNet's rows only), the profiler's forward prologue
+depthwise numbers (NASNet's rows only: the tap-loop efficiency, per-output and weight-gradient
+work of :mod:`perfmodel.cost.depthwise`), the profiler's forward prologue
 (:data:`~perfmodel.validation.kernel_rows.PIPEDREAM_FWD_PROLOGUE_S`) and the modules' forward
 host work (:func:`~perfmodel.validation.kernel_rows.module_host_s`). Scoring a model's rows with
 numbers read off those same rows flatters the score; :func:`held_out_prices` prices each model's
@@ -28,7 +29,11 @@ from .kernels import price_rows
 __all__ = ["DERIVED", "PipeDreamNumbers", "derive", "prologue_rule", "with_numbers", "held_out_prices"]
 
 #: the numbers :func:`derive` sets from PipeDream's rows alone
-DERIVED = ("memory", "memory_latency_s", "sector_slots_per_sm", "depthwise_efficiency", "prologue_s", "host_s")
+DERIVED = ("memory", "memory_latency_s", "sector_slots_per_sm", "depthwise_efficiency", "depthwise_output_flops",
+           "depthwise_wgrad_flops", "prologue_s", "host_s")
+#: the depthwise numbers and the fitting script's bounds on them
+DEPTHWISE_BOUNDS = (("depthwise_efficiency", 0.005, 0.5), ("depthwise_output_flops", 0.0, 2000.0),
+                    ("depthwise_wgrad_flops", 2.0, 1000.0))
 
 
 @dataclass(frozen=True)
@@ -39,9 +44,18 @@ class PipeDreamNumbers:
     memory_latency_s: float
     sector_slots_per_sm: float
     depthwise_efficiency: float
+    depthwise_output_flops: float
+    depthwise_wgrad_flops: float
     prologue_s: float
     #: (op name, host seconds) of :func:`~perfmodel.validation.kernel_rows.module_host_s`
     host_s: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def of(cls, hw: Hardware, prologue_s: float, host_s: tuple[tuple[str, float], ...] = ()) -> PipeDreamNumbers:
+        """``hw``'s own values of the numbers, with ``prologue_s`` and ``host_s``."""
+        k = hw.kernels
+        return cls(hw.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm, k.depthwise_efficiency,
+                   k.depthwise_output_flops, k.depthwise_wgrad_flops, prologue_s, host_s)
 
     def host_of(self, r: KernelRow) -> float:
         """Host seconds of ``r``'s module before its first launch (forward rows only)."""
@@ -53,7 +67,9 @@ def with_numbers(rows: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -
     comp = dict(hw.compute)
     comp["fp32"] = dataclasses.replace(comp["fp32"], memory=n.memory)
     kern = dataclasses.replace(hw.kernels, memory_latency_s=n.memory_latency_s,
-                               sector_slots_per_sm=n.sector_slots_per_sm, depthwise_efficiency=n.depthwise_efficiency)
+                               sector_slots_per_sm=n.sector_slots_per_sm, depthwise_efficiency=n.depthwise_efficiency,
+                               depthwise_output_flops=n.depthwise_output_flops,
+                               depthwise_wgrad_flops=n.depthwise_wgrad_flops)
     out = [dataclasses.replace(r, extra_hidden_s=n.prologue_s + n.host_of(r), host_s=n.host_of(r))
            if r.what == "layer_fwd" else r for r in rows]
     return out, dataclasses.replace(hw, compute=comp, kernels=kern)
@@ -112,6 +128,20 @@ def _fit_latency(pool: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -
     return at(sol.x)
 
 
+def _fit_depthwise(dw: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -> PipeDreamNumbers:
+    """The three depthwise numbers (:data:`DEPTHWISE_BOUNDS`) fitted together on the depthwise rows."""
+    scale = np.array([getattr(n, k) or 1.0 for k, _, _ in DEPTHWISE_BOUNDS])
+
+    def at(x: np.ndarray) -> PipeDreamNumbers:
+        eff, out, wgrad = (float(np.clip(v * s, lo, hi))
+                           for (_, lo, hi), v, s in zip(DEPTHWISE_BOUNDS, x, scale, strict=True))
+        return dataclasses.replace(n, depthwise_efficiency=eff, depthwise_output_flops=out, depthwise_wgrad_flops=wgrad)
+
+    sol = minimize(lambda x: _log_loss(dw, hw, at(x)), np.ones(len(DEPTHWISE_BOUNDS)), method="Nelder-Mead",
+                   options={"maxiter": 300, "xatol": 1e-3, "fatol": 1e-4})
+    return at(sol.x)
+
+
 def derive(
     rows: Sequence[KernelRow], hw: Hardware, refit: Collection[str] = ("memory", "depthwise_efficiency")
 ) -> PipeDreamNumbers:
@@ -119,21 +149,17 @@ def derive(
     prologue, as starting points), one pass in this order: the modules' host work
     (:func:`module_host_s` over the models of ``rows``), the memory efficiency on every row
     (bounds 0.4-1, as the fitting script's), the latency and sector slots on the pooling rows, the
-    depthwise efficiency on the depthwise convolutions (kept at ``hw``'s when ``rows`` have none),
+    depthwise numbers on the depthwise convolutions (kept at ``hw``'s when ``rows`` have none),
     then :func:`prologue_rule`. The memory and depthwise efficiencies are fitted only if in
     ``refit`` (the fitting script fits them itself, with DeepBench's rows)."""
-    k = hw.kernels
-    n = PipeDreamNumbers(hw.compute["fp32"].memory, k.memory_latency_s, k.sector_slots_per_sm,
-                         k.depthwise_efficiency, PIPEDREAM_FWD_PROLOGUE_S,
-                         tuple(sorted(module_host_s({r.model for r in rows}).items())))
+    n = PipeDreamNumbers.of(hw, PIPEDREAM_FWD_PROLOGUE_S, tuple(sorted(module_host_s({r.model for r in rows}).items())))
     if "memory" in refit:
         n = dataclasses.replace(n, memory=_fit_1d(
             lambda x: _log_loss(rows, hw, dataclasses.replace(n, memory=x)), 0.4, 1.0))
     n = _fit_latency([r for r in rows if r.layer.kind in ("avgpool", "maxpool")], hw, n)
     dw = [r for r in rows if r.op.startswith("conv depthwise")]
     if dw and "depthwise_efficiency" in refit:
-        n = dataclasses.replace(n, depthwise_efficiency=_fit_1d(
-            lambda x: _log_loss(dw, hw, dataclasses.replace(n, depthwise_efficiency=x)), 0.005, 0.5))
+        n = _fit_depthwise(dw, hw, n)
     return dataclasses.replace(n, prologue_s=prologue_rule(rows, hw, n))
 
 
