@@ -204,7 +204,8 @@ def _table(
     emit(
         "collectives (k nodes, q GPUs each): ring allreduce alpha_0 + 2*(p - 1)/p * n/beta + 2*(p - k)*alpha_intra"
         " + 2*(k - 1)*alpha_net, tree alpha_0 + 2*n/beta + 2*((q - 1)*alpha_intra + log2(k)*alpha_net),"
-        " ring all-gather / reduce-scatter (p - 1)/p * n/beta + (p - 1)*alpha, point-to-point alpha + n/beta;"
+        " ring all-gather / reduce-scatter alpha_0 + (p - 1)/p * n/beta + (p - k)*alpha_intra + (k - 1)*alpha_net,"
+        " point-to-point alpha + n/beta;"
         " buckets of 25 MiB overlap backward, slowed by NCCL's SMs (gamma) and memory traffic (kappa)."
     )
     for note in f.notes:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.collectives import Group, LinkParams, ring_tier
+from ..cost.collectives import Group, LinkParams, collective_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, ssum
+from ..cost.formulas import Num, smax, ssum
 from .context import Context, weight_group
 from .data import bucket_reducer, shard_copies_s, stage_exchange
 from .dimension import Valuation, optimizer_step_s
@@ -54,14 +54,11 @@ class Exchange:
     elems_per_sample: int
 
 
-#: The ring collective of each exchange kind (Thakur, Rabenseifner & Gropp 2005).
-_RINGS = {"allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter, "allreduce": ring_allreduce}
-
-
-def exchange_s(op: str, n_bytes: Num, p: Num, bw: Num, alpha: Num) -> Num:
+def exchange_s(op: str, n_bytes: Num, group: Group, lp: LinkParams) -> Num:
     """Seconds of one ring collective ``op`` of ``n_bytes`` (the gathered or reduced size) over
-    the ``p`` GPUs of a split group at ``bw``/``alpha``; numbers or symbols (``explain``)."""
-    return _RINGS[op](n_bytes, p, bw, alpha)
+    the split ``group``, NCCL's base and per-hop latencies included
+    (:func:`~perfmodel.cost.collectives.collective_expr`); numbers or symbols (``explain``)."""
+    return collective_expr(op, n_bytes, group, lp)
 
 
 def replica_exchange(
@@ -99,14 +96,12 @@ def _collectives(
 ) -> tuple[dict[str, Num], list[Num]]:
     """(each pass's exchange seconds by breakdown key, per layer backward exchange seconds):
     the ``k`` tensors of one collective in one pass are one ring collective of their summed
-    elements ``N`` plus ``k - 1`` more latencies."""
-    bw, alpha = ring_tier(group, val.lp)
-    p = group.size
+    elements ``N`` plus ``k - 1`` more latencies (each NCCL's base latency and the ring's hops)."""
     terms: dict[str, Num] = {}
     layer_b: list[Num] = [0.0] * n_layers
     for x in exchanges:
         if x.phase == "bwd":
-            layer_b[x.layer] = layer_b[x.layer] + exchange_s(x.op, val.b * x.elems_per_sample * val.e, p, bw, alpha)
+            layer_b[x.layer] = layer_b[x.layer] + exchange_s(x.op, val.b * x.elems_per_sample * val.e, group, val.lp)
     for phase, key in zip(("fwd", "bwd"), BREAKDOWN_KEYS[mode], strict=True):
         parts: list[Num] = []
         for op, (short, _, done) in OPS.items():
@@ -117,8 +112,8 @@ def _collectives(
             pass_name = "forward" if phase == "fwd" else "backward"
             elems = val.count(f"N_{short}_{phase}", float(sum(x.elems_per_sample for x in xs)),
                               f"elements per sample of the {k} tensor{'s' * (k > 1)} {done} in the {pass_name} pass")
-            parts.append(exchange_s(op, val.b * elems * val.e, p, bw, alpha)
-                         + (k - 1) * exchange_s(op, 0, p, bw, alpha))
+            parts.append(exchange_s(op, val.b * elems * val.e, group, val.lp)
+                         + (k - 1) * exchange_s(op, 0, group, val.lp))
         terms[key] = val.M * ssum(parts) if parts else 0.0
     return terms, layer_b
 
