@@ -35,6 +35,7 @@ __all__ = [
     "gather_expr",
     "collective_expr",
     "COLLECTIVES",
+    "link_bytes",
     "ring_tier",
     "allgather",
     "reduce_scatter",
@@ -194,15 +195,40 @@ def contention(group: Group, lp: LinkParams) -> Any:
     return lp.sm_intra if group.nodes <= 1 else lp.sm_net
 
 
-def memory_contention_s(n_bytes: Any, group: Group, lp: LinkParams) -> Any:
-    """Seconds of device-memory bandwidth an allreduce of ``n_bytes`` over ``group`` takes from
-    compute: every byte a GPU sends over its link (``2 (p - 1)/p n``, the ring's) costs
-    ``kappa`` bytes of memory traffic (stored, read back, reduced with the user's data:
-    NVIDIA/nccl issue #1428), at the device's memory bandwidth ``beta_mem``."""
+def link_bytes(n_bytes: Any, group: Group, algorithm: str = "ring") -> Any:
+    """Bytes a GPU of ``group`` sends over its links in one allreduce of ``n_bytes`` with
+    ``algorithm`` (numbers or sympy): the numerator of the algorithm's bandwidth term in
+    :func:`allreduce_expr`. Ring: ``2 (p - 1)/p n`` (a reduce-scatter and an all-gather);
+    tree: ``2 n`` (NCCL's chain in a node and double binary tree across nodes: every GPU
+    passes the whole buffer up, reduced, and down again, half per tree); hierarchical: a
+    reduce-scatter and an all-gather in the node, ``2 (q - 1)/q n``, around a ring allreduce
+    of the ``n/q`` shard across the k nodes, ``2 (k - 1)/k n/q`` (for full nodes, ``p = k q``,
+    the ring's ``2 (p - 1)/p n`` again, by other links); 0 for one GPU."""
     p = group.size
     if p <= 1:
         return 0
-    return lp.mem_passes * 2 * (p - 1) / p * n_bytes / lp.beta_mem
+    k = group.nodes
+    if algorithm == "tree":
+        return 2 * n_bytes
+    if algorithm == "hierarchical" and k > 1:
+        q = max(1, min(group.per_node, p))
+        return 2 * (q - 1) / q * n_bytes + 2 * (k - 1) / k * n_bytes / q
+    if algorithm in ALGORITHMS:
+        return 2 * (p - 1) / p * n_bytes
+    raise StrategyError(f"unknown allreduce algorithm '{algorithm}' (valid: {', '.join(ALGORITHMS)})")
+
+
+def memory_contention_s(n_bytes: Any, group: Group, lp: LinkParams, algorithm: str, eta_mem: Any) -> Any:
+    """Seconds of device-memory bandwidth an allreduce of ``n_bytes`` over ``group`` with
+    ``algorithm`` takes from compute (numbers or sympy): every byte a GPU sends over its link
+    (:func:`link_bytes`, the algorithm's own) costs ``kappa`` bytes of memory traffic (stored,
+    read back, reduced with the user's data: NVIDIA/nccl issue #1428), at the bandwidth the
+    compute's memory kernels reach, ``beta_mem * eta_mem`` (the device's peak times the memory
+    efficiency ``eta_mem`` of the plan's precision, as :mod:`perfmodel.cost.compute` prices
+    them)."""
+    if group.size <= 1:
+        return 0
+    return lp.mem_passes * link_bytes(n_bytes, group, algorithm) / (lp.beta_mem * eta_mem)
 
 
 def allreduce(

@@ -190,7 +190,7 @@ def _gradient_exchange(
         )
         return val.M * ssum(list(parts.values())), {"dataparallel": {k: val.M * v for k, v in parts.items()}}, None
     lp = val.lp if val.symbolic else None
-    exposed, total_comm, slowed = gradient_exchange(ctx, s, q.bwd, ranges, ends, body, lp)
+    exposed, total_comm, slowed = gradient_exchange(ctx, s, q.bwd, ranges, ends, body, lp, val.v)
     if s.dp * s.sp_degree <= 1:
         return exposed, {}, None
     group = weight_group(s, ctx.hw.gpus_per_node)

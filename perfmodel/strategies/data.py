@@ -95,11 +95,14 @@ def overlapped_exchange(
     return end, total_comm
 
 
-def slowed_backward_s(comm_s: Num, backward_s: Num, grad_bytes: float, group: Group, links: LinkParams) -> Num:
+def slowed_backward_s(
+    comm_s: Num, backward_s: Num, grad_bytes: float, group: Group, links: LinkParams, algorithm: str, eta_mem: Num
+) -> Num:
     """How much later a backward pass of ``backward_s`` ends when ``comm_s`` seconds of
-    allreduces of ``grad_bytes`` over ``group`` run beside it (numbers or symbols): they overlap
-    at most ``w = min(comm_s, backward_s)``; during it compute runs ``1 + gamma`` times slower
-    on the SMs NCCL leaves, and loses the memory bandwidth NCCL's traffic takes (at most ``w``):
+    ``algorithm`` allreduces of ``grad_bytes`` over ``group`` run beside it (numbers or
+    symbols): they overlap at most ``w = min(comm_s, backward_s)``; during it compute runs
+    ``1 + gamma`` times slower on the SMs NCCL leaves, and loses the memory bandwidth NCCL's
+    traffic takes (the algorithm's link bytes at ``beta_mem * eta_mem``, at most ``w``):
     ``max(gamma/(1 + gamma) w, min(memory seconds, w))`` (0 when nothing overlaps).
 
     A backward of exactly 0 seconds (``overlap=none``: the allreduces start after it) gives
@@ -109,7 +112,8 @@ def slowed_backward_s(comm_s: Num, backward_s: Num, grad_bytes: float, group: Gr
         return 0.0
     gamma = contention(group, links)
     window = smin(comm_s, backward_s)
-    return smax(gamma / (1 + gamma) * window, smin(memory_contention_s(grad_bytes, group, links), window))
+    memory = memory_contention_s(grad_bytes, group, links, algorithm, eta_mem)
+    return smax(gamma / (1 + gamma) * window, smin(memory, window))
 
 
 def bucket_reducer(
@@ -131,17 +135,21 @@ def stage_exchange(
     overlap: str,
     group: Group,
     links: LinkParams,
+    algorithm: str,
+    eta_mem: Num,
 ) -> tuple[Num, Num, Num]:
     """(when the last bucket's allreduce ends, the allreduce seconds, the contention seconds) of
-    one stage's gradients (``grad_bytes`` per layer, forward order) reduced in DDP's buckets as
-    its last backward pass (``bwd_s`` per layer, forward order) produces them, up to ``end_s``;
-    with ``overlap="none"``, all after ``end_s``."""
+    one stage's gradients (``grad_bytes`` per layer, forward order) reduced in DDP's buckets
+    with ``algorithm`` as its last backward pass (``bwd_s`` per layer, forward order) produces
+    them, up to ``end_s``; with ``overlap="none"``, all after ``end_s``; ``eta_mem``: the
+    memory efficiency of the compute beside them."""
     last_bwd = bwd_s[::-1]
     start = end_s - ssum(last_bwd)
     if overlap == "none":  # the exchange starts when the backward pass has ended
         start, last_bwd = end_s, [0.0] * len(last_bwd)
     end, total = overlapped_exchange(last_bwd, grad_bytes[::-1], reduce, start)
-    return end, total, slowed_backward_s(total, ssum(last_bwd), float(grad_bytes.sum()), group, links)
+    return end, total, slowed_backward_s(total, ssum(last_bwd), float(grad_bytes.sum()), group, links, algorithm,
+                                         eta_mem)
 
 
 #: Layer kinds whose parameters are two tensors (scale and shift) whatever ``bias`` says.
@@ -203,6 +211,7 @@ def gradient_exchange(
     ends: Sequence[Num],
     body_s: Num,
     lp: LinkParams | None = None,
+    v: ComputeValues | None = None,
 ) -> tuple[Num, Num, Num]:
     """(exposed seconds, total allreduce seconds, contention seconds) of the gradient exchange
     among the GPUs sharing each weight (dp replicas x spatial tiles): every stage's layers
@@ -219,19 +228,20 @@ def gradient_exchange(
     contention, last allreduce's end)``). First order: the window is an upper bound of the
     overlap, and a slowed backward also readies later buckets later, which is not followed;
     both are monotone, so more bandwidth never slows a step and more contention never speeds one.
-    On the profile's links (``lp=None``), or on ``lp``'s symbols with symbolic times
-    (``explain``): the same recurrence either way.
+    On the profile's links and values (``lp=None``, ``v=None``), or on ``lp``'s and ``v``'s
+    symbols with symbolic times (``explain``): the same recurrence either way.
     """
     if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
         return 0.0, 0.0, 0.0
     group = weight_group(s, ctx.hw.gpus_per_node)
     grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
     reduce, links = bucket_reducer(ctx.hw, group, s.comm, lp)
+    eta_mem = (ctx.values if v is None else v).eta_memory
     end_max: Num = None
     slowed: Num = None
     total: Num = 0.0
     for (a, b), end_s in zip(ranges, ends, strict=True):
-        end, tot, ext = stage_exchange(bwd[a:b], grad[a:b], reduce, end_s, s.overlap, group, links)
+        end, tot, ext = stage_exchange(bwd[a:b], grad[a:b], reduce, end_s, s.overlap, group, links, s.comm, eta_mem)
         end_max = end if end_max is None else smax(end_max, end)
         slowed = ext if slowed is None else smax(slowed, ext)
         total = total + tot

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.collectives import Group, LinkParams, collective_expr
-from ..cost.compute import GRAD_BYTES_PER_PARAM
+from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
 from ..cost.formulas import Num, smax, ssum
 from .context import Context, weight_group
 from .data import bucket_reducer, shard_copies_s, stage_exchange
@@ -69,19 +69,21 @@ def replica_exchange(
     bwd: Sequence[Num] | np.ndarray,
     body: Num,
     lp: LinkParams | None = None,
+    v: ComputeValues | None = None,
 ) -> tuple[Num, Num, Group, Num]:
     """(exposed seconds, total allreduce seconds, the replicas' group, contention seconds) of
     each shard's gradient allreduce across the dp replicas, bucketed and overlapped with the
     last micro-batch's backward (``bwd`` per layer, exchanges included; slowed by NCCL as
     :func:`.data.slowed_backward_s` says); the replicas are ``n`` ranks apart, as those of an
-    ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
+    ``n``-stage pipeline. On the profile's links and values, or on ``lp``'s and ``v``'s symbols."""
     dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
     if s.dp <= 1:
         return 0.0, 0.0, dp_group, 0.0
 
     reduce, links = bucket_reducer(ctx.hw, dp_group, s.comm, lp)
     grad_bytes = params * GRAD_BYTES_PER_PARAM
-    end, total_comm, slowed = stage_exchange(bwd, grad_bytes, reduce, body, s.overlap, dp_group, links)
+    eta_mem = (ctx.values if v is None else v).eta_memory
+    end, total_comm, slowed = stage_exchange(bwd, grad_bytes, reduce, body, s.overlap, dp_group, links, s.comm, eta_mem)
     return smax(0, end - body - slowed), total_comm, dp_group, slowed
 
 
@@ -134,7 +136,7 @@ def split_terms(
     terms: dict[str, Num] = {"compute": val.M * (ssum(fwd) + ssum(bwd)), **comm}
     body = ssum(list(terms.values()))
     exposed, total_comm, dp_group, slowed = replica_exchange(
-        ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None
+        ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None, val.v
     )
     if s.dp > 1:
         terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, val.v)

@@ -53,8 +53,8 @@ def contention_words(overlap: str) -> str:
         return "no overlap (overlap=none): the allreduce runs after backward"
     return (
         "backward compute slowed while NCCL's allreduces run beside it: NCCL's thread blocks hold C of the S "
-        "SMs (gamma = C/(S - C)) and its traffic takes memory bandwidth (kappa bytes per byte sent), over the "
-        "overlap window min(allreduce, backward)"
+        "SMs (gamma = C/(S - C)) and its traffic takes memory bandwidth (kappa bytes per byte the algorithm sends, "
+        "at beta_mem*eta_mem), over the overlap window min(allreduce, backward)"
     )
 
 
