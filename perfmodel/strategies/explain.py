@@ -109,7 +109,7 @@ def _explain_chain(
     step = _symbolic_step(ctx, s, details, val)
     if s.pp > 1:
         bounds = np.concatenate([[0], np.cumsum(details["balance"])]).astype(int)
-        terms = chain_terms(ctx, s, step, bounds, int(details["critical_stage"])).terms
+        terms = chain_terms(ctx, s, step, bounds, int(details["critical_stage"]), int(details["drain_stage"])).terms
     else:
         terms = chain_terms(ctx, s, step, np.array([0, len(ctx.net.links)])).terms
     return finish(terms, values, pred, legend=chain_legend(ctx, s, details), meaning=val.meaning)
