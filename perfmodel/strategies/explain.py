@@ -161,7 +161,9 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
         words["gradient_exchange_exposed"] = (
             f"{s.comm} allreduce of the gradients among the {s.dp * s.sp_degree} GPUs sharing each weight in 25 MiB "
             f"buckets, each once full and the previous one done, {when}; what sticks out past the step's body "
-            "slowed by NCCL"
+            "slowed by NCCL and the copies"
+            + ("; or a stage above the backward bottleneck whose delays outgrow its slack (GPipe's backward grid)"
+               if s.pp > 1 else "")
         )
         words["nccl_contention"] = contention_words(s.overlap)
     if s.dp * s.sp_degree > 1:
