@@ -261,16 +261,20 @@ def drain_delays(drain: Drain, delays: Sequence[Num]) -> tuple[Num, list[Num], l
     no slack, by all four, 1.2 ms. The largest single delay (0.3 ms) is a lower bound, not an
     upper one. tests/test_drain.py checks all three against a simulated schedule."""
     n, rb = len(delays), drain.rb
-    if is_symbolic(*rb):  # explain: each maximum written out
+    symbolic = is_symbolic(*rb, *delays)
+    top = smax if symbolic else max  # plain floats on numbers: the search prices this for every split
+    if symbolic:
         tops = [_max(rb[j:]) for j in range(n)]
-    else:  # numbers: running maxima from the last stage (the search prices this for every split)
-        tops = [float(x) for x in np.maximum.accumulate(np.asarray(rb, dtype=float)[::-1])[::-1]]
+    else:  # running maxima from the last stage
+        tops = [float(x) for x in rb]
+        for j in range(n - 2, -1, -1):
+            tops[j] = max(tops[j], tops[j + 1])
     extra = [(drain.m - 1) * t for t in tops]
     start: list[Num] = [0.0] * n
     g: Num = delays[n - 1] + extra[n - 1]
     for i in range(n - 2, -1, -1):
-        start[i] = smax(0, g - extra[i])
-        g = delays[i] + smax(extra[i], g)
+        start[i] = top(0.0, g - extra[i])
+        g = delays[i] + top(extra[i], g)
     return g - extra[0], start, [extra[0] - x for x in extra]
 
 
