@@ -44,9 +44,14 @@ def resnet_ctx() -> Context:
     return context(get_model("resnet50"), load_hardware(HW), "amp", "sgd")
 
 
+#: NCCL's base latency of one collective (tuning.cc baseLatencies, Ring/Simple), the profile's.
+A0 = load_hardware(HW).collectives.base_latency_s
+
+
 def ring_gather(nbytes: float, p: int, bw: float, alpha: float) -> float:
-    """Hand formula: ring all-gather / reduce-scatter of nbytes in total over p GPUs."""
-    return (p - 1) / p * nbytes / bw + (p - 1) * alpha
+    """Hand formula: ring all-gather / reduce-scatter of nbytes in total over p GPUs in one
+    node, NCCL's base latency once and one hop latency per step."""
+    return A0 + (p - 1) / p * nbytes / bw + (p - 1) * alpha
 
 
 # -- the split plan: what is exchanged -------------------------------------------------------
@@ -92,8 +97,8 @@ def test_channel_allreduce_time_by_hand(abci_chain: Context) -> None:
     bw, alpha = hw.intra.bandwidth_bytes_per_s * hw.intra.efficiency, hw.intra.latency_s
     out = price_channel_split(abci_chain, Strategy(channel=4), 32)
     e = 2
-    # ring allreduce = 2 x the all-gather cost of the same bytes
-    fwd = 2 * ring_gather(32 * 1024 * e, 4, bw, alpha) + 2 * ring_gather(32 * 10 * e, 4, bw, alpha)
+    # ring allreduce = 2 x the all-gather cost of the same bytes, one base latency
+    fwd = 2 * ring_gather(32 * 1024 * e, 4, bw, alpha) + 2 * ring_gather(32 * 10 * e, 4, bw, alpha) - 2 * A0
     bwd = ring_gather(32 * 512 * e, 4, bw, alpha) + ring_gather(32 * 16 * e, 4, bw, alpha)
     assert out.breakdown["channel_allreduce"] == pytest.approx(fwd, rel=1e-12)
     assert out.breakdown["channel_allgather"] == pytest.approx(bwd, rel=1e-12)

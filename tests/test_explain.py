@@ -125,30 +125,32 @@ def test_filter_allgather_worked_by_hand(n: int) -> None:
     """One all-gather of conv0's output (C x H x W = 16 x 8 x 8 per sample) over n GPUs.
 
     abci-v100-16gb has 4 GPUs per node: filter=4 gathers over NVLink, filter=8 over two
-    nodes (the ring runs at min(beta_intra, 4*beta_net) with the network's latency).
+    nodes (the ring runs at min(beta_intra, 4*beta_net)); NCCL's ring model: its base latency
+    once, p - 1 hops of which the k - 1 crossing nodes are at the network's latency.
     """
     hw = load_hardware("abci-v100-16gb")
     ctx = context(_two_convs(16), hw, "amp", "sgd")
     batch = 16
     f = explain_plan(ctx, parse_strategy(f"filter={n}", n), batch)
     b, e, m = _sym(f, "b"), _sym(f, "e"), _sym(f, "M")
+    k = -(-n // hw.gpus_per_node)  # nodes
     if n <= hw.gpus_per_node:
-        beta, alpha = _sym(f, "beta_intra"), _sym(f, "alpha_intra")
+        beta = _sym(f, "beta_intra")
     else:
         beta = sp.Min(_sym(f, "beta_intra"), hw.gpus_per_node * _sym(f, "beta_net"))
-        alpha = _sym(f, "alpha_net")
+    hops = (n - k) * _sym(f, "alpha_intra") + (k - 1) * sp.Symbol("alpha_net", positive=True)
     C, H, W = 16, 8, 8
     p = sp.Integer(n)
-    by_hand = m * ((p - 1) / p * b * C * H * W * e / beta + (p - 1) * alpha)
+    by_hand = m * (_sym(f, "alpha_0") + (p - 1) / p * b * C * H * W * e / beta + hops)
     term = f.terms["filter_allgather"]
     assert sp.simplify(term.subs(_sym(f, "N_ag_fwd"), C * H * W) - by_hand) == 0
     # in numbers: 16 samples, 2-byte elements, the profile's effective link
     lp = f.all_values
     bw = lp[_sym(f, "beta_intra")] if n <= hw.gpus_per_node else min(
         lp[_sym(f, "beta_intra")], hw.gpus_per_node * lp[_sym(f, "beta_net")])
-    lat = lp[_sym(f, "alpha_intra")] if n <= hw.gpus_per_node else lp[_sym(f, "alpha_net")]
+    lat = hw.collectives.base_latency_s + (n - k) * hw.intra.latency_s + (k - 1) * hw.inter.latency_s
     assert lp[b] == batch and lp[e] == 2
-    seconds = (n - 1) / n * batch * C * H * W * 2 / bw + (n - 1) * lat
+    seconds = (n - 1) / n * batch * C * H * W * 2 / bw + lat
     assert f.term_values["filter_allgather"] == pytest.approx(seconds, rel=1e-12)
     assert float(term.subs(f.values)) == pytest.approx(seconds, rel=1e-12)  # plain sympy substitution too
     assert f.prediction.breakdown["filter_allgather"] == pytest.approx(seconds, rel=1e-12)
@@ -211,7 +213,7 @@ def test_what_if_changes_only_hardware_symbols() -> None:
             f.time_s({"beta_intra": value})
     # a hardware symbol the formula does not contain changes nothing
     assert "beta_net" not in {str(s) for s in f.values} and "beta_net" in HARDWARE_SYMBOLS
-    assert f.time_s({"beta_net": 1.0}) == pytest.approx(f.iteration_time_s, rel=1e-12)
+    assert f.time_s({"beta_net": 1e9}) == pytest.approx(f.iteration_time_s, rel=1e-12)
 
 
 def test_cli_prints_closed_forms_and_what_if(capsys: pytest.CaptureFixture[str]) -> None:

@@ -163,9 +163,9 @@ def test_contention_goes_to_zero_with_the_backward_it_overlaps(comm: float, back
     """The 0 of an empty window is the limit of short ones (at most the window itself)."""
     group = Group(16, 8)
     lp = link_params(shipped(V100), group)
-    assert 0 <= float(slowed_backward_s(comm, backward, 1e8, group, lp)) <= min(comm, backward)
-    assert slowed_backward_s(comm, 0.0, 1e8, group, lp) == 0.0
-    assert slowed_backward_s(sp.Symbol("c", positive=True), 0.0, 1e8, group, lp) == 0.0
+    assert 0 <= float(slowed_backward_s(comm, backward, 1e8, group, lp, "ring", 0.8)) <= min(comm, backward)
+    assert slowed_backward_s(comm, 0.0, 1e8, group, lp, "ring", 0.8) == 0.0
+    assert slowed_backward_s(sp.Symbol("c", positive=True), 0.0, 1e8, group, lp, "ring", 0.8) == 0.0
 
 
 def test_cli_prints_the_no_overlap_reason(capsys: pytest.CaptureFixture[str]) -> None:

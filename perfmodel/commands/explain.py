@@ -6,15 +6,14 @@ import math
 
 import click
 
-from ..errors import ProfileError, UsageError, closest_names
+from ..errors import UsageError, closest_names
 from ..hardware import load_hardware
-from ..hardware.ranges import check_value
 from ..limits import shown
 from ..network import get_model
 from ..report import to_json
 from ..report.answers import answers_for
 from ..strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
-from ..strategies.formula import ZERO_OK_SYMBOLS
+from ..strategies.formula import ZERO_OK_SYMBOLS, what_if_value
 from ..strategies.predict import context, resolve_batch
 from ..strategies.spec import parse_strategy
 from .common import (
@@ -29,14 +28,6 @@ from .common import (
 )
 
 __all__ = ["explain_cmd"]
-
-
-#: The profile field (:data:`~perfmodel.hardware.ranges.RANGES`) each ``--set`` symbol stands for.
-_SYMBOL_FIELD = {"R": "peak", "R_fp32": "peak", "eta_conv": "conv", "eta_linear": "linear",
-                 "eta_mem": "memory", "w_half": "half_work_flops", "beta_mem": "memory_bandwidth_bytes_per_s",
-                 "tau": "kernel_launch_s", "beta_intra": "bandwidth_bytes_per_s", "beta_net": "bandwidth_bytes_per_s",
-                 "alpha_intra": "latency_s", "alpha_net": "latency_s",
-                 "kappa": "memory_passes"}
 
 
 def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
@@ -57,17 +48,7 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
             value = float(text)
         except ValueError:
             raise UsageError(f"--set {name}: {shown(text, 40)} is not a number") from None
-        low_ok = name in ZERO_OK_SYMBOLS  # a latency, NCCL's contention or memory passes may be 0
-        if not (math.isfinite(value) and (value > 0 or (low_ok and value == 0))):
-            what = "a finite number >= 0" if low_ok else "a positive finite number"
-            raise UsageError(f"--set {name}: the value must be {what}, got {shown(text, 40)}")
-        if name.startswith("eta") and value > 1:
-            raise UsageError(f"--set {name}: an efficiency is a fraction of peak (valid: 0 < {name} <= 1), got {text}")
-        try:  # the physical range of the profile field the symbol stands for
-            check_value(f"--set {name}", _SYMBOL_FIELD.get(name, name), value)
-        except ProfileError as e:
-            raise UsageError(str(e)) from None
-        out[name] = value
+        out[name] = what_if_value(f"--set {name}", name, value, shown(text, 40))
     return out
 
 
@@ -204,7 +185,8 @@ def _table(
     emit(
         "collectives (k nodes, q GPUs each): ring allreduce alpha_0 + 2*(p - 1)/p * n/beta + 2*(p - k)*alpha_intra"
         " + 2*(k - 1)*alpha_net, tree alpha_0 + 2*n/beta + 2*((q - 1)*alpha_intra + log2(k)*alpha_net),"
-        " ring all-gather / reduce-scatter (p - 1)/p * n/beta + (p - 1)*alpha, point-to-point alpha + n/beta;"
+        " ring all-gather / reduce-scatter alpha_0 + (p - 1)/p * n/beta + (p - k)*alpha_intra + (k - 1)*alpha_net,"
+        " point-to-point alpha + n/beta;"
         " buckets of 25 MiB overlap backward, slowed by NCCL's SMs (gamma) and memory traffic (kappa)."
     )
     for note in f.notes:

@@ -2,15 +2,16 @@
 
 Each collective is written once as an expression over :class:`LinkParams`, which hold
 either the profile's numbers (``predict``) or sympy symbols (``explain``). Latencies follow
-NCCL's own tuning model (src/graph/tuning.cc, ``ncclTopoTuneModel``): every allreduce pays
-a base latency once (``baseLatencies``, Ring/Tree Simple 8.4 us in the NCCL 2.1x releases the
-profiles cite; older releases list other values; the all-gathers and reduce-scatters of
-filter/channel splits do not pay it yet), a ring allreduce one
-per-hop latency per step, of which the ``2 (nodes - 1)`` steps that cross nodes are at the
-network's latency and the others at the node link's, a tree allreduce a chain inside each
-node and ``log2(nodes)`` network hops, up and down. :func:`contention` and
-:func:`memory_contention_s` are what a collective takes from compute running beside it
-(NCCL's thread blocks hold SMs; its traffic takes device-memory bandwidth).
+NCCL's own tuning model (src/graph/tuning.cc, ``ncclTopoTuneModel``, read at NCCL 2.30.7):
+every collective pays a base latency once (``baseLatencies``: Ring and Tree with the Simple
+protocol large buffers use, 8.4 us), then one per-hop latency per step of its algorithm, the
+steps that cross nodes at the network's latency and the others at the node link's. A ring
+allreduce takes ``2 (p - 1)`` steps of which ``2 (nodes - 1)`` cross nodes; a ring all-gather
+or reduce-scatter (NCCL's only algorithm for them on the systems profiled here) ``p - 1`` of
+which ``nodes - 1`` do; a tree allreduce a chain inside each node and ``log2(nodes)`` network
+hops, up and down. :func:`contention` and :func:`memory_contention_s` are what a collective
+takes from compute running beside it (NCCL's thread blocks hold SMs; its traffic takes
+device-memory bandwidth).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ __all__ = [
     "link_symbols",
     "allreduce",
     "allreduce_expr",
+    "gather_expr",
+    "collective_expr",
+    "COLLECTIVES",
+    "link_bytes",
     "ring_tier",
     "allgather",
     "reduce_scatter",
@@ -138,12 +143,45 @@ def allreduce_expr(n_bytes: Any, group: Group, lp: LinkParams, algorithm: str = 
         if algorithm == "tree":
             hops = 2 * ((q - 1) * lp.alpha_intra + (f.log2(k) * lp.alpha_net if k > 1 else 0))
             return lp.alpha_base + 2 * n_bytes / bw + hops
-        hops = 2 * (p - k) * lp.alpha_intra + (2 * (k - 1) * lp.alpha_net if k > 1 else 0)
-        return lp.alpha_base + 2 * (p - 1) / p * n_bytes / bw + hops
+        return lp.alpha_base + 2 * (p - 1) / p * n_bytes / bw + _ring_hops(group, lp, 2)
     if algorithm == "hierarchical":
         inside = 2 * (f.ring_reduce_scatter(n_bytes, q, lp.bw_intra, lp.alpha_intra) + lp.alpha_base) if q > 1 else 0
         return inside + lp.alpha_base + f.ring_allreduce(n_bytes / q, k, lp.bw_net_per_gpu, lp.alpha_net)
     raise StrategyError(f"unknown allreduce algorithm '{algorithm}' (valid: {', '.join(ALGORITHMS)})")
+
+
+def _ring_hops(group: Group, lp: LinkParams, rounds: int) -> Any:
+    """NCCL's per-hop latencies of a ring taking ``rounds (p - 1)`` steps over ``group``: the
+    ``rounds (nodes - 1)`` steps that cross nodes at ``alpha_net``, the others at
+    ``alpha_intra`` (tuning.cc: ``(nsteps - nInterSteps) * intraLat + nInterSteps * interLat``)."""
+    k = group.nodes
+    return rounds * (group.size - k) * lp.alpha_intra + (rounds * (k - 1) * lp.alpha_net if k > 1 else 0)
+
+
+def gather_expr(n_bytes_total: Any, group: Group, lp: LinkParams) -> Any:
+    """Seconds of a ring all-gather (or reduce-scatter: the same steps, the same cost) of
+    ``n_bytes_total`` (the gathered size) over ``group`` (numbers or sympy, by ``lp``):
+    ``alpha_0 + (p - 1)/p * n/beta + (p - k) alpha_intra + (k - 1) alpha_net`` for k nodes,
+    NCCL's ring model with ``p - 1`` steps, ``k - 1`` of them across nodes (tuning.cc)."""
+    p = group.size
+    if p <= 1:
+        return 0
+    bw, _ = ring_tier(group, lp)
+    return lp.alpha_base + (p - 1) / p * n_bytes_total / bw + _ring_hops(group, lp, 1)
+
+
+#: The collectives a split group runs (filter/channel exchanges), priced by :func:`collective_expr`.
+COLLECTIVES = ("allgather", "reduce_scatter", "allreduce")
+
+
+def collective_expr(op: str, n_bytes: Any, group: Group, lp: LinkParams) -> Any:
+    """Seconds of one ring collective ``op`` (one of :data:`COLLECTIVES`) of ``n_bytes`` (the
+    gathered or reduced size) over ``group``, NCCL's base and per-hop latencies included."""
+    if op == "allreduce":
+        return allreduce_expr(n_bytes, group, lp, "ring")
+    if op in ("allgather", "reduce_scatter"):
+        return gather_expr(n_bytes, group, lp)
+    raise StrategyError(f"unknown collective '{op}' (valid: {', '.join(COLLECTIVES)})")
 
 
 def contention(group: Group, lp: LinkParams) -> Any:
@@ -157,15 +195,40 @@ def contention(group: Group, lp: LinkParams) -> Any:
     return lp.sm_intra if group.nodes <= 1 else lp.sm_net
 
 
-def memory_contention_s(n_bytes: Any, group: Group, lp: LinkParams) -> Any:
-    """Seconds of device-memory bandwidth an allreduce of ``n_bytes`` over ``group`` takes from
-    compute: every byte a GPU sends over its link (``2 (p - 1)/p n``, the ring's) costs
-    ``kappa`` bytes of memory traffic (stored, read back, reduced with the user's data:
-    NVIDIA/nccl issue #1428), at the device's memory bandwidth ``beta_mem``."""
+def link_bytes(n_bytes: Any, group: Group, algorithm: str = "ring") -> Any:
+    """Bytes a GPU of ``group`` sends over its links in one allreduce of ``n_bytes`` with
+    ``algorithm`` (numbers or sympy): the numerator of the algorithm's bandwidth term in
+    :func:`allreduce_expr`. Ring: ``2 (p - 1)/p n`` (a reduce-scatter and an all-gather);
+    tree: ``2 n`` (NCCL's chain in a node and double binary tree across nodes: every GPU
+    passes the whole buffer up, reduced, and down again, half per tree); hierarchical: a
+    reduce-scatter and an all-gather in the node, ``2 (q - 1)/q n``, around a ring allreduce
+    of the ``n/q`` shard across the k nodes, ``2 (k - 1)/k n/q`` (for full nodes, ``p = k q``,
+    the ring's ``2 (p - 1)/p n`` again, by other links); 0 for one GPU."""
     p = group.size
     if p <= 1:
         return 0
-    return lp.mem_passes * 2 * (p - 1) / p * n_bytes / lp.beta_mem
+    k = group.nodes
+    if algorithm == "tree":
+        return 2 * n_bytes
+    if algorithm == "hierarchical" and k > 1:
+        q = max(1, min(group.per_node, p))
+        return 2 * (q - 1) / q * n_bytes + 2 * (k - 1) / k * n_bytes / q
+    if algorithm in ALGORITHMS:
+        return 2 * (p - 1) / p * n_bytes
+    raise StrategyError(f"unknown allreduce algorithm '{algorithm}' (valid: {', '.join(ALGORITHMS)})")
+
+
+def memory_contention_s(n_bytes: Any, group: Group, lp: LinkParams, algorithm: str, eta_mem: Any) -> Any:
+    """Seconds of device-memory bandwidth an allreduce of ``n_bytes`` over ``group`` with
+    ``algorithm`` takes from compute (numbers or sympy): every byte a GPU sends over its link
+    (:func:`link_bytes`, the algorithm's own) costs ``kappa`` bytes of memory traffic (stored,
+    read back, reduced with the user's data: NVIDIA/nccl issue #1428), at the bandwidth the
+    compute's memory kernels reach, ``beta_mem * eta_mem`` (the device's peak times the memory
+    efficiency ``eta_mem`` of the plan's precision, as :mod:`perfmodel.cost.compute` prices
+    them)."""
+    if group.size <= 1:
+        return 0
+    return lp.mem_passes * link_bytes(n_bytes, group, algorithm) / (lp.beta_mem * eta_mem)
 
 
 def allreduce(
@@ -179,19 +242,17 @@ def allreduce(
 
 
 def allgather(n_bytes_total: float, group: Group, hw: Hardware) -> float:
-    """Seconds to allgather ``n_bytes_total`` (the gathered size) over ``group``."""
+    """Seconds to allgather ``n_bytes_total`` (the gathered size) over ``group`` (:func:`gather_expr`)."""
     if group.size <= 1:
         return 0.0
-    bw, alpha = ring_tier(group, link_params(hw, group))
-    return float(f.ring_allgather(n_bytes_total, group.size, bw, alpha))
+    return float(gather_expr(n_bytes_total, group, link_params(hw, group)))
 
 
 def reduce_scatter(n_bytes_total: float, group: Group, hw: Hardware) -> float:
-    """Seconds to reduce-scatter ``n_bytes_total`` over ``group``."""
+    """Seconds to reduce-scatter ``n_bytes_total`` over ``group`` (:func:`gather_expr`)."""
     if group.size <= 1:
         return 0.0
-    bw, alpha = ring_tier(group, link_params(hw, group))
-    return float(f.ring_reduce_scatter(n_bytes_total, group.size, bw, alpha))
+    return float(gather_expr(n_bytes_total, group, link_params(hw, group)))
 
 
 def p2p_expr(n_bytes: Any, lp: LinkParams, across_nodes: bool) -> Any:

@@ -21,7 +21,7 @@ import numpy as np
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, ssum
 from .context import Context, weight_group
-from .data import bucket_copies_s, gradient_exchange
+from .data import Drain, ExchangeTerms, bucket_copies_s, drain_stage, gradient_exchange, stage_backward_s
 from .dataparallel import dataparallel_parts
 from .dimension import Valuation, optimizer_step_s
 from .memory import input_batch_bytes
@@ -67,20 +67,26 @@ class ChainTerms:
 
 
 def chain_terms(
-    ctx: Context, s: Strategy, q: ChainStep, bounds: Sequence[int] | np.ndarray, crit: int | None = None
+    ctx: Context, s: Strategy, q: ChainStep, bounds: Sequence[int] | np.ndarray, crit: int | None = None,
+    drain: int | None = None,
 ) -> ChainTerms:
     """The step's terms with stages ``bounds`` (in links; one stage without a pipeline) and,
-    on symbols, the critical stage ``crit`` the numbers chose."""
+    on symbols, the critical stage ``crit`` and the backward phase's bottleneck ``drain`` (see
+    :class:`.data.Drain`) the numbers chose."""
     ranges = stage_ranges(ctx, bounds)
     if s.pp > 1:
-        terms, body, ends = _pipeline(ctx, s, q, bounds, ranges, crit)
+        terms, body, ends, stages = _pipeline(ctx, s, q, bounds, ranges, crit, drain)
     else:
         terms, body, ends = _single_stage(ctx, s, q)
-    if s.dp * s.sp_degree > 1:
-        terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, ranges, q.val.v)
-    exposed, details, slowed = _gradient_exchange(ctx, s, q, ranges, ends, body)
-    if slowed is not None:
-        terms["nccl_contention"] = slowed
+        stages = Drain()
+    if s.dp * s.sp_degree > 1 and (s.is_ps or s.comm == "dataparallel"):
+        terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, q.val.v)
+    exposed, details, ddp = _gradient_exchange(ctx, s, q, ranges, ends, body, stages)
+    if ddp is not None:
+        terms["gradient_bucket_copies"] = ddp.copies
+        terms["nccl_contention"] = ddp.contention
+    if s.pp > 1:
+        details["drain_stage"] = stages.stage
     terms["gradient_exchange_exposed"] = exposed
     link_params = ctx.link_sum(ctx.cc.params)
     largest = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
@@ -134,10 +140,11 @@ def _single_stage(ctx: Context, s: Strategy, q: ChainStep) -> tuple[dict[str, Nu
 
 def _pipeline(
     ctx: Context, s: Strategy, q: ChainStep, bounds: Sequence[int] | np.ndarray, ranges: list[tuple[int, int]],
-    crit: int | None,
-) -> tuple[dict[str, Num], Num, list[Num]]:
+    crit: int | None, drain: int | None,
+) -> tuple[dict[str, Num], Num, list[Num], Drain]:
     """The pipeline's terms on its critical stage: compute, recomputation, sends, the bubble,
-    and (spatial groups) that stage's halo exchanges and redistributions, each once."""
+    and (spatial groups) that stage's halo exchanges and redistributions, each once; and its
+    backward phase, for the data dimension's delays."""
     val = q.val
     cf, cb, st_f, st_b, ex = [], [], [], [], []
     for i, (a, z) in enumerate(ranges):
@@ -164,16 +171,19 @@ def _pipeline(
     if q.p > 1:
         terms["halo_exchange"] = val.M * ex[crit][0]
         terms["redistribution"] = val.M * ex[crit][1]
-    return terms, body, ends
+    rb = stage_backward_s(st_f, st_b, send_f, send_b, s.recompute)
+    stage = drain_stage(rb, s.mb) if drain is None else drain
+    return terms, body, ends, Drain(rb, val.M, stage)
 
 
 def _gradient_exchange(
-    ctx: Context, s: Strategy, q: ChainStep, ranges: list[tuple[int, int]], ends: list[Num], body: Num
-) -> tuple[Num, dict[str, Any], Num | None]:
-    """(exposed seconds, details, NCCL's slow-down of backward or None) of the data dimension: a
-    parameter server's worst case (all workers at once, after compute), ``torch.nn.DataParallel``'s
+    ctx: Context, s: Strategy, q: ChainStep, ranges: list[tuple[int, int]], ends: list[Num], body: Num,
+    stages: Drain,
+) -> tuple[Num, dict[str, Any], ExchangeTerms | None]:
+    """(exposed seconds, details, DDP's terms or None) of the data dimension: a parameter
+    server's worst case (all workers at once, after compute), ``torch.nn.DataParallel``'s
     scatter/replicate/gather/reduce, or DDP's bucketed allreduce among the GPUs sharing each
-    weight (the only one that runs beside backward)."""
+    weight (the only one that runs beside backward: :func:`.data.gradient_exchange`)."""
     val, net = q.val, ctx.net
     params = float(ctx.cc.params.sum())
     if s.is_ps:
@@ -190,12 +200,12 @@ def _gradient_exchange(
         )
         return val.M * ssum(list(parts.values())), {"dataparallel": {k: val.M * v for k, v in parts.items()}}, None
     lp = val.lp if val.symbolic else None
-    exposed, total_comm, slowed = gradient_exchange(ctx, s, q.bwd, ranges, ends, body, lp)
+    x = gradient_exchange(ctx, s, q.bwd, ranges, ends, body, stages, lp, val.v)
     if s.dp * s.sp_degree <= 1:
-        return exposed, {}, None
+        return x.exposed, {}, None
     group = weight_group(s, ctx.hw.gpus_per_node)
     details = {
-        "gradient_allreduce_s": total_comm,
+        "gradient_allreduce_s": x.total_comm,
         "gradient_group": {"gpus": group.size, "per_node": group.per_node, "algorithm": s.comm},
     }
-    return exposed, details, slowed
+    return x.exposed, details, x

@@ -25,7 +25,7 @@ from ..limits import MAX_BATCH, shown
 from .chain_terms import ChainStep, chain_terms
 from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes
-from .data import BUCKET_BYTES, bucket_copies_s, gradient_exchange
+from .data import BUCKET_BYTES, Drain, drain_stage, gradient_exchange, stage_backward_s
 from .dataparallel import check_dataparallel
 from .dimension import Priced, Valuation, memory_parts, optimizer_step_s
 from .memory import input_batch_bytes
@@ -134,10 +134,13 @@ def _best_split(
     cap = ctx.hw.device.memory_bytes
     for sp_ in splits:
         t = sp_.timing
-        exposed, _, slowed = gradient_exchange(ctx, s, layers.bwd, sp_.layer_ranges(ctx), t.last_bwd_end_s, t.total_s)
+        rb = stage_backward_s(sp_.fwd_s.tolist(), sp_.bwd_s.tolist(), sp_.send_fwd_s.tolist(),
+                              sp_.send_bwd_s.tolist(), s.recompute)
+        x = gradient_exchange(ctx, s, layers.bwd, sp_.layer_ranges(ctx), t.last_bwd_end_s, t.total_s,
+                              Drain(rb, s.mb, drain_stage(rb, s.mb)))
         params = _largest_stage_params(ctx, sp_.bounds)
-        copies = bucket_copies_s(ctx, s, sp_.layer_ranges(ctx), ctx.values)
-        steps.append(t.total_s + slowed + copies + exposed + optimizer_step_s(params, ctx.optimizer, ctx.values))
+        steps.append(t.total_s + x.contention + x.copies + x.exposed
+                     + optimizer_step_s(params, ctx.optimizer, ctx.values))
         fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
     best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
     if not s.balance:

@@ -109,7 +109,7 @@ def _explain_chain(
     step = _symbolic_step(ctx, s, details, val)
     if s.pp > 1:
         bounds = np.concatenate([[0], np.cumsum(details["balance"])]).astype(int)
-        terms = chain_terms(ctx, s, step, bounds, int(details["critical_stage"])).terms
+        terms = chain_terms(ctx, s, step, bounds, int(details["critical_stage"]), int(details["drain_stage"])).terms
     else:
         terms = chain_terms(ctx, s, step, np.array([0, len(ctx.net.links)])).terms
     return finish(terms, values, pred, legend=chain_legend(ctx, s, details), meaning=val.meaning)
@@ -161,7 +161,9 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
         words["gradient_exchange_exposed"] = (
             f"{s.comm} allreduce of the gradients among the {s.dp * s.sp_degree} GPUs sharing each weight in 25 MiB "
             f"buckets, each once full and the previous one done, {when}; what sticks out past the step's body "
-            "slowed by NCCL"
+            "slowed by NCCL and the copies"
+            + ("; or a stage above the backward bottleneck whose delays outgrow its slack (GPipe's backward grid)"
+               if s.pp > 1 else "")
         )
         words["nccl_contention"] = contention_words(s.overlap)
     if s.dp * s.sp_degree > 1:

@@ -54,7 +54,8 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
         ops = sorted({OPS[x.op][1] for x in plan.exchanges if x.phase == phase})
         legend[key] = (
             f"p = {n} GPUs {where}, M micro-batches; one ring {' / '.join(ops)} per tensor, those of one collective "
-            "summed: (p - 1)/p * b*N*e/beta + k*(p - 1)*alpha (twice for an allreduce)" if ops
+            "summed: (p - 1)/p * b*N*e/beta + k*(alpha_0 + (p - q)*alpha_intra + (q - 1)*alpha_net) over q nodes "
+            "(NCCL's ring model; an allreduce twice the bytes and hops)" if ops
             else "no exchange in this pass"
         )
     when = "after" if s.overlap == "none" else "overlapped with"

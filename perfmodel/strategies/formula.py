@@ -17,7 +17,8 @@ import sympy as sp
 
 from ..cost.collectives import Group, link_params, link_symbols, ring_tier
 from ..cost.compute import ComputeValues, ShapeRules, layer_seconds
-from ..errors import UsageError
+from ..errors import ProfileError, UsageError
+from ..hardware.ranges import RANGES, check_value, describe
 from .context import Context
 from .dimension import Valuation
 from .prediction import Prediction
@@ -30,6 +31,8 @@ __all__ = [
     "SYMBOL_MEANING",
     "HARDWARE_SYMBOLS",
     "ZERO_OK_SYMBOLS",
+    "SYMBOL_FIELD",
+    "what_if_value",
     "B_SYM",
     "M",
     "LINK",
@@ -81,11 +84,47 @@ HARDWARE_SYMBOLS: tuple[str, ...] = (
     "beta_intra", "alpha_intra", "beta_net", "alpha_net", "alpha_0", "gamma_intra", "gamma_net", "kappa",
 )
 
-#: Hardware symbols that may be 0 in a what-if: latencies (an ideal link), NCCL's compute
-#: contention and memory passes (no contention); the others divide or bound a time.
+#: The profile field (:data:`~perfmodel.hardware.ranges.RANGES`) each hardware symbol stands
+#: for; a what-if value must lie in that field's physical range. ``gamma_*`` stand for no
+#: field (they are ``C/(S - C)`` of NCCL's channels and the SM count) and only need to be >= 0.
+SYMBOL_FIELD: dict[str, str] = {
+    "R": "peak", "R_fp32": "peak", "eta_conv": "conv", "eta_linear": "linear", "eta_mem": "memory",
+    "beta_mem": "memory_bandwidth_bytes_per_s", "tau": "kernel_launch_s", "h": "host_op_s",
+    "t_step": "step_overhead_s", "L_mem": "memory_latency_s", "beta_intra": "bandwidth_bytes_per_s",
+    "alpha_intra": "latency_s", "beta_net": "bandwidth_bytes_per_s", "alpha_net": "latency_s",
+    "alpha_0": "base_latency_s", "kappa": "memory_passes",
+}
+
+#: Hardware symbols that may be 0 in a what-if, where 0 is a machine one can think of: the
+#: latencies (an ideal link), NCCL's base latency, compute contention and memory passes (no
+#: contention), the launch gap ``tau``, the host time per op ``h`` (a host that is never the
+#: bottleneck, as with CUDA graphs) and the fixed step cost ``t_step``: every symbol whose
+#: profile range holds 0, and ``gamma_*``. The others divide a time (peaks, bandwidths,
+#: efficiencies) or have a physical floor (``L_mem``: a memory access takes >= 1 ns).
 ZERO_OK_SYMBOLS: frozenset[str] = frozenset(
-    {"alpha_intra", "alpha_net", "alpha_0", "gamma_intra", "gamma_net", "kappa"}
+    {name for name, fld in SYMBOL_FIELD.items() if RANGES[fld].holds(0.0)} | {"gamma_intra", "gamma_net"}
 )
+
+
+def what_if_value(where: str, name: str, value: float, given: str) -> float:
+    """``value`` for hardware symbol ``name`` if a what-if may take it, else one
+    :class:`UsageError` line naming the valid values (``where`` starts it, ``given`` is the
+    value as the user wrote it): finite, > 0 (>= 0 for :data:`ZERO_OK_SYMBOLS`), an
+    efficiency at most 1, inside the physical range of the profile field it stands for."""
+    zero_ok = name in ZERO_OK_SYMBOLS
+    fld = SYMBOL_FIELD.get(name)
+    valid = f" (valid: {describe(fld)})" if fld else ""
+    if not (math.isfinite(value) and (value > 0 or (value == 0 and zero_ok))):
+        what = "a finite number >= 0" if zero_ok else "a positive finite number"
+        raise UsageError(f"{where}: the value must be {what}, got {given}{valid}")
+    if name.startswith("eta") and value > 1:
+        raise UsageError(f"{where}: an efficiency is a fraction of peak (valid: 0 < {name} <= 1), got {given}")
+    if fld is not None:
+        try:
+            check_value(where, fld, value)
+        except ProfileError as e:
+            raise UsageError(str(e)) from None
+    return value
 
 MODULES: list[Any] = ["math", {"Max": max, "Min": min, "ceiling": math.ceil}]
 
@@ -156,11 +195,7 @@ class StepFormula:
                 raise UsageError(
                     f"what-if of '{name}': only hardware symbols can change (valid: {', '.join(HARDWARE_SYMBOLS)})"
                 )
-            v = float(value)
-            zero_ok = name in ZERO_OK_SYMBOLS
-            if not (math.isfinite(v) and (v > 0 or (v == 0 and zero_ok))):
-                what = "a finite number >= 0" if zero_ok else "a positive finite number"
-                raise UsageError(f"what-if of '{name}': the value must be {what}, got {value!r}")
+            v = what_if_value(f"what-if of '{name}'", name, float(value), repr(value))
             if name in by_name:
                 new[by_name[name]] = v
         if self.resimulate is not None:

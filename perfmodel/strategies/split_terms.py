@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.collectives import Group, LinkParams, ring_tier
-from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.formulas import Num, ring_allgather, ring_allreduce, ring_reduce_scatter, smax, ssum
+from ..cost.collectives import Group, LinkParams, collective_expr
+from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
+from ..cost.formulas import Num, smax, ssum
 from .context import Context, weight_group
 from .data import bucket_reducer, shard_copies_s, stage_exchange
 from .dimension import Valuation, optimizer_step_s
@@ -54,14 +54,11 @@ class Exchange:
     elems_per_sample: int
 
 
-#: The ring collective of each exchange kind (Thakur, Rabenseifner & Gropp 2005).
-_RINGS = {"allgather": ring_allgather, "reduce_scatter": ring_reduce_scatter, "allreduce": ring_allreduce}
-
-
-def exchange_s(op: str, n_bytes: Num, p: Num, bw: Num, alpha: Num) -> Num:
+def exchange_s(op: str, n_bytes: Num, group: Group, lp: LinkParams) -> Num:
     """Seconds of one ring collective ``op`` of ``n_bytes`` (the gathered or reduced size) over
-    the ``p`` GPUs of a split group at ``bw``/``alpha``; numbers or symbols (``explain``)."""
-    return _RINGS[op](n_bytes, p, bw, alpha)
+    the split ``group``, NCCL's base and per-hop latencies included
+    (:func:`~perfmodel.cost.collectives.collective_expr`); numbers or symbols (``explain``)."""
+    return collective_expr(op, n_bytes, group, lp)
 
 
 def replica_exchange(
@@ -72,19 +69,21 @@ def replica_exchange(
     bwd: Sequence[Num] | np.ndarray,
     body: Num,
     lp: LinkParams | None = None,
+    v: ComputeValues | None = None,
 ) -> tuple[Num, Num, Group, Num]:
     """(exposed seconds, total allreduce seconds, the replicas' group, contention seconds) of
     each shard's gradient allreduce across the dp replicas, bucketed and overlapped with the
     last micro-batch's backward (``bwd`` per layer, exchanges included; slowed by NCCL as
     :func:`.data.slowed_backward_s` says); the replicas are ``n`` ranks apart, as those of an
-    ``n``-stage pipeline. On the profile's links, or on ``lp``'s symbols."""
+    ``n``-stage pipeline. On the profile's links and values, or on ``lp``'s and ``v``'s symbols."""
     dp_group = weight_group(Strategy(dp=s.dp, pp=n), ctx.hw.gpus_per_node)
     if s.dp <= 1:
         return 0.0, 0.0, dp_group, 0.0
 
     reduce, links = bucket_reducer(ctx.hw, dp_group, s.comm, lp)
     grad_bytes = params * GRAD_BYTES_PER_PARAM
-    end, total_comm, slowed = stage_exchange(bwd, grad_bytes, reduce, body, s.overlap, dp_group, links)
+    eta_mem = (ctx.values if v is None else v).eta_memory
+    end, total_comm, slowed = stage_exchange(bwd, grad_bytes, reduce, body, s.overlap, dp_group, links, s.comm, eta_mem)
     return smax(0, end - body - slowed), total_comm, dp_group, slowed
 
 
@@ -99,14 +98,12 @@ def _collectives(
 ) -> tuple[dict[str, Num], list[Num]]:
     """(each pass's exchange seconds by breakdown key, per layer backward exchange seconds):
     the ``k`` tensors of one collective in one pass are one ring collective of their summed
-    elements ``N`` plus ``k - 1`` more latencies."""
-    bw, alpha = ring_tier(group, val.lp)
-    p = group.size
+    elements ``N`` plus ``k - 1`` more latencies (each NCCL's base latency and the ring's hops)."""
     terms: dict[str, Num] = {}
     layer_b: list[Num] = [0.0] * n_layers
     for x in exchanges:
         if x.phase == "bwd":
-            layer_b[x.layer] = layer_b[x.layer] + exchange_s(x.op, val.b * x.elems_per_sample * val.e, p, bw, alpha)
+            layer_b[x.layer] = layer_b[x.layer] + exchange_s(x.op, val.b * x.elems_per_sample * val.e, group, val.lp)
     for phase, key in zip(("fwd", "bwd"), BREAKDOWN_KEYS[mode], strict=True):
         parts: list[Num] = []
         for op, (short, _, done) in OPS.items():
@@ -117,8 +114,8 @@ def _collectives(
             pass_name = "forward" if phase == "fwd" else "backward"
             elems = val.count(f"N_{short}_{phase}", float(sum(x.elems_per_sample for x in xs)),
                               f"elements per sample of the {k} tensor{'s' * (k > 1)} {done} in the {pass_name} pass")
-            parts.append(exchange_s(op, val.b * elems * val.e, p, bw, alpha)
-                         + (k - 1) * exchange_s(op, 0, p, bw, alpha))
+            parts.append(exchange_s(op, val.b * elems * val.e, group, val.lp)
+                         + (k - 1) * exchange_s(op, 0, group, val.lp))
         terms[key] = val.M * ssum(parts) if parts else 0.0
     return terms, layer_b
 
@@ -139,7 +136,7 @@ def split_terms(
     terms: dict[str, Num] = {"compute": val.M * (ssum(fwd) + ssum(bwd)), **comm}
     body = ssum(list(terms.values()))
     exposed, total_comm, dp_group, slowed = replica_exchange(
-        ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None
+        ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None, val.v
     )
     if s.dp > 1:
         terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, val.v)

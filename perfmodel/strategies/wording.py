@@ -53,8 +53,9 @@ def contention_words(overlap: str) -> str:
         return "no overlap (overlap=none): the allreduce runs after backward"
     return (
         "backward compute slowed while NCCL's allreduces run beside it: NCCL's thread blocks hold C of the S "
-        "SMs (gamma = C/(S - C)) and its traffic takes memory bandwidth (kappa bytes per byte sent), over the "
-        "overlap window min(allreduce, backward)"
+        "SMs (gamma = C/(S - C)) and its traffic takes memory bandwidth (kappa bytes per byte the algorithm sends, "
+        "at beta_mem*eta_mem), over the overlap window min(allreduce, backward); in a pipeline summed over the "
+        "stages on the step's critical path (the backward bottleneck and those after it in the drain)"
     )
 
 
@@ -62,5 +63,7 @@ def contention_words(overlap: str) -> str:
 COPIES_WORDS = (
     "the gradient copies into the exchange buffers and back (DDP's reducer, reducer.cpp; assumed the same "
     "for a parameter server's push/pull buffers and DataParallel's coalesced reduce, an upper bound there): "
-    "2 launches per parameter tensor and 2 x 8 bytes per parameter over the memory bandwidth, largest stage"
+    "a launch per parameter tensor and 8 bytes per parameter over the memory bandwidth each way; in a pipeline "
+    "the copies in of the stages on the step's critical path (the backward bottleneck and those after it in "
+    "the drain) and stage 0's copy back"
 )
