@@ -47,7 +47,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from perfmodel.hardware import Hardware, load_hardware
-from perfmodel.validation.kernel_rows import PIPEDREAM_FWD_PROLOGUE_S, KernelRow, load_rows
+from perfmodel.validation.kernel_rows import KernelRow, load_rows
 from perfmodel.validation.kernels import price_rows
 from perfmodel.validation.pipedream_lomo import derive, with_numbers
 
@@ -258,7 +258,7 @@ def lomo_check(name: str) -> None:
     for m in sorted({r.model for r in pipe}):
         others = [r for r in pipe if r.model != m]
         shipped = derive(others, hw0, refit=())
-        train, _ = with_numbers(others, hw0, dataclasses.replace(shipped, prologue_s=PIPEDREAM_FWD_PROLOGUE_S))
+        train, _ = with_numbers(others, hw0, shipped)
         hw = with_values(hw0, precision, fit(name, [r for r in rows if r.source != "pipedream"] + train, quiet=True))
         idx = [i for i, r in enumerate(pipe) if r.model == m]
         scored, h = with_numbers([pipe[i] for i in idx], hw, derive(others, hw, refit=()))

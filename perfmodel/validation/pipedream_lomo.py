@@ -23,10 +23,11 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 from ..hardware import Hardware, load_hardware
-from .kernel_rows import PIPEDREAM_FWD_OVERHEAD_S, PIPEDREAM_FWD_PROLOGUE_S, KernelRow, module_host_s
+from .kernel_rows import PIPEDREAM_FWD_OVERHEAD_S, KernelRow, module_host_s
 from .kernels import price_rows
 
-__all__ = ["DERIVED", "PipeDreamNumbers", "derive", "prologue_rule", "with_numbers", "held_out_prices"]
+__all__ = ["DEPTHWISE_BOUNDS", "DERIVED", "PipeDreamNumbers", "derive", "prologue_rule", "with_numbers",
+           "held_out_prices"]
 
 #: the numbers :func:`derive` sets from PipeDream's rows alone
 DERIVED = ("memory", "memory_latency_s", "sector_slots_per_sm", "depthwise_efficiency", "depthwise_output_flops",
@@ -143,22 +144,25 @@ def _fit_depthwise(dw: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -
 
 
 def derive(
-    rows: Sequence[KernelRow], hw: Hardware, refit: Collection[str] = ("memory", "depthwise_efficiency")
+    rows: Sequence[KernelRow], hw: Hardware, refit: Collection[str] = ("memory", "depthwise")
 ) -> PipeDreamNumbers:
-    """:class:`PipeDreamNumbers` from PipeDream ``rows`` on ``hw`` (its values, and the shipped
-    prologue, as starting points), one pass in this order: the modules' host work
-    (:func:`module_host_s` over the models of ``rows``), the memory efficiency on every row
+    """:class:`PipeDreamNumbers` from PipeDream ``rows`` on ``hw`` (its values as starting points),
+    one pass in this order: the modules' host work (:func:`module_host_s` over the models of
+    ``rows``), a first :func:`prologue_rule` on ``rows`` (never the shipped prologue, which saw
+    every model), the memory efficiency on every row
     (bounds 0.4-1, as the fitting script's), the latency and sector slots on the pooling rows, the
     depthwise numbers on the depthwise convolutions (kept at ``hw``'s when ``rows`` have none),
-    then :func:`prologue_rule`. The memory and depthwise efficiencies are fitted only if in
-    ``refit`` (the fitting script fits them itself, with DeepBench's rows)."""
-    n = PipeDreamNumbers.of(hw, PIPEDREAM_FWD_PROLOGUE_S, tuple(sorted(module_host_s({r.model for r in rows}).items())))
+    then :func:`prologue_rule` again. The memory efficiency and the depthwise numbers are fitted
+    only if ``"memory"`` / ``"depthwise"`` are in ``refit`` (the fitting script fits them itself,
+    with DeepBench's rows)."""
+    n = PipeDreamNumbers.of(hw, 0.0, tuple(sorted(module_host_s({r.model for r in rows}).items())))
+    n = dataclasses.replace(n, prologue_s=prologue_rule(rows, hw, n))
     if "memory" in refit:
         n = dataclasses.replace(n, memory=_fit_1d(
             lambda x: _log_loss(rows, hw, dataclasses.replace(n, memory=x)), 0.4, 1.0))
     n = _fit_latency([r for r in rows if r.layer.kind in ("avgpool", "maxpool")], hw, n)
     dw = [r for r in rows if r.op.startswith("conv depthwise")]
-    if dw and "depthwise_efficiency" in refit:
+    if dw and "depthwise" in refit:
         n = _fit_depthwise(dw, hw, n)
     return dataclasses.replace(n, prologue_s=prologue_rule(rows, hw, n))
 
