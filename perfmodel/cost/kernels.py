@@ -70,9 +70,11 @@ AVGPOOL_BWD_PASSES = 6.0
 #: NVIDIA Volta GPU Architecture via Microbenchmarking" (arXiv:1804.06826, 2018): V100 L2 load
 #: throughput about 2.2 TB/s against about 0.75 TB/s measured from HBM2, i.e. about 3x.
 L2_OVER_DRAM = 3.0
-#: A grouped convolution with at most this many input channels per group runs cuDNN's
-#: depthwise kernels (no GEMM tiles: one filter per channel), priced as CUDA-core FLOPs
-#: at the profile's depthwise efficiency or by their memory traffic.
+#: A 2-D (non-transposed) grouped convolution with at most this many input channels per group
+#: runs PyTorch's depthwise kernels (no GEMM tiles: one thread per output or input element),
+#: priced per element and filter tap by :mod:`.depthwise` or by their memory traffic; PyTorch
+#: sends only 4-D non-transposed depthwise layers there (``Convolution.cpp``), so transposed and
+#: 3-D grouped layers stay grouped GEMMs.
 DEPTHWISE_MAX_CPG = 1
 
 
@@ -249,7 +251,8 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
                 sum_nk[:, i] = _dgrad_sum_view(layer)
             if conv[i] and len(layer.out_shape) == 3:
                 out_hw[:, i] = layer.out_shape[1:]
-            dw[i] = conv[i] and layer.groups > 1 and layer.in_shape[0] // layer.groups <= DEPTHWISE_MAX_CPG
+            dw[i] = (layer.kind == "conv" and len(layer.kernel) == 2 and layer.groups > 1
+                     and layer.in_shape[0] // layer.groups <= DEPTHWISE_MAX_CPG)
             wino[i] = (
                 layer.kind == "conv" and len(layer.kernel) == 2
                 and all(s == 1 for s in layer.stride) and all(d == 1 for d in (layer.dilation or (1, 1)))
