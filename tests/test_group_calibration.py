@@ -77,6 +77,19 @@ def test_only_compute_is_scaled(families: list) -> None:  # type: ignore[type-ar
         assert b[term] == a[term] > 0
 
 
+@pytest.mark.parametrize(("strategy", "exchanges"), [("filter=4", ("filter_allgather", "filter_reduce_scatter")),
+                                                     ("channel=4", ("channel_allreduce", "channel_allgather"))])
+def test_layer_splits_scale_their_compute_too(strategy: str, exchanges: tuple[str, ...]) -> None:
+    # filter/channel splits price their sharded layers outside Context.times: a fitted factor
+    # must reach them as well, and leave their exchanges alone
+    m = parse_measurements(HEADER + f"vgg16,v100-16gb-dgx1,4,fp32,,64,{strategy},100\n").rows[0]
+    hw = resolve_hardware(m)
+    a, b = price_row(m, hw).breakdown, price_row(m, hw, 1.5).breakdown
+    assert b["compute"] == pytest.approx(1.5 * a["compute"], rel=1e-12)
+    for term in exchanges:
+        assert b[term] == a[term] > 0
+
+
 def test_fit_stops_at_its_bound_and_says_so() -> None:
     m = parse_measurements(HEADER + "resnet50,v100-16gb-dgx1,1,fp32,64,,dp=1,100\n").rows[0]
     fast = 10 * price_row(m, resolve_hardware(m)).throughput_samples_per_s  # 10x the model: not a compute error

@@ -31,6 +31,9 @@ class Context:
     optimizer: str
     link_starts: np.ndarray
     cut_elems: np.ndarray
+    #: every layer's forward and backward seconds are multiplied by this (1 unless fitted to a
+    #: network's own 1-GPU run: perfmodel.validation.compute_scale)
+    compute_scale: float = 1.0
     memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
         default_factory=dict, repr=False
     )
@@ -50,11 +53,17 @@ class Context:
         hit = self.memo.get(key)
         if hit is None:
             ev = self.cc.evaluate(batch, *grid)
-            hit = (layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev), ev)
+            hit = (self.scaled(layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev)), ev)
             if len(self.memo) > 256:
                 self.memo.clear()
             self.memo[key] = hit
         return hit
+
+    def scaled(self, lt: LayerTimes) -> LayerTimes:
+        """``lt`` times :attr:`compute_scale` (``lt`` itself at 1)."""
+        if self.compute_scale == 1.0:
+            return lt
+        return LayerTimes(lt.fwd * self.compute_scale, lt.bwd * self.compute_scale)
 
     def link_sum(self, per_layer: np.ndarray) -> np.ndarray:
         """Per chain link, the sum of a per-layer array over the link's layers."""
