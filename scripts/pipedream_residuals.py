@@ -17,11 +17,10 @@ Prints, per op kind and phase (PipeDream rows as ``perfmodel validate --kernels`
 * the small-layer floor: raw forward times of batch norm and ReLU by size (flat below ~20 MB:
   host work in the window, not a GPU effect);
 * the prologue check: forward rows whose window also holds untimed ops (residual adds,
-  concatenations, dropout) exceed the model, when that work is priced in full, by at most about
-  0.13 ms: what runs hidden behind the window's host work before the module's first launch
-  (``PIPEDREAM_FWD_PROLOGUE_S``);
-  (``PIPEDREAM_FWD_PROLOGUE_S``, the value of
-  :func:`perfmodel.validation.pipedream_lomo.prologue_rule`, printed beside it);
+  concatenations, dropout) exceed the model, when that work is priced in full, by a plateau: what
+  runs hidden behind the window's host work before the module's first launch
+  (``PIPEDREAM_FWD_PROLOGUE_S``, printed beside the value of
+  :func:`perfmodel.validation.pipedream_lomo.prologue_rule` at the shipped numbers);
 * with ``--lomo``: leave-one-model-out (``perfmodel validate --kernels``' ``MAPE_out`` column).
   For each of PipeDream's models, the numbers only PipeDream's rows inform (the memory efficiency
   of ``v100-16gb-dgx1`` fp32, the window kernels' memory latency and sector slots per SM, the
@@ -150,11 +149,13 @@ def lomo(rows: Sequence[KernelRow]) -> None:
     pred_in, _ = price_rows(rows, before=False)
     pred_out, used = held_out_prices(rows)
     print("\nleave-one-model-out: the numbers only PipeDream's rows inform, derived without the model")
-    print("left-out model   memory eff  latency ns  sector slots  depthwise eff  prologue ms  host ms linear, BN")
+    print("left-out model   memory eff  latency ns  sector slots  depthwise eff, output FLOPs, wgrad FLOPs"
+          "  prologue ms  host ms linear, BN")
     for m, n in used.items():
         host = dict(n.host_s)
         print(f"  {m:15s} {n.memory:9.3f}  {n.memory_latency_s * 1e9:10.0f}  {n.sector_slots_per_sm:12.0f}  "
-              f"{n.depthwise_efficiency:13.4f}  {n.prologue_s * 1e3:11.3f}  "
+              f"{n.depthwise_efficiency:13.4f}, {n.depthwise_output_flops:6.0f}, {n.depthwise_wgrad_flops:5.1f}"
+              f"  {n.prologue_s * 1e3:11.3f}  "
               f"{host.get('linear', 0) * 1e3:.3f}, {host.get('batchnorm', 0) * 1e3:.3f}")
     ops = sorted({_op(r) for r in rows})
     print("op kind          rows  in-sample MAPE %  left-out MAPE %")
