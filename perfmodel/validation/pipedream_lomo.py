@@ -29,7 +29,10 @@ from .kernels import price_rows
 __all__ = ["DEPTHWISE_BOUNDS", "DERIVED", "PipeDreamNumbers", "derive", "prologue_rule", "with_numbers",
            "held_out_prices"]
 
-#: the numbers :func:`derive` sets from PipeDream's rows alone
+#: the numbers :func:`derive` sets from PipeDream's rows alone (not re-derived per left-out model:
+#: the 0.26 ms forward profiler cost, PIPEDREAM_FWD_OVERHEAD_S, issue 14's estimate over all
+#: profiles, which module_host_s subtracts; and the numbers shared with DeepBench's fit, which a
+#: full refit without each model, ``fit_kernel_params.py --lomo``, covers)
 DERIVED = ("memory", "memory_latency_s", "sector_slots_per_sm", "depthwise_efficiency", "depthwise_output_flops",
            "depthwise_wgrad_flops", "prologue_s", "host_s")
 #: the depthwise numbers and the fitting script's bounds on them
