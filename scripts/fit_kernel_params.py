@@ -60,7 +60,11 @@ PARAMS = (
     ("conv", 0.3, 1.0), ("linear", 0.3, 1.0), ("memory", 0.4, 1.0), ("tile_half_intensity", 0.5, 64.0),
     ("winograd_gain", 1.0, 4.0), ("wgrad_efficiency", 0.2, 1.0), ("depthwise_efficiency", 0.005, 0.5),
     ("winograd_transform_flops", 0.0, 500.0), ("wgrad_split_efficiency", 0.1, 1.0),
+    # weight-gradient split-K (perfmodel/cost/work.py _slot_rules): fitted on fp32 DeepBench rows
+    ("wgrad_max_split", 1.0, 256.0), ("wgrad_tile_passes", 1.0, 64.0),
 )
+#: the weight-gradient split-K numbers, fitted wherever DeepBench's fp32 kernels are
+WGRAD_SPLIT_PARAMS = ("wgrad_max_split", "wgrad_tile_passes")
 #: the latency bound of window kernels (only PipeDream's pooling rows inform them): fitted only
 #: when named with --only
 LATENCY_PARAMS = (("memory_latency_s", 1e-7, 2e-6), ("sector_slots_per_sm", 32.0, 4096.0))
@@ -102,7 +106,9 @@ def free_params(name: str) -> tuple[tuple[str, float, float], ...]:
         return PARAMS
     if sources == ("neusight",):
         return PARAMS[:2]
-    return PARAMS[:2] + PARAMS[3:6] + PARAMS[7:] if precision == "fp32" else TC_PARAMS
+    if precision != "fp32":
+        return TC_PARAMS
+    return PARAMS[:2] + PARAMS[3:6] + PARAMS[7:9] + tuple(p for p in PARAMS if p[0] in WGRAD_SPLIT_PARAMS)
 
 
 def with_values(hw0: Hardware, precision: str, v: dict[str, float]) -> Hardware:

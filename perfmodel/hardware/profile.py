@@ -143,6 +143,12 @@ class KernelParams:
     memory_latency_s: float = 5.28e-07
     threads_per_sm: int = 2048
     sector_slots_per_sm: float = 352.0
+    #: convolution weight-gradient split-K (perfmodel.cost.work): the most slices a kernel splits
+    #: its N*P*Q reduction into per output tile, and the passes over its output tile (partial
+    #: tiles written and reduced, or atomically added); fitted per generation (the defaults: the
+    #: fit's starting point, and a split slice's write and read-back)
+    wgrad_max_split: float = 16.0
+    wgrad_tile_passes: float = 2.0
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
@@ -159,7 +165,8 @@ class KernelParams:
                   wgrad_split_efficiency_tensor_cores=self.wgrad_split_efficiency_tensor_cores,
                   depthwise_efficiency=self.depthwise_efficiency, host_op_s=self.host_op_s,
                   step_overhead_s=self.step_overhead_s, memory_latency_s=self.memory_latency_s,
-                  sector_slots_per_sm=self.sector_slots_per_sm)
+                  sector_slots_per_sm=self.sector_slots_per_sm, wgrad_max_split=self.wgrad_max_split,
+                  wgrad_tile_passes=self.wgrad_tile_passes)
 
 
 @dataclass(frozen=True)

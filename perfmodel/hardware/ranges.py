@@ -72,6 +72,9 @@ RANGES: dict[str, Range] = {
     # physical floors: a memory access takes at least a nanosecond, an SM holds at least one request
     "memory_latency_s": Range(1e-9, 1e-4, "1 ns to 100 us"),
     "sector_slots_per_sm": Range(1.0, 1e6, "1 to 1e6 sectors"),
+    # weight-gradient split-K: at least one slice, at least one pass over the output tile
+    "wgrad_max_split": Range(1.0, 1e6, "1 to 1e6 slices"),
+    "wgrad_tile_passes": Range(1.0, 1e3, "1 to 1000 passes"),
     "per_gpu_hour": Range(0.0, 1e6, "0 to 1e6 (currency units per GPU-hour)"),
 }
 
