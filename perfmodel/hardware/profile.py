@@ -125,14 +125,14 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 13.4
-    winograd_gain: float = 3.35
+    tile_half_intensity: float = 13.3
+    winograd_gain: float = 2.84
     winograd_min_channels: float = 1.0
-    winograd_transform_flops: float = 218.0
-    wgrad_efficiency: float = 0.653
+    winograd_transform_flops: float = 211.0
+    wgrad_efficiency: float = 0.742
     wgrad_efficiency_tensor_cores: float = 1.0
-    wgrad_split_efficiency: float = 0.798
-    wgrad_split_efficiency_tensor_cores: float = 0.361
+    wgrad_split_efficiency: float = 1.0
+    wgrad_split_efficiency_tensor_cores: float = 0.43
     depthwise_efficiency: float = 0.0355
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
@@ -145,10 +145,9 @@ class KernelParams:
     sector_slots_per_sm: float = 352.0
     #: convolution weight-gradient split-K (perfmodel.cost.work): the most slices a kernel splits
     #: its N*P*Q reduction into per output tile, and the passes over its output tile (partial
-    #: tiles written and reduced, or atomically added); fitted per generation (the defaults: the
-    #: fit's starting point, and a split slice's write and read-back)
-    wgrad_max_split: float = 16.0
-    wgrad_tile_passes: float = 2.0
+    #: tiles written and reduced, or atomically added); fitted per generation (defaults: V100's)
+    wgrad_max_split: float = 15.0
+    wgrad_tile_passes: float = 15.6
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
