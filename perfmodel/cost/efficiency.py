@@ -66,7 +66,7 @@ _TABLES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 def gemm_shape_efficiency(
     m: np.ndarray, n: np.ndarray, k: np.ndarray, groups: np.ndarray, sms: int, half_intensity: float,
-    split_k: np.ndarray | bool = True, store_passes: float = 1.0, split_rate: float = 1.0,
+    split_k: np.ndarray | bool = True, store_passes: np.ndarray | float = 1.0, split_rate: float = 1.0,
     m_loads: np.ndarray | float = 1.0, n_loads: np.ndarray | float = 1.0, max_split: np.ndarray | float = np.inf,
     split_passes: np.ndarray | float = 2.0, spread: np.ndarray | bool = False,
 ) -> np.ndarray:
@@ -91,9 +91,9 @@ def gemm_shape_efficiency(
       CUTLASS ``GemmSplitKParallel`` is a partitioned GEMM plus a reduction kernel), 1 for
       cuBLAS GEMMs, the profile's ``wgrad_split_efficiency`` for cuDNN weight gradients;
     * *split cap and spread* (weight gradients): a split uses at most ``max_split`` slices per
-      tile; with ``spread``, a last wave of fewer blocks than SMs has its blocks spread one per
-      SM (the block scheduler fills idle SMs first), each with the SM to itself, so it takes
-      ``ceil(blocks / sms) / ctas`` of a full wave instead of a whole one;
+      tile; with ``spread``, the ``last`` blocks of a partial last wave are spread evenly over
+      the SMs (the block scheduler fills idle SMs first) and share each SM only with each other,
+      so that wave takes ``ceil(last / sms) / ctas`` of a full one instead of a whole one;
     * *tile intensity*: a block computing a ``tm x tn`` tile over a reduction of ``kb`` (``k``
       or its split-K slice) does ``tm*tn*kb`` FMAs and moves ``(m_loads*tm + n_loads*tn)*kb``
       operands in (``*_loads``: elements loaded per element of the operand, below 1 for a
