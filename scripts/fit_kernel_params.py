@@ -70,6 +70,8 @@ PARAMS = (
     # (an index split by three integer divisions is ~50-100 issue slots) and one iteration of the
     # weight gradient's reduction, FLOPs at the fp32 peak (2 per issue slot)
     ("depthwise_output_flops", 0.0, 2000.0), ("depthwise_wgrad_flops", 2.0, 1000.0),
+    # weight-gradient split-K (perfmodel/cost/work.py _slot_rules): fitted on fp32 DeepBench rows
+    ("wgrad_max_split", 1.0, 256.0), ("wgrad_tile_passes", 1.0, 64.0),
 )
 #: numbers only PipeDream's rows inform (memory-bound kernels, depthwise convolutions): the
 #: fp32 sets without PipeDream's rows keep the profile's values

@@ -48,6 +48,8 @@ FIELDS = {
     "base_latency_s": "collectives.base_latency_s",
     "memory_passes": "collectives.memory_passes",
     "memory_latency_s": "efficiency.kernels.memory_latency_s",
+    "wgrad_max_split": "efficiency.kernels.wgrad_max_split",
+    "wgrad_tile_passes": "efficiency.kernels.wgrad_tile_passes",
     "sector_slots_per_sm": "efficiency.kernels.sector_slots_per_sm",
     "depthwise_output_flops": "efficiency.kernels.depthwise_output_flops",
     "depthwise_wgrad_flops": "efficiency.kernels.depthwise_wgrad_flops",

@@ -5,10 +5,10 @@ Usage: ``python tools/conv_residuals.py [--gpu P100|V100] [--precision fp32|amp]
 
 For every DeepBench convolution row priced by ``perfmodel validate --kernels`` this prints
 ``log(predicted / measured)`` grouped by a shape feature (filter class, stride, C, K, N,
-output pixels, output tiles per SM wave, the forward algorithm cuDNN reported), per GPU,
-precision and kernel: rows, mean and spread of the log ratio, and each group's share of the
-category's MAPE (sum of |pred/meas - 1| over the rows of the category), so the groups that
-cost the most come first. ``--rows`` lists the rows themselves, worst first.
+output pixels, the weight gradient's output K*C*R*S, output tiles per SM wave, the forward
+algorithm cuDNN reported), per GPU, precision and kernel: rows, mean and spread of the log
+ratio, and each group's share of the category's MAPE (sum of |pred/meas - 1| over the rows of
+the category), so the groups that cost the most come first. ``--rows`` lists the rows themselves, worst first.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pandas as pd
 from perfmodel.validation.kernel_rows import load_rows
 from perfmodel.validation.kernels import price_rows
 
-FEATURES = ("filt", "stride", "C", "K", "N", "PQ", "NPQ", "algo", "wave")
+FEATURES = ("filt", "stride", "C", "K", "N", "PQ", "NPQ", "KCRS", "algo", "wave")
 
 
 def _bucket(x: float) -> str:
@@ -60,7 +60,8 @@ def frame() -> pd.DataFrame:
         tiles_128 = math.ceil(n * pp * qq / 128) * math.ceil(k / 128)
         recs.append(dict(
             gpu=r.gpu[:4], prec=r.precision, what=r.what, filt=filt, stride=st, C=_bucket(c), K=_bucket(k),
-            N=n, PQ=_bucket(pp * qq), NPQ=_bucket(n * pp * qq), algo=algos.get((r.gpu[:4], prec, key), "?"),
+            N=n, PQ=_bucket(pp * qq), NPQ=_bucket(n * pp * qq), KCRS=_bucket(k * c * rr * ss),
+            algo=algos.get((r.gpu[:4], prec, key), "?"),
             wave=_bucket(tiles_128), shape=f"N{n} C{c} {h}x{w} K{k} {rr}x{ss}/{st}",
             meas_ms=r.measured_s * 1e3, pred_ms=p * 1e3,
         ))

@@ -21,6 +21,7 @@ __all__ = [
     "winograd_gain",
     "WINOGRAD_TILE",
     "TENSOR_CORE_ALIGN",
+    "im2col_loads",
 ]
 
 #: Output tiles (rows x columns) the GEMM/implicit-GEMM kernels of cuBLAS and cuDNN choose
@@ -65,7 +66,9 @@ _TABLES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 def gemm_shape_efficiency(
     m: np.ndarray, n: np.ndarray, k: np.ndarray, groups: np.ndarray, sms: int, half_intensity: float,
-    split_k: np.ndarray | bool = True, store_passes: float = 1.0, split_rate: float = 1.0,
+    split_k: np.ndarray | bool = True, store_passes: np.ndarray | float = 1.0, split_rate: float = 1.0,
+    m_loads: np.ndarray | float = 1.0, n_loads: np.ndarray | float = 1.0, max_split: np.ndarray | float = np.inf,
+    split_passes: np.ndarray | float = 2.0, spread: np.ndarray | bool = False,
 ) -> np.ndarray:
     """Fraction of the asymptotic rate a (``groups`` x) ``m x n x k`` GEMM reaches.
 
@@ -87,11 +90,18 @@ def gemm_shape_efficiency(
       an unsplit one (its slices' partial tiles go through a workspace and a reduction pass:
       CUTLASS ``GemmSplitKParallel`` is a partitioned GEMM plus a reduction kernel), 1 for
       cuBLAS GEMMs, the profile's ``wgrad_split_efficiency`` for cuDNN weight gradients;
+    * *split cap and spread* (weight gradients): a split uses at most ``max_split`` slices per
+      tile; with ``spread``, the ``last`` blocks of a partial last wave are spread evenly over
+      the SMs (the block scheduler fills idle SMs first) and share each SM only with each other,
+      so that wave takes ``ceil(last / sms) / ctas`` of a full one instead of a whole one;
     * *tile intensity*: a block computing a ``tm x tn`` tile over a reduction of ``kb`` (``k``
-      or its split-K slice) does ``tm*tn*kb`` FMAs and moves ``(tm + tn)*kb`` operands in and
-      its ``tm*tn`` output tile out, ``store_passes`` times (1; 2 where partial sums are read
-      back: split-K slices, or a tile atomically added into its destination), so its
-      intensity is ``I = tm*tn*kb / ((tm + tn)*kb + store_passes*tm*tn)``: a short reduction
+      or its split-K slice) does ``tm*tn*kb`` FMAs and moves ``(m_loads*tm + n_loads*tn)*kb``
+      operands in (``*_loads``: elements loaded per element of the operand, below 1 for a
+      lowered convolution input whose replicas come from on-chip memory: :func:`im2col_loads`)
+      and its ``tm*tn`` output tile out, ``store_passes`` times (1; 2 where a tile is atomically
+      added into its destination; ``split_passes`` for split-K slices, whose partial tiles are
+      written and read back), so its intensity is
+      ``I = tm*tn*kb / ((m_loads*tm + n_loads*tn)*kb + store_passes*tm*tn)``: a short reduction
       (a 1x1 convolution over few channels) is bound by its epilogue, as CUTLASS's
       documentation notes of GEMMs with small K ("Efficient GEMM in CUDA": the epilogue's
       cost is amortised over the mainloop's K iterations). The rate is ``I / (I + I_1/2)``
@@ -102,22 +112,34 @@ def gemm_shape_efficiency(
     n = np.asarray(n, dtype=float)[None]
     k = np.maximum(np.asarray(k, dtype=float), 1.0)[None]
     groups = np.asarray(groups, dtype=float)[None]
+    ml, nl = np.asarray(m_loads, dtype=float)[None], np.asarray(n_loads, dtype=float)[None]
+    cap = np.maximum(np.floor(np.asarray(max_split, dtype=float)), 1.0)[None]
+    spread_at = np.asarray(spread, dtype=bool)[None]
+    passes = np.asarray(store_passes, dtype=float)[None], np.asarray(split_passes, dtype=float)[None]
     tm, tn, slots = _tile_table(sms)  # one row per tile, broadcast over problems
     useful = groups * m * n * k
     tiles = np.maximum(groups * np.ceil(m / tm) * np.ceil(n / tn), 1.0)
-    most = np.where(split_k, np.clip(np.floor(slots / tiles), 1.0, k), 1.0)
+    most = np.where(split_k, np.clip(np.floor(slots / tiles), 1.0, np.minimum(k, cap)), 1.0)
     best = np.zeros(np.broadcast_shapes(np.shape(useful), np.shape(tiles))[1:])
     for split in (most, np.ones_like(most)):  # the library splits only where that is faster
-        waves = np.ceil(tiles * split / slots)
+        waves = _waves(tiles * split, slots, sms, spread_at)
         kb = np.ceil(k / split)
         # executed work: every slot of every wave does a full tile of kb, each SM shared by the
         # blocks resident on it
         executed = waves * slots * tm * tn * kb
-        stores = np.where(split > 1, 2.0, store_passes)
-        intensity = tm * tn * kb / ((tm + tn) * kb + stores * tm * tn)
+        stores = np.where(split > 1, passes[1], passes[0])
+        intensity = tm * tn * kb / ((ml * tm + nl * tn) * kb + stores * tm * tn)
         rate = intensity / (intensity + half_intensity) * np.where(split > 1, split_rate, 1.0)
         best = np.maximum(best, np.max(useful / executed * rate, axis=0))
     return np.asarray(np.clip(best, 1e-6, 1.0))
+
+
+def _waves(blocks: np.ndarray, slots: np.ndarray, sms: int, spread: np.ndarray) -> np.ndarray:
+    """Waves of ``slots`` resident blocks that ``blocks`` take: whole waves, the last partial one
+    counted whole, or (where ``spread``) as ``ceil(last / sms)`` blocks per SM of ``slots / sms``."""
+    full = np.floor(blocks / slots)
+    last = blocks - full * slots
+    return np.asarray(np.where(spread, full + np.ceil(last / sms) * sms / slots, np.ceil(blocks / slots)))
 
 
 def winograd_mask(
@@ -179,3 +201,24 @@ def dgrad_work_factor(kernel: tuple[int, ...], stride: tuple[int, ...]) -> float
     for r, s in zip(kernel, stride, strict=False):
         naive *= -(-r // max(s, 1)) * max(s, 1) / r
     return float(np.sqrt(naive))
+
+
+def im2col_loads(kernel: tuple[int, ...], stride: tuple[int, ...]) -> tuple[float, float]:
+    """Elements loaded per element of a convolution's lowered (im2col) operand: (the input, in
+    the forward and weight gradient; the output gradient, in the data gradient).
+
+    Lowering replicates each input element into the columns of every filter tap that reads it
+    (Chetlur et al., "cuDNN: Efficient Primitives for Deep Learning", 2014, section 3.1: the
+    lowered matrix is up to ``R*S`` times the input); an implicit-GEMM kernel loads each
+    element once and serves its replicas from on-chip memory, so a tile loads ``1/(R*S)`` of its
+    lowered operand at stride 1. Along the outer spatial axes a stride ``s`` leaves
+    ``min(R, s) / R`` of a window's rows new to the next window; along the contiguous last
+    axis the ``s - 1`` skipped elements between two windows share their 32-byte sectors with
+    the used ones and are loaded too (NVIDIA CUDA C++ Best Practices Guide, "Strided
+    Accesses"), so that axis costs ``s / S``: a 1x1 stride-2 convolution loads 2 elements per
+    used one. The data gradient's lowered output gradient is dense (its zero-inserted
+    positions are never loaded): ``1 / (R*S)``."""
+    x = 1.0
+    for i, (r, s) in enumerate(zip(kernel, stride, strict=False)):
+        x *= (s if i == len(kernel) - 1 else min(r, s)) / r
+    return x, 1.0 / float(np.prod(kernel))

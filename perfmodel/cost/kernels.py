@@ -51,7 +51,7 @@ import numpy as np
 
 from ..network.graph import Network
 from ..network.layers import Layer, numel
-from .efficiency import dgrad_work_factor
+from .efficiency import dgrad_work_factor, im2col_loads
 
 __all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDEX_BYTES", "DEPTHWISE_MAX_CPG",
            "WINDOW_KINDS"]
@@ -123,6 +123,11 @@ class LayerKernels:
     window_threads_fwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
     window_loads_fwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
     window_stride_fwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: elements a convolution's GEMM tiles load per element of their lowered operand
+    #: (:func:`~perfmodel.cost.efficiency.im2col_loads`): the input (forward, weight gradient),
+    #: the output gradient (data gradient); 1 for linear layers
+    x_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    dy_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 View = tuple[float, float, float, bool, float]
@@ -238,6 +243,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     conv = np.zeros(L, dtype=bool)
     sum_nk = np.zeros((2, L))
     win = np.zeros((3, L))
+    loads = np.ones((2, L))
     for i, layer in enumerate(layers):
         win[:, i] = _window_kernel(layer)
         cols["groups"][i] = layer.groups
@@ -247,6 +253,8 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
             for s, (mm_, nn_, kk_, grows, act) in _gemm_views(layer, first[i]).items():
                 m[s][i], n[s][i], k[s][i], mb[s][i], el[s][i] = mm_, nn_, kk_, grows, act
             conv[i] = layer.kind != "linear"
+            if layer.kind == "conv":
+                loads[:, i] = im2col_loads(layer.kernel, layer.stride)
             if layer.kind == "conv" and not first[i]:
                 sum_nk[:, i] = _dgrad_sum_view(layer)
             if conv[i] and len(layer.out_shape) == 3:
@@ -275,6 +283,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
         host_ops_fwd=cols["hf"], host_ops_bwd=cols["hb"], spatial_dims=cols["sd"],
         names=tuple(layer.name for layer in layers),
         window_threads_fwd=win[0], window_loads_fwd=win[1], window_stride_fwd=win[2],
+        x_loads=loads[0], dy_loads=loads[1],
     )
 
 

@@ -113,7 +113,7 @@ def kernel_work(
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
         split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
         eff = gemm_shape_efficiency(m, n, k, lk.groups, kp.sm_count, kp.tile_half_intensity, split_k,
-                                    split_rate=split_eff if s == "wgrad" else 1.0)
+                                    **_slot_rules(lk, kp, s, split_eff))
         if s == "dgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
             eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp))
         implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
@@ -139,6 +139,22 @@ def kernel_work(
         host_ops_bwd=lk.host_ops_bwd,
         window_loads_fwd=window_path_loads(lk, kp, scale, 2.0 if half_precision else 4.0),
     )
+
+
+def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, split_eff: float) -> dict[str, Any]:
+    """The shape-rule options of GEMM slot ``s``: operand loads of the lowered convolution
+    operand (the forward's and data gradient's ``m`` side, the weight gradient's ``n`` side),
+    and for weight gradients their split-K rules (:func:`~perfmodel.cost.efficiency.gemm_shape_efficiency`):
+    at most ``wgrad_max_split`` slices, grids smaller than a wave spread over the SMs, and an
+    output tile that costs ``wgrad_tile_passes`` passes (cuDNN's weight-gradient kernels add
+    their partial tiles into dW through a workspace reduction or atomic adds: cuDNN API
+    reference, ``cudnnConvolutionBwdFilterAlgo_t``, ALGO_0 and ALGO_3 "non-deterministic")."""
+    if s == "wgrad":  # cuDNN's convolution kernels; linear layers' are cuBLAS GEMMs
+        passes = np.where(lk.conv, kp.wgrad_tile_passes, 1.0)
+        return {"n_loads": lk.x_loads, "split_rate": split_eff, "store_passes": passes,
+                "max_split": np.where(lk.conv, kp.wgrad_max_split, np.inf),
+                "split_passes": np.where(lk.conv, passes, 2.0), "spread": lk.conv}
+    return {"m_loads": lk.x_loads if s == "fwd" else lk.dy_loads}
 
 
 def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pad: np.ndarray,

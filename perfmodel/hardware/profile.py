@@ -125,14 +125,14 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 13.4
-    winograd_gain: float = 3.35
+    tile_half_intensity: float = 13.3
+    winograd_gain: float = 2.84
     winograd_min_channels: float = 1.0
-    winograd_transform_flops: float = 218.0
-    wgrad_efficiency: float = 0.653
+    winograd_transform_flops: float = 211.0
+    wgrad_efficiency: float = 0.742
     wgrad_efficiency_tensor_cores: float = 1.0
-    wgrad_split_efficiency: float = 0.798
-    wgrad_split_efficiency_tensor_cores: float = 0.361
+    wgrad_split_efficiency: float = 1.0
+    wgrad_split_efficiency_tensor_cores: float = 0.43
     depthwise_efficiency: float = 0.122
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
@@ -148,6 +148,11 @@ class KernelParams:
     #: (fitted on V100; depthwise_efficiency above is the tap loop's FMA rate)
     depthwise_output_flops: float = 415.0
     depthwise_wgrad_flops: float = 84.3
+    #: convolution weight-gradient split-K (perfmodel.cost.work): the most slices a kernel splits
+    #: its N*P*Q reduction into per output tile, and the passes over its output tile (partial
+    #: tiles written and reduced, or atomically added); fitted per generation (defaults: V100's)
+    wgrad_max_split: float = 15.0
+    wgrad_tile_passes: float = 15.6
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
@@ -166,7 +171,8 @@ class KernelParams:
                   step_overhead_s=self.step_overhead_s, memory_latency_s=self.memory_latency_s,
                   sector_slots_per_sm=self.sector_slots_per_sm,
                   depthwise_output_flops=self.depthwise_output_flops,
-                  depthwise_wgrad_flops=self.depthwise_wgrad_flops)
+                  depthwise_wgrad_flops=self.depthwise_wgrad_flops, wgrad_max_split=self.wgrad_max_split,
+                  wgrad_tile_passes=self.wgrad_tile_passes)
 
 
 @dataclass(frozen=True)

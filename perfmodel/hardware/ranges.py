@@ -75,6 +75,9 @@ RANGES: dict[str, Range] = {
     # depthwise convolutions' work per output element and per weight-gradient iteration
     "depthwise_output_flops": Range(0.0, 1e6, "0 to 1e6 FLOP per output element"),
     "depthwise_wgrad_flops": Range(0.0, 1e6, "0 to 1e6 FLOP per tap and output element"),
+    # weight-gradient split-K: at least one slice, at least one pass over the output tile
+    "wgrad_max_split": Range(1.0, 1e6, "1 to 1e6 slices"),
+    "wgrad_tile_passes": Range(1.0, 1e3, "1 to 1000 passes"),
     "per_gpu_hour": Range(0.0, 1e6, "0 to 1e6 (currency units per GPU-hour)"),
 }
 
