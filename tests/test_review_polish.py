@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -101,10 +102,12 @@ def test_hardware_shows_the_model_numbers_of_the_file(tmp_path: Path,
     for old, new in (("channels_intra = 6 ", "channels_intra = 5 "), ("channels_net = 8 ", "channels_net = 3 "),
                      ("base_latency_s = 8.4e-6 ", "base_latency_s = 2.5e-6 "),
                      ("memory_passes = 3.0 ", "memory_passes = 2.0 "),
-                     ("memory_latency_s = 5.28e-07 ", "memory_latency_s = 7.5e-07 "),
-                     ("sector_slots_per_sm = 352 ", "sector_slots_per_sm = 200 ")):
+                     ("memory_latency_s = 5.28e-07 ", "memory_latency_s = 7.5e-07 ")):
         assert old in text
         text = text.replace(old, new)
+    # a fitted number: whatever the last refit wrote
+    text, n = re.subn(r"^sector_slots_per_sm = \S+ ", "sector_slots_per_sm = 200 ", text, flags=re.M)
+    assert n == 1
     path = tmp_path / "v100-16gb-dgx1.toml"
     path.write_text(text)
     code, out, err = run_main(["hardware", str(path)], capsys)
