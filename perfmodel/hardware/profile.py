@@ -125,15 +125,15 @@ class KernelParams:
     """
 
     sm_count: int = 80
-    tile_half_intensity: float = 13.3
-    winograd_gain: float = 2.84
+    tile_half_intensity: float = 12.9
+    winograd_gain: float = 2.78
     winograd_min_channels: float = 1.0
-    winograd_transform_flops: float = 211.0
-    wgrad_efficiency: float = 0.742
+    winograd_transform_flops: float = 201.0
+    wgrad_efficiency: float = 0.984
     wgrad_efficiency_tensor_cores: float = 1.0
-    wgrad_split_efficiency: float = 1.0
-    wgrad_split_efficiency_tensor_cores: float = 0.43
-    depthwise_efficiency: float = 0.122
+    wgrad_split_efficiency: float = 0.525
+    wgrad_split_efficiency_tensor_cores: float = 0.456
+    depthwise_efficiency: float = 0.107
     host_op_s: float = 1.0e-5
     step_overhead_s: float = 3.0e-4
     #: the latency bound of window kernels (perfmodel.cost.work.window_path_loads): effective
@@ -142,17 +142,17 @@ class KernelParams:
     #: flight (fitted on V100)
     memory_latency_s: float = 5.28e-07
     threads_per_sm: int = 2048
-    sector_slots_per_sm: float = 352.0
+    sector_slots_per_sm: float = 369.0
     #: depthwise convolutions priced per output element (perfmodel.cost.depthwise): FLOP-equivalents
     #: at the fp32 peak of one thread's fixed work, and of one weight-gradient reduction iteration
     #: (fitted on V100; depthwise_efficiency above is the tap loop's FMA rate)
-    depthwise_output_flops: float = 415.0
-    depthwise_wgrad_flops: float = 84.3
+    depthwise_output_flops: float = 358.0
+    depthwise_wgrad_flops: float = 84.2
     #: convolution weight-gradient split-K (perfmodel.cost.work): the most slices a kernel splits
     #: its N*P*Q reduction into per output tile, and the passes over its output tile (partial
     #: tiles written and reduced, or atomically added); fitted per generation (defaults: V100's)
-    wgrad_max_split: float = 15.0
-    wgrad_tile_passes: float = 15.6
+    wgrad_max_split: float = 17.0
+    wgrad_tile_passes: float = 26.6
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
