@@ -1,12 +1,20 @@
-"""Run the CLI in-process for tests: exit code, stdout and stderr of ``perfmodel.cli.main``."""
+"""Test helpers: run the CLI in-process (exit code, stdout, stderr), load a script as a module."""
 
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from perfmodel.cli import main
 
-__all__ = ["run_main"]
+__all__ = ["run_main", "load_file", "ROOT"]
+
+#: the repository root (scripts/, tools/ and examples/ are not packages)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -16,3 +24,14 @@ def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     out, err = capsys.readouterr()
     code = exc.value.code
     return (0 if code is None else code if isinstance(code, int) else 1), out, err
+
+
+def load_file(relative: str, name: str) -> ModuleType:
+    """The Python file ``ROOT / relative`` as a module called ``name`` (registered in
+    ``sys.modules``: a dataclass looks its module up while being defined)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
+    assert spec is not None and spec.loader is not None, relative
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

@@ -7,13 +7,12 @@ Each measured bound below is one the model before these rules failed (perfmodel 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
+from cli_helpers import load_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -127,12 +126,7 @@ def test_more_sms_never_take_more_time(shape, batch: int, factor: int, precision
 
 def _fit_script() -> ModuleType:
     """scripts/fit_kernel_params.py as a module (scripts/ is not a package)."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / "fit_kernel_params.py"
-    spec = importlib.util.spec_from_file_location("fit_kernel_params", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("scripts/fit_kernel_params.py", "fit_kernel_params")
 
 
 def test_fit_script_writes_each_number_into_its_table_only() -> None:

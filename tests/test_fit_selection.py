@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from cli_helpers import load_file
 
 
 @pytest.fixture(scope="module")
 def fit() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "scripts" / "fit_kernel_params.py"
-    spec = importlib.util.spec_from_file_location("fit_kernel_params_sel", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("scripts/fit_kernel_params.py", "fit_kernel_params_sel")
 
 
 def _names(fit: ModuleType, name: str) -> set[str]:

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_nets as T  # noqa: E402
+from cli_helpers import load_file  # noqa: E402
 
 from perfmodel.errors import DataError, UnknownNameError, UsageError  # noqa: E402
 from perfmodel.network import compile_counts, get_model  # noqa: E402
@@ -137,12 +138,7 @@ def test_a_file_with_a_dataclass_loads(tmp_path: Path) -> None:
 
 
 def _mynet():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("mynet_example", ROOT / "examples" / "mynet.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.MyNet()
+    return load_file("examples/mynet.py", "mynet_example").MyNet()
 
 
 def test_cli_bad_imports_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 from importlib import resources
 from pathlib import Path
 
 import pytest
+from cli_helpers import load_file
 
 from perfmodel.validation import load_measurements, validate
 
@@ -15,11 +15,7 @@ DATA = Path(str(resources.files("perfmodel.data")))
 
 
 def _tool():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("speedup_losses", ROOT / "tools" / "speedup_losses.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("tools/speedup_losses.py", "speedup_losses")
 
 
 @pytest.mark.parametrize("name", ["published_runs.csv", "families_runs.csv"])

@@ -5,13 +5,12 @@ module map (docs/MODULES.md) that matches the code."""
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cli_helpers import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "perfmodel"
@@ -365,12 +364,7 @@ def test_no_private_attribute_of_another_module() -> None:
 
 # -- module map ----------------------------------------------------------------------------
 def _module_map_tool() -> object:
-    spec = importlib.util.spec_from_file_location("module_map", ROOT / "tools" / "module_map.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclass looks its module up while being defined
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("tools/module_map.py", "module_map")
 
 
 def test_module_map_is_current() -> None:
