@@ -10,7 +10,6 @@ from cli_helpers import load_file
 
 from perfmodel.validation import load_measurements, validate
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(str(resources.files("perfmodel.data")))
 
 
