@@ -47,6 +47,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from perfmodel.hardware import Hardware, load_hardware
+from perfmodel.validation.fit_bounds import LATENCY_PARAMS, PARAMS, TC_PARAMS, UNIT
 from perfmodel.validation.kernel_rows import KernelRow, load_rows
 from perfmodel.validation.kernels import price_rows
 from perfmodel.validation.pipedream_lomo import derive, with_numbers
@@ -59,35 +60,13 @@ SETS = {
     "ampere-fp32": ("a100-80gb-pcie", "fp32", ("neusight",), "A100"),
     "hopper-fp32": ("h100-80gb-dgx", "fp32", ("neusight",), "H100"),
 }
-#: name, lower, upper bound of each fitted number: efficiencies stop at 1 (the peak). (A bound
-#: of 0.95 on ``conv``, chosen on 2026-11-23 after seeing the shipped hold-out's calibrated
-#: figure, was removed the same day: a bound picked on the hold-out makes it no hold-out.)
-PARAMS = (
-    ("conv", 0.3, 1.0), ("linear", 0.3, 1.0), ("memory", 0.4, 1.0), ("tile_half_intensity", 0.5, 64.0),
-    ("winograd_gain", 1.0, 4.0), ("wgrad_efficiency", 0.2, 1.0), ("depthwise_efficiency", 0.005, 0.5),
-    ("winograd_transform_flops", 0.0, 500.0), ("wgrad_split_efficiency", 0.1, 1.0),
-    # depthwise kernels per output element (perfmodel/cost/depthwise.py): one thread's fixed work
-    # (an index split by three integer divisions is ~50-100 issue slots) and one iteration of the
-    # weight gradient's reduction, FLOPs at the fp32 peak (2 per issue slot)
-    ("depthwise_output_flops", 0.0, 2000.0), ("depthwise_wgrad_flops", 2.0, 1000.0),
-    # weight-gradient split-K (perfmodel/cost/work.py _slot_rules): fitted on fp32 DeepBench rows
-    ("wgrad_max_split", 1.0, 256.0), ("wgrad_tile_passes", 1.0, 64.0),
-)
 #: numbers only PipeDream's rows inform (memory-bound kernels, depthwise convolutions): the
 #: fp32 sets without PipeDream's rows keep the profile's values
 PIPEDREAM_ONLY = ("memory", "depthwise_efficiency", "depthwise_output_flops", "depthwise_wgrad_flops")
 #: what NeuSight's forward-only kernels fit (conv and linear efficiencies)
 FORWARD_ONLY = ("conv", "linear")
-#: the latency bound of window kernels (only PipeDream's pooling rows inform them): fitted only
-#: when named with --only
-LATENCY_PARAMS = (("memory_latency_s", 1e-7, 2e-6), ("sector_slots_per_sm", 32.0, 4096.0))
-#: numbers the simplex sees in other units, so that every coordinate is of order one
-UNIT = {"memory_latency_s": 1e-6, "sector_slots_per_sm": 100.0, "depthwise_output_flops": 100.0,
-        "depthwise_wgrad_flops": 10.0}
-#: tensor-core precisions: their conv/linear efficiencies and weight-gradient rate; the shape
-#: rules' tile intensity is the generation's (fitted on fp32)
-TC_PARAMS = (("conv", 0.2, 1.0), ("linear", 0.2, 1.0), ("wgrad_efficiency_tensor_cores", 0.2, 1.0),
-             ("wgrad_split_efficiency_tensor_cores", 0.1, 1.0))
+#: (the fitted numbers and their bounds, PARAMS, LATENCY_PARAMS, TC_PARAMS and UNIT, are in
+#: perfmodel.validation.fit_bounds; LATENCY_PARAMS are fitted only when named with --only)
 COMPUTE = ("conv", "linear", "memory")
 _V100 = ("v100-16gb-dgx1", "v100-32gb-dgx1", "v100-32gb-dgx2", "abci-v100-16gb")
 _LATER = ("a100-40gb-dgx", "a100-40gb-pcie", "a100-80gb-dgx", "a100-80gb-pcie", "h100-80gb-dgx", "h100-80gb-pcie",

@@ -23,6 +23,7 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 from ..hardware import Hardware, load_hardware
+from .fit_bounds import BOUNDS, UNIT
 from .kernel_rows import PIPEDREAM_FWD_OVERHEAD_S, KernelRow, module_host_s
 from .kernels import price_rows
 
@@ -36,8 +37,8 @@ __all__ = ["DEPTHWISE_BOUNDS", "DERIVED", "PipeDreamNumbers", "derive", "prologu
 DERIVED = ("memory", "memory_latency_s", "sector_slots_per_sm", "depthwise_efficiency", "depthwise_output_flops",
            "depthwise_wgrad_flops", "prologue_s", "host_s")
 #: the depthwise numbers and the fitting script's bounds on them
-DEPTHWISE_BOUNDS = (("depthwise_efficiency", 0.005, 0.5), ("depthwise_output_flops", 0.0, 2000.0),
-                    ("depthwise_wgrad_flops", 2.0, 1000.0))
+DEPTHWISE_BOUNDS = tuple((k, *BOUNDS[k]) for k in ("depthwise_efficiency", "depthwise_output_flops",
+                                                    "depthwise_wgrad_flops"))
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,11 @@ def _fit_latency(pool: Sequence[KernelRow], hw: Hardware, n: PipeDreamNumbers) -
         return n
 
     def at(x: np.ndarray) -> PipeDreamNumbers:
-        return dataclasses.replace(n, memory_latency_s=float(np.clip(x[0], 0.1, 2.0)) * 1e-6,
-                                   sector_slots_per_sm=float(np.clip(x[1], 0.32, 40.96)) * 100)
+        lat, slots = BOUNDS["memory_latency_s"], BOUNDS["sector_slots_per_sm"]
+        return dataclasses.replace(n, memory_latency_s=float(np.clip(x[0] * UNIT["memory_latency_s"], *lat)),
+                                   sector_slots_per_sm=float(np.clip(x[1] * UNIT["sector_slots_per_sm"], *slots)))
 
-    x0 = np.array([n.memory_latency_s * 1e6, n.sector_slots_per_sm / 100])
+    x0 = np.array([n.memory_latency_s / UNIT["memory_latency_s"], n.sector_slots_per_sm / UNIT["sector_slots_per_sm"]])
     sol = minimize(lambda x: _log_loss(pool, hw, at(x)), x0, method="Nelder-Mead",
                    options={"maxiter": 200, "xatol": 1e-3, "fatol": 1e-4})
     return at(sol.x)
@@ -162,7 +164,7 @@ def derive(
     n = dataclasses.replace(n, prologue_s=prologue_rule(rows, hw, n))
     if "memory" in refit:
         n = dataclasses.replace(n, memory=_fit_1d(
-            lambda x: _log_loss(rows, hw, dataclasses.replace(n, memory=x)), 0.4, 1.0))
+            lambda x: _log_loss(rows, hw, dataclasses.replace(n, memory=x)), *BOUNDS["memory"]))
     n = _fit_latency([r for r in rows if r.layer.kind in ("avgpool", "maxpool")], hw, n)
     dw = [r for r in rows if r.op.startswith("conv depthwise")]
     if dw and "depthwise" in refit:
