@@ -63,6 +63,11 @@ def test_cli_set_zero_host_and_step_cost(capsys: pytest.CaptureFixture[str]) -> 
     ("t_step=5", "within 0 to 1 s"),
     ("tau=nan", "got 'nan' (valid: a number >= 0, within 0 to 0.1 s)"),
     ("R=0", "valid: a number > 0, within 1e6 to 1e18 FLOP/s"),
+    ("gamma_net=-1", "the value must be a finite number >= 0, got '-1'"),
+    ("gamma_intra=nan", "the value must be a finite number >= 0, got 'nan'"),
+    ("kappa=inf", "the value must be a finite number >= 0, got 'inf'"),
+    ("kappa=1e3", "within 0 to 100 bytes per byte"),
+    ("beta_mem=0", "the value must be a positive finite number, got '0'"),
 ])
 def test_cli_still_refuses_impossible_values(setting: str, phrase: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_main(["explain", "tiny_cnn", "--gpus", "2", "--strategy", "dp=2", "--set", setting], capsys)
