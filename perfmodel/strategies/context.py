@@ -32,7 +32,11 @@ class Context:
     link_starts: np.ndarray
     cut_elems: np.ndarray
     #: every layer's forward and backward seconds are multiplied by this (1 unless fitted to a
-    #: network's own 1-GPU run: perfmodel.validation.compute_scale)
+    #: network's own 1-GPU run: perfmodel.validation.calibrate_group). It scales what a 1-GPU
+    #: run measures, the layers' kernels or host dispatch, and what is built from them
+    #: (recomputation; a pipeline bubble by its compute share; filter/channel splits' sharded
+    #: layers, through :meth:`scaled`), never the exchanges, NCCL contention, bucket copies,
+    #: transfers, optimizer step or step overhead, of which a 1-GPU run says little or nothing.
     compute_scale: float = 1.0
     memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
         default_factory=dict, repr=False
@@ -70,15 +74,16 @@ class Context:
         return np.add.reduceat(per_layer, self.link_starts)
 
 
-def context(net: Network, hw: Hardware, precision: str, optimizer: str) -> Context:
-    """The pricing context; unknown precisions and optimizers are usage errors."""
+def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_scale: float = 1.0) -> Context:
+    """The pricing context (layer seconds times ``compute_scale``, :attr:`Context.compute_scale`);
+    unknown precisions and optimizers are usage errors."""
     if precision not in PRECISIONS:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")
     optimizer_bytes_per_param(optimizer)  # validates
     cc = compile_counts(net)
     starts = np.array([lk.start for lk in net.links])
     cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
-    return Context(net, cc, hw, precision, optimizer, starts, cut)
+    return Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale)
 
 
 def split_batch(global_batch: int, s: Strategy) -> tuple[int, int]:

@@ -6,8 +6,9 @@ so a network the pooled fit does not suit keeps its 1-GPU error in its multi-GPU
 who calibrates with the 1-GPU run of the network they are about to scale gets a fit of their
 own: this module fits, per speedup group (:func:`speedup_key`: model, hardware, precision,
 framework, source and per-GPU batch), one factor on that network's per-layer forward and
-backward seconds to the group's 1-GPU rows (:mod:`.compute_scale` says what is scaled and
-why), and prices the group's multi-GPU rows with it.
+backward seconds to the group's 1-GPU rows
+(:attr:`~perfmodel.strategies.context.Context.compute_scale` says what is scaled and why),
+and prices the group's multi-GPU rows with it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from ..hardware import Hardware
 from ..network import get_model
 from ..strategies.predict import context, price
-from .compute_scale import scaled_context
 from .measurements import Measurement
 
 __all__ = ["RowPrice", "price_row", "global_batch_of"]
@@ -40,12 +39,13 @@ def price_row(m: Measurement, hw: Hardware, compute_scale: float = 1.0) -> RowPr
     """Price row ``m`` on ``hw``; raises :class:`~perfmodel.errors.PerfmodelError` if it cannot.
 
     ``compute_scale`` multiplies every layer's forward and backward seconds (a per-group
-    single-GPU calibration, :mod:`.compute_scale`); the other terms are priced as they are."""
+    single-GPU calibration: :attr:`~perfmodel.strategies.context.Context.compute_scale` says what
+    it scales); the other terms are priced as they are."""
     batch = global_batch_of(m)
     if batch is None:
         raise ValueError(f"{m.where()}: no batch given")
     net = get_model(m.model, m.image_size)
-    ctx = scaled_context(context(net, hw, m.precision, m.optimizer), compute_scale)
+    ctx = context(net, hw, m.precision, m.optimizer, compute_scale)
     priced = price(ctx, m.strategy, batch)
     t = priced.time_s
     return RowPrice(
