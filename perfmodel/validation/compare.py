@@ -61,6 +61,10 @@ DEFINITIONS = {
         "multi-GPU rows that have a 1-GPU row in their speedup group"
     ),
     "groups": "per (model, hardware, strategy kind)",
+    "cudnn": (
+        "each row's grouped convolutions priced as the cuDNN its framework, source or notes state runs "
+        "them (one kernel per group before cuDNN 8: perfmodel.validation.software_era; unstated: the default)"
+    ),
 }
 
 
