@@ -8,6 +8,7 @@ applied to the kernels of :mod:`perfmodel.cost.kernels` at ``batch`` samples on 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from ..hardware.profile import KernelParams
 from .depthwise import depthwise_flops
 from .efficiency import gemm_shape_efficiency, pad_channels, winograd_gain, winograd_mask
 from .formulas import Num
-from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups
+from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups, looped_efficiency
 from .kernels import MM_SLOTS, LayerKernels
 
 __all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR", "window_path_loads", "SECTOR_BYTES"]
@@ -116,8 +117,10 @@ def kernel_work(
         # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
         split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
-        eff = gemm_shape_efficiency(m, n, k, kg, kp.sm_count, kp.tile_half_intensity, split_k,
-                                    **_slot_rules(lk, kp, s, split_eff))
+        rules = _slot_rules(lk, kp, s, split_eff)
+        shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=kp.tile_half_intensity,
+                        split_k=split_k, **rules)  # of the groups one kernel covers
+        eff = looped_efficiency(shape, lk.groups, kg)
         if s == "dgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
             eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp, kg))
         implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
@@ -172,7 +175,9 @@ def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, p
     n, k = lk.dgrad_sum_n * pad, lk.dgrad_sum_k
     has = n > 0
     n, k = np.where(has, n, 1.0), np.where(has, k, 1.0)
-    eff = gemm_shape_efficiency(m, n, k, kg, kp.sm_count, kp.tile_half_intensity, False, store_passes=2.0)
+    shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=kp.tile_half_intensity,
+                    split_k=False, store_passes=2.0)
+    eff = looped_efficiency(shape, lk.groups, kg)
     # the caller divides the implicit view's FLOPs by this: scale by implicit / own FLOPs, so
     # that a strided layer's sum of products is priced at the forward's FLOPs, not at the
     # zero-inserted ones (dgrad_work_factor)
