@@ -489,6 +489,9 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("explain", "resnet50 -n 8 -s dp=8 --set beta_intra=1e-300", 2, "1e3 to 1e15 bytes/s"),
     ("explain", "resnet50 -n 8 -s dp=8 --set alpha_intra=-1", 2, "a finite number >= 0"),
     (P, "{longname} -n 8 -s dp=8", 1, "(100,000 characters)"),
+    (P, "resnext50_32x4d -n 1 -s dp=1 --cudnn 4", 2, "'4' is not one of '5', '6', '7', '8', '9'"),
+    ("plan", "resnext50_32x4d -n 8 --cudnn 10", 2, "'10' is not one of '5', '6', '7', '8', '9'"),
+    ("explain", "resnext50_32x4d -n 1 -s dp=1 --cudnn seven", 2, "'seven' is not one of"),
 ]
 
 

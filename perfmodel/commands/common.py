@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
 from ..io import check_target
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
@@ -20,6 +21,7 @@ __all__ = [
     "hardware_option",
     "precision_option",
     "optimizer_option",
+    "cudnn_option",
     "image_size_option",
     "model_input_options",
     "gpus_option",
@@ -52,6 +54,13 @@ def optimizer_option(f: F) -> F:
                         show_default=True,
                         help="sgd (with momentum), sgd-plain (without) or adam: sets optimizer state and "
                         "update cost.")(f)
+
+
+def cudnn_option(f: F) -> F:
+    return click.option("--cudnn", "cudnn_major", type=click.Choice([str(m) for m in CUDNN_MAJORS]),
+                        default=str(DEFAULT_CUDNN_MAJOR), show_default=True, callback=lambda _c, _p, v: int(v),
+                        help="cuDNN major version of the run's framework: before 8, grouped convolutions "
+                        "(ResNeXt) run one kernel per group.")(f)
 
 
 def image_size_option(f: F) -> F:

@@ -17,6 +17,7 @@ from ..strategies.formula import ZERO_OK_SYMBOLS, what_if_value
 from ..strategies.predict import context, resolve_batch
 from ..strategies.spec import parse_strategy
 from .common import (
+    cudnn_option,
     emit,
     format_option,
     gpus_option,
@@ -61,6 +62,7 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--batch-per-gpu", "-b", type=int, default=None, help="Samples per GPU (default 32).")
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
+@cudnn_option
 @image_size_option
 @model_input_options
 @click.option("--full", is_flag=True, help="Print every term's whole expression (long).")
@@ -83,6 +85,7 @@ def explain_cmd(
     batch_per_gpu: int | None,
     global_batch: int | None,
     optimizer: str,
+    cudnn_major: int,
     image_size: int | None,
     full: bool,
     changes: tuple[str, ...],
@@ -104,7 +107,7 @@ def explain_cmd(
     net = get_model(model, image_size)
     s = parse_strategy(strategy, gpus)
     B = resolve_batch(gpus, batch_per_gpu, global_batch)
-    ctx = context(net, load_hardware(hardware), precision, optimizer)
+    ctx = context(net, load_hardware(hardware), precision, optimizer, cudnn_major=cudnn_major)
     f = explain_plan(ctx, s, B)
     new = f.evaluate(what_if) if what_if else None
     if new is not None and not all(math.isfinite(v) for v in new.values()):
@@ -112,7 +115,8 @@ def explain_cmd(
         raise UsageError(f"--set {setting}: the step time is not a finite number (choose values nearer the profile's)")
     ans = answers_for(f.prediction, ctx.hw, net=net, largest=False)
     if fmt == "json":
-        out = {**f.to_dict(), **{k: v for k, v in ans.fields().items() if "interval" in k}}
+        out = {**f.to_dict(), **{k: v for k, v in ans.fields().items() if "interval" in k},
+               "cudnn": f.prediction.assumptions["cudnn"]}
         if new is not None:
             out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values())}
         emit(to_json(out))
@@ -141,6 +145,7 @@ def _table(
     emit("")
     emit("T_step = " + " + ".join(f"T_{k}" for k in f.terms))
     emit("(one term per part of predict's breakdown, in its order, each valued as there)")
+    emit(p.assumptions["cudnn"])
     emit("")
     limit = None if full else 400
     for k, v in f.terms.items():

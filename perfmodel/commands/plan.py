@@ -18,6 +18,7 @@ from .answer_options import RANK_BY, rank, training_options, training_request
 from .common import (
     chart_option,
     check_writable,
+    cudnn_option,
     emit,
     format_option,
     gpus_option,
@@ -103,6 +104,7 @@ def render_plan(r: PlanResult, rows: list[dict[str, Any]] | None = None) -> str:
     "halved until some plan fits).",
 )
 @optimizer_option
+@cudnn_option
 @image_size_option
 @model_input_options
 @click.option(
@@ -129,6 +131,7 @@ def plan_cmd(
     precision: str,
     global_batch: int | None,
     optimizer: str,
+    cudnn_major: int,
     image_size: int | None,
     top: int,
     strategies: str,
@@ -149,7 +152,7 @@ def plan_cmd(
     check_writable(chart)
     check_writable(export_to, PROGRAM_SUFFIXES)
     kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
-    r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds)
+    r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds, cudnn_major)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     hw = load_hardware(hardware)
     net = get_model(model, image_size)  # an imported model's file path is relative to here

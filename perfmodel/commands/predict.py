@@ -16,6 +16,7 @@ from .answer_options import training_options, training_request
 from .common import (
     chart_option,
     check_writable,
+    cudnn_option,
     emit,
     format_option,
     gpus_option,
@@ -74,6 +75,7 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @click.option("--batch-per-gpu", "-b", type=int, default=None, help="Samples per GPU (global batch = this x GPUs).")
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
+@cudnn_option
 @image_size_option
 @model_input_options
 @format_option
@@ -82,7 +84,7 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the priced step as a Chrome trace (.json: chrome://tracing, ui.perfetto.dev).")
 def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
-                global_batch: int | None, optimizer: str, image_size: int | None, fmt: str,
+                global_batch: int | None, optimizer: str, cudnn_major: int, image_size: int | None, fmt: str,
                 chart: Path | None, epochs: float | None, dataset_size: int | None,
                 price_per_gpu_hour: float | None, currency: str | None, trace: Path | None) -> None:
     """Predict step time, throughput, speedup and memory of MODEL under one plan.
@@ -94,7 +96,8 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     check_writable(trace, (".json",))
     if batch_per_gpu is None and global_batch is None:
         batch_per_gpu = 32
-    p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size)
+    p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
+                cudnn_major)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     ans = answers_for(p, load_hardware(hardware), req, net=get_model(model, image_size))
     if chart is not None:

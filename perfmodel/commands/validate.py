@@ -15,7 +15,7 @@ import pandas as pd
 from ..errors import DataError
 from ..report import render_frame, to_json
 from ..validation import CALIBRATION_MODES, Validation, load_measurements, validate
-from ..validation.compare import RowResult
+from ..validation.compare import DEFINITIONS, RowResult
 from .common import chart_option, check_writable, format_option
 
 __all__ = ["validate_cmd", "render_validation", "render_summary", "rows_frame", "groups_frame"]
@@ -127,6 +127,7 @@ def render_summary(v: Validation) -> str:
         f"speedup MAPE {_pct(s.speedup_mape_pct)} over {s.speedup_pairs} multi-GPU rows "
         "(against the 1-GPU row of the same model, hardware, precision, batch, framework, source)",
         f"max |error| {_pct(s.max_abs_error_pct)} ({s.worst_row or '-'})",
+        f"cudnn: {DEFINITIONS['cudnn']}",
         "",
         "per group (model, hardware, strategy kind):",
         render_frame(groups_frame(v)),

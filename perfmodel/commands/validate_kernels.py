@@ -29,7 +29,9 @@ KERNEL_ASSUMPTIONS = (
     "derived from the "
     "other models' rows; the other numbers are shared with DeepBench's fit. NeuSight: forward fp32 "
     "kernels (TF32 off) on P100, V100, A100, H100, "
-    "priced on the closest shipped profile (perfmodel/data/KERNELS.md)."
+    "priced on the closest shipped profile (perfmodel/data/KERNELS.md). Each source's rows are priced with "
+    "the cuDNN they were measured with (grouped convolutions, perfmodel/cost/grouped.py): DeepBench P100 6, "
+    "V100 7; PipeDream 7; NeuSight 8."
 )
 
 

@@ -13,6 +13,7 @@ from ..hardware import Hardware
 from ..hardware.profile import KernelParams
 from ..network.counts import CompiledCounts
 from .formulas import Num, is_symbolic
+from .grouped import DEFAULT_CUDNN_MAJOR
 from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tensor_cores
 from .kernels import network_kernels
 from .work import KernelWork, kernel_work
@@ -59,16 +60,19 @@ def kind_masks(cc: CompiledCounts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class ShapeRules:
     """What fixes each kernel's effective FLOPs besides the counts: the profile's kernel-model
     numbers, whether the precision runs on tensor cores, and, when the batch is a symbol, the
-    micro-batch the shapes are taken at (``batch_value``)."""
+    micro-batch the shapes are taken at (``batch_value``); ``cudnn_major``: the cuDNN whose
+    kernels run grouped convolutions (:mod:`perfmodel.cost.grouped`)."""
 
     kernels: KernelParams
     tensor_cores: bool
     batch_value: float | None = None
     half_precision: bool = False
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR
 
     @classmethod
-    def of(cls, hw: Hardware, precision: str, batch_value: float | None = None) -> ShapeRules:
-        return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS)
+    def of(cls, hw: Hardware, precision: str, batch_value: float | None = None,
+           cudnn_major: int = DEFAULT_CUDNN_MAJOR) -> ShapeRules:
+        return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS, cudnn_major)
 
 
 def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -104,7 +108,8 @@ def layer_seconds(
     if b_num is None:
         raise ValueError("layer_seconds: a symbolic batch needs rules.batch_value (the micro-batch)")
     scale = _scale(cc, counts) * b_num
-    work = kernel_work(network_kernels(cc.network), rules.kernels, scale, rules.tensor_cores, rules.half_precision)
+    work = kernel_work(network_kernels(cc.network), rules.kernels, scale, rules.tensor_cores, rules.half_precision,
+                       rules.cudnn_major)
     conv, _, _ = kind_masks(cc)
     ew_f = np.asarray(counts["fwd_flops"]) - np.asarray(counts["fwd_matmul_flops"])
     ew_b = np.asarray(counts["bwd_input_flops"]) - np.minimum(counts["bwd_input_flops"], counts["fwd_matmul_flops"])
@@ -152,6 +157,7 @@ def layer_times(
     s_h: float = 1.0,
     s_w: float = 1.0,
     counts: dict[str, np.ndarray] | None = None,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
 ) -> LayerTimes:
     """Per-layer forward and backward seconds for ``batch`` samples on one tile.
 
@@ -160,8 +166,9 @@ def layer_times(
     :mod:`perfmodel.cost.efficiency`) or its bytes, memory-bound kernels by their bytes,
     plus a launch gap per kernel, and no faster than the host dispatches its ops
     (:mod:`perfmodel.cost.kernel_model`). The formula is :func:`layer_seconds` on the
-    profile's :class:`ComputeValues`.
+    profile's :class:`ComputeValues`, with the grouped-convolution kernels of cuDNN ``cudnn_major``.
     """
     ev = counts if counts is not None else cc.evaluate(batch, s_d, s_h, s_w)
-    fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, ShapeRules.of(hw, precision))
+    rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major)
+    fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, rules)
     return LayerTimes(fwd=np.asarray(fwd, dtype=float), bwd=np.asarray(bwd, dtype=float))

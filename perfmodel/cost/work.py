@@ -8,6 +8,7 @@ applied to the kernels of :mod:`perfmodel.cost.kernels` at ``batch`` samples on 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..hardware.profile import KernelParams
 from .depthwise import depthwise_flops
 from .efficiency import gemm_shape_efficiency, pad_channels, winograd_gain, winograd_mask
 from .formulas import Num
+from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups, looped_efficiency
 from .kernels import MM_SLOTS, LayerKernels
 
 __all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR", "window_path_loads", "SECTOR_BYTES"]
@@ -85,13 +87,15 @@ def kernel_work(
     scale: np.ndarray,
     tensor_cores: bool,
     half_precision: bool = False,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
 ) -> KernelWork:
     """The work of every kernel when each layer's per-sample counts are multiplied by ``scale``
     (the micro-batch times the fraction of the layer's extent its tile holds).
 
     ``tensor_cores``: the precision runs on tensor cores (channels padded to 8, no Winograd);
     ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two outputs'
-    work per fp32 lane (packed half2; :mod:`perfmodel.cost.depthwise`).
+    work per fp32 lane (packed half2; :mod:`perfmodel.cost.depthwise`); ``cudnn_major``: the
+    cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`).
     """
     scale = np.asarray(scale, dtype=float)
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
@@ -102,6 +106,7 @@ def kernel_work(
     cc: dict[str, np.ndarray] = {}
     dw = depthwise_flops(lk, kp, scale, half_precision)
     mm_elems: dict[str, np.ndarray] = {}
+    kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major)  # groups one kernel's tiles cover
     for s in MM_SLOTS:
         present = lk.n[s] > 0
         m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
@@ -112,10 +117,12 @@ def kernel_work(
         # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
         split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
-        eff = gemm_shape_efficiency(m, n, k, lk.groups, kp.sm_count, kp.tile_half_intensity, split_k,
-                                    **_slot_rules(lk, kp, s, split_eff))
+        rules = _slot_rules(lk, kp, s, split_eff)
+        shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=kp.tile_half_intensity,
+                        split_k=split_k, **rules)  # of the groups one kernel covers
+        eff = looped_efficiency(shape, lk.groups, kg)
         if s == "dgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
-            eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp))
+            eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp, kg))
         implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
         # Winograd: the reduced GEMMs plus the transforms, whose cost grows with C + K per output
         # pixel (npq: the GEMM's batch-growing side); cudnnFind keeps the faster of the two
@@ -133,8 +140,9 @@ def kernel_work(
         mem_elems_bwd=lk.mem_elems_bwd * scale,
         mem_extra_bytes_fwd=lk.mem_bytes_extra_fwd * scale,
         mem_extra_bytes_bwd=lk.mem_bytes_extra_bwd * scale,
-        launches_fwd=lk.launches_fwd,
-        launches_bwd=lk.launches_bwd,
+        launches_fwd=lk.launches_fwd + extra_launches(lk.groups, lk.depthwise, cudnn_major, lk.n["fwd"] > 0),
+        launches_bwd=lk.launches_bwd + extra_launches(
+            lk.groups, lk.depthwise, cudnn_major, (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0)),
         host_ops_fwd=lk.host_ops_fwd,
         host_ops_bwd=lk.host_ops_bwd,
         window_loads_fwd=window_path_loads(lk, kp, scale, 2.0 if half_precision else 4.0),
@@ -158,16 +166,18 @@ def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, split_eff: float) ->
 
 
 def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pad: np.ndarray,
-                          kp: KernelParams) -> np.ndarray:
+                          kp: KernelParams, kg: np.ndarray) -> np.ndarray:
     """Shape efficiency of the data gradient as a sum of matrix products (``dgrad_sum_n`` x
     ``dgrad_sum_k``, :func:`~perfmodel.cost.kernels.layer_kernels`), relative to the implicit
     view's FLOPs ``direct``: its output tiles are added atomically into the input gradient
     (read, add, write: two store passes), and it does the forward's FLOPs, not the strided
-    data gradient's (zero where the layer has no such view)."""
+    data gradient's (zero where the layer has no such view); ``kg`` the groups one kernel covers."""
     n, k = lk.dgrad_sum_n * pad, lk.dgrad_sum_k
     has = n > 0
     n, k = np.where(has, n, 1.0), np.where(has, k, 1.0)
-    eff = gemm_shape_efficiency(m, n, k, lk.groups, kp.sm_count, kp.tile_half_intensity, False, store_passes=2.0)
+    shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=kp.tile_half_intensity,
+                    split_k=False, store_passes=2.0)
+    eff = looped_efficiency(shape, lk.groups, kg)
     # the caller divides the implicit view's FLOPs by this: scale by implicit / own FLOPs, so
     # that a strided layer's sum of products is priced at the forward's FLOPs, not at the
     # zero-inserted ones (dgrad_work_factor)

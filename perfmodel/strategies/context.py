@@ -9,6 +9,7 @@ import numpy as np
 
 from ..cost.collectives import Group
 from ..cost.compute import ComputeValues, LayerTimes, layer_times
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..errors import BatchSplitError, UsageError
 from ..hardware import PRECISIONS, Hardware
 from ..network import Network, compile_counts
@@ -38,6 +39,9 @@ class Context:
     #: layers, through :meth:`scaled`), never the exchanges, NCCL contention, bucket copies,
     #: transfers, optimizer step or step overhead, of which a 1-GPU run says little or nothing.
     compute_scale: float = 1.0
+    #: the cuDNN major version the run's framework uses: before 8, grouped convolutions run one
+    #: kernel per group (perfmodel.cost.grouped); a stated assumption of every output
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR
     memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
         default_factory=dict, repr=False
     )
@@ -57,7 +61,8 @@ class Context:
         hit = self.memo.get(key)
         if hit is None:
             ev = self.cc.evaluate(batch, *grid)
-            hit = (self.scaled(layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev)), ev)
+            lt = layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev, cudnn_major=self.cudnn_major)
+            hit = (self.scaled(lt), ev)
             if len(self.memo) > 256:
                 self.memo.clear()
             self.memo[key] = hit
@@ -74,16 +79,19 @@ class Context:
         return np.add.reduceat(per_layer, self.link_starts)
 
 
-def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_scale: float = 1.0) -> Context:
-    """The pricing context (layer seconds times ``compute_scale``, :attr:`Context.compute_scale`);
-    unknown precisions and optimizers are usage errors."""
+def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_scale: float = 1.0,
+            cudnn_major: int = DEFAULT_CUDNN_MAJOR) -> Context:
+    """The pricing context (layer seconds times ``compute_scale``, :attr:`Context.compute_scale`;
+    grouped convolutions as cuDNN ``cudnn_major`` runs them); unknown precisions, optimizers and
+    cuDNN versions are usage errors."""
+    check_cudnn_major(cudnn_major)
     if precision not in PRECISIONS:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")
     optimizer_bytes_per_param(optimizer)  # validates
     cc = compile_counts(net)
     starts = np.array([lk.start for lk in net.links])
     cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
-    return Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale)
+    return Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale, int(cudnn_major))
 
 
 def split_batch(global_batch: int, s: Strategy) -> tuple[int, int]:

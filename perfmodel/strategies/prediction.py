@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.grouped import cudnn_assumption
 from ..units import GIB
 from .baseline import Baseline
 from .context import Context
@@ -140,6 +141,7 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
         "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)",
                       "sgd-plain": "SGD without momentum (no state buffer)"}[ctx.optimizer],
         "gradient_exchange": "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)",
+        "cudnn": cudnn_assumption(ctx.cudnn_major),
         "memory_capacity": f"{hw.device.memory_bytes / GIB:.1f} GiB per GPU, "
         f"{hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",
         "excluded": EXCLUDED,

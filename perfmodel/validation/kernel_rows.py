@@ -18,6 +18,7 @@ from importlib import resources
 
 import numpy as np
 
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..errors import DataError
 from ..network.layers import Layer
 
@@ -64,6 +65,11 @@ _PROFILE = {
     "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie",
     "NVIDIA H100 80GB HBM3": "h100-80gb-dgx",
 }
+#: cuDNN major version each source measured with (:mod:`perfmodel.cost.grouped`): DeepBench's
+#: Specs sheets (its ``specs.csv``: P100 cuDNN 6.0.21, V100-SXM2 7.6.2.24); PipeDream's stated
+#: environment, the NGC ``pytorch:19.05-py3`` container (NGC PyTorch release notes 19.05: cuDNN
+#: 7.6.0); NeuSight's collection script (PyTorch 2.1.0, cuDNN 8.9.2).
+CUDNN_MAJOR = {"P100": 6, "V100-SXM2 (DGX-1)": 7, "pipedream": 7, "neusight": 8}
 #: DeepBench precision sheet -> perfmodel precision.
 _PRECISION = {"fp32": "fp32", "fp16_tensorcore": "amp"}
 SOURCES = ("deepbench", "pipedream", "neusight")
@@ -97,6 +103,8 @@ class KernelRow:
     #: overhead removed from ``measured_s`` (PipeDream forward rows: :func:`module_host_s`), added
     #: to the price: the GPU idles through it
     host_s: float = 0.0
+    #: the cuDNN major version the row was measured with (:data:`CUDNN_MAJOR`)
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR
 
 
 def _open(name: str) -> Iterator[dict[str, str]]:
@@ -144,7 +152,7 @@ def _deepbench() -> Iterator[KernelRow]:
         for what, col in (("fwd", "fwd_ms"), ("dgrad", "bwd_data_ms"), ("wgrad", "bwd_filter_ms")):
             if d[col] and float(d[col]) > 0:
                 yield KernelRow("deepbench", d["gpu"], _PROFILE[d["gpu"]], prec, f"{op} {what}", what, layer,
-                                first, v["N"], float(d[col]) * 1e-3)
+                                first, v["N"], float(d[col]) * 1e-3, cudnn_major=CUDNN_MAJOR[d["gpu"]])
     for d in _open("kernels_deepbench_gemm.csv"):
         prec = _PRECISION.get(d["precision"])
         if prec is None:
@@ -152,7 +160,7 @@ def _deepbench() -> Iterator[KernelRow]:
         m, n, k = int(d["M"]), int(d["N"]), int(d["K"])
         # C(MxN) = A(MxK) B(KxN): a linear layer of K inputs and N outputs over M rows
         yield KernelRow("deepbench", d["gpu"], _PROFILE[d["gpu"]], prec, "gemm", "fwd", linear_layer(k, n),
-                        True, m, float(d["time_ms"]) * 1e-3)
+                        True, m, float(d["time_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR[d["gpu"]])
 
 
 _INT = re.compile(r"(\w+)=\(?(\d+)")
@@ -314,7 +322,8 @@ def _pipedream() -> Iterator[KernelRow]:
                 yield KernelRow("pipedream", "V100 (PipeDream)", _PROFILE["pipedream"], "fp32",
                                 f"{op} {what[6:]}", what, layer, first, batch, t, d["model"],
                                 extra[d["model"]].get((d["node"], what[6:]), ()),
-                                PIPEDREAM_FWD_PROLOGUE_S + h if what == "layer_fwd" else 0.0, h)
+                                PIPEDREAM_FWD_PROLOGUE_S + h if what == "layer_fwd" else 0.0, h,
+                                CUDNN_MAJOR["pipedream"])
 
 
 def _neusight() -> Iterator[KernelRow]:
@@ -322,11 +331,12 @@ def _neusight() -> Iterator[KernelRow]:
         c, k, hw = int(d["in_channels"]), int(d["out_channels"]), int(d["input_hw"])
         layer = conv_layer(c, hw, hw, k, 3, 3, (1, 1), (1, 1))
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "conv 3x3 fwd", "fwd", layer, True,
-                        int(d["batch"]), float(d["latency_ms"]) * 1e-3)
+                        int(d["batch"]), float(d["latency_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR["neusight"])
     for d in _open("kernels_neusight_linear.csv"):
         rows = int(d["B"]) * int(d["M"])
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "linear fwd", "fwd",
-                        linear_layer(int(d["N"]), int(d["K"])), True, rows, float(d["latency_ms"]) * 1e-3)
+                        linear_layer(int(d["N"]), int(d["K"])), True, rows, float(d["latency_ms"]) * 1e-3,
+                        cudnn_major=CUDNN_MAJOR["neusight"])
 
 
 def load_rows(sources: tuple[str, ...] = SOURCES) -> list[KernelRow]:

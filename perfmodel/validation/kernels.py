@@ -74,11 +74,11 @@ def _roofline(rows: Sequence[KernelRow], precision: str, profile: str) -> np.nda
     return out
 
 
-def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np.ndarray:
+def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware, cudnn_major: int) -> np.ndarray:
     lk = layer_kernels([r.layer for r in rows], [r.first for r in rows])
     batch = np.array([r.batch for r in rows])
     params = np.array([float(r.layer.params) for r in rows])
-    w = kernel_work(lk, hw.kernels, batch, tensor_cores(hw, precision), precision in HALF_PRECISIONS)
+    w = kernel_work(lk, hw.kernels, batch, tensor_cores(hw, precision), precision in HALF_PRECISIONS, cudnn_major)
     v = ComputeValues.of(hw, precision)
     eta = np.where(lk.conv, v.eta_conv, v.eta_linear)
     fwd, bwd = phase_times(w, params, v, eta, 0.0, 0.0, host=False)
@@ -115,15 +115,16 @@ def price_rows(
     rows: Sequence[KernelRow], profiles: Mapping[str, Hardware] | None = None, before: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """Predicted seconds of every row: (kernel model, previous roofline; zeros unless ``before``).
-    ``profiles`` replaces shipped profiles by name (the fitting script's trial values)."""
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    ``profiles`` replaces shipped profiles by name (the fitting script's trial values). Each row
+    is priced with the cuDNN it was measured with (``KernelRow.cudnn_major``)."""
+    groups: dict[tuple[str, str, int], list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
-        groups[(r.profile, r.precision)].append(i)
+        groups[(r.profile, r.precision, r.cudnn_major)].append(i)
     new, old = np.zeros(len(rows)), np.zeros(len(rows))
-    for (profile, precision), idx in groups.items():
+    for (profile, precision, major), idx in groups.items():
         sub = [rows[i] for i in idx]
         hw = (profiles or {}).get(profile) or load_hardware(profile)
-        new[idx] = _kernel_model(sub, precision, hw)
+        new[idx] = _kernel_model(sub, precision, hw, major)
         if before:
             old[idx] = _roofline(sub, precision, profile)
     return new, old

@@ -1,0 +1,100 @@
+"""Grouped convolutions (1 < groups < channels) as the kernels each cuDNN major version runs.
+
+A ResNeXt-style convolution of ``C -> K`` channels in ``g`` groups is ``g`` independent
+``C/g -> K/g`` convolutions. How a library runs them depends on its era:
+
+* **cuDNN < 7**: no group support in the API; PyTorch loops over the groups itself, one cuDNN
+  call per group (pytorch/pytorch issue #3958, 2017: "group convolution on CuDNN 6"; the ATen
+  ``ConvolutionDescriptor::set`` of PyTorch 1.0 sets the group count only under
+  ``#if CUDNN_VERSION >= 7000``);
+* **cuDNN 7.x**: ``cudnnSetConvolutionGroupCount`` (new in cuDNN 7.0.1, release notes: "perform
+  convolution groups in the convolution layers in a single API call") and PyTorch 1.0/1.1 uses
+  it, but inside the library only special cases had kernels covering all groups in one launch;
+  the general case runs the groups one after another (NVIDIA's engineer in
+  facebookarchive/caffe2 PR #1079, 2017: "in best case special kernels that handle all groups in
+  one shot will be used, worst case all groups ... run in streams"; cuDNN 7.3.0's release notes
+  optimise grouped kernels for *depthwise* NHWC layers only; pytorch/pytorch issue #10290, 2018:
+  a ResNeXt grouped convolution on a Titan V is slower than a Python loop over per-group
+  convolutions; issue #15513, 2019: cuDNN's grouped kernels "for other cases are not very fast");
+* **cuDNN >= 8**: grouped implicit-GEMM kernels whose grid covers every group (the single-kernel
+  rule of :func:`~perfmodel.cost.efficiency.gemm_shape_efficiency`, ``groups x`` the tiles of one
+  group quantised together into waves).
+
+So before cuDNN 8 each group is priced as its own kernel: its own tile and wave quantisation
+(a group whose tiles fill a fraction of a wave still takes the whole wave) and its own launch,
+forward, data gradient and weight gradient alike; the FLOPs are the same. A group's kernel is
+never credited with a better shape efficiency than one kernel over all groups would reach (the
+shape rule's split-K slice counts are whole numbers, so a lone group may split into a finer
+grid than all groups together; a loop of launches does not beat the kernel that covers them). Depthwise layers
+(``groups == channels``) run PyTorch's own kernels in every era (:mod:`.depthwise`), ungrouped
+layers are unaffected, and Winograd stays off grouped layers in both eras (as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..errors import UsageError
+
+__all__ = ["CUDNN_MAJORS", "DEFAULT_CUDNN_MAJOR", "FIRST_GROUPED_KERNEL_MAJOR", "check_cudnn_major",
+           "loops_groups", "kernel_groups", "looped_efficiency", "extra_launches", "cudnn_assumption"]
+
+#: cuDNN major versions perfmodel knows how grouped convolutions run under (5: DeepBench's
+#: Maxwell sheets; 6: its Pascal sheets and 2017 TensorFlow benchmarks; 7: PyTorch 1.0-1.5 and
+#: NGC <= 20.03; 8: NGC 20.06-23.xx, PyTorch 1.6-2.2 wheels; 9: PyTorch >= 2.3 wheels).
+CUDNN_MAJORS: tuple[int, ...] = (5, 6, 7, 8, 9)
+#: What a plan assumes unless told: the cuDNN of today's framework builds.
+DEFAULT_CUDNN_MAJOR = 9
+#: The first major version whose grouped convolutions run one kernel for all groups.
+FIRST_GROUPED_KERNEL_MAJOR = 8
+
+
+def check_cudnn_major(major: int) -> int:
+    """``major`` if perfmodel knows it, else a :class:`~perfmodel.errors.UsageError` naming the choices."""
+    if isinstance(major, bool) or not isinstance(major, (int, np.integer)) or int(major) not in CUDNN_MAJORS:
+        raise UsageError(f"unknown cuDNN major version {major!r} (valid: {', '.join(map(str, CUDNN_MAJORS))})")
+    return int(major)
+
+
+def loops_groups(major: int) -> bool:
+    """Whether cuDNN ``major`` runs a grouped convolution as one kernel per group."""
+    return check_cudnn_major(major) < FIRST_GROUPED_KERNEL_MAJOR
+
+
+def _looped(groups: np.ndarray, depthwise: np.ndarray, major: int) -> np.ndarray:
+    """Per layer: a grouped, non-depthwise layer whose groups run as separate kernels."""
+    return np.asarray((np.asarray(groups) > 1) & ~np.asarray(depthwise, dtype=bool) & loops_groups(major))
+
+
+def kernel_groups(groups: np.ndarray, depthwise: np.ndarray, major: int) -> np.ndarray:
+    """The groups one kernel of each layer covers: all of them, or 1 where the groups loop
+    (the ``groups`` the shape rule quantises tiles and waves over)."""
+    g = np.asarray(groups, dtype=float)
+    return np.asarray(np.where(_looped(g, depthwise, major), 1.0, g))
+
+
+def looped_efficiency(shape: Callable[[np.ndarray], np.ndarray], groups: np.ndarray,
+                      kg: np.ndarray) -> np.ndarray:
+    """Shape efficiency of each layer's kernels: ``shape(kg)`` (``shape`` maps the groups one kernel
+    covers to efficiencies), capped where the groups loop at ``shape(groups)``, one kernel's."""
+    eff = shape(kg)
+    if np.array_equal(kg, np.asarray(groups, dtype=float)):
+        return eff
+    return np.asarray(np.minimum(eff, shape(np.asarray(groups, dtype=float))))
+
+
+def extra_launches(groups: np.ndarray, depthwise: np.ndarray, major: int, gemm_kernels: np.ndarray) -> np.ndarray:
+    """Launches beyond one per GEMM kernel: ``groups - 1`` more for each of a looped layer's
+    ``gemm_kernels`` (forward: 1; backward: data and weight gradients present)."""
+    g = np.asarray(groups, dtype=float)
+    return np.asarray(np.where(_looped(g, depthwise, major), (g - 1.0) * np.asarray(gemm_kernels, dtype=float), 0.0))
+
+
+def cudnn_assumption(major: int) -> str:
+    """The era in words, for every output's assumptions and ``explain``."""
+    how = ("one kernel per group (its own tiles, waves and launch)" if loops_groups(major)
+           else "one kernel for all groups")
+    return (f"cuDNN {major}.x: grouped convolutions (1 < groups < channels) run {how}; "
+            f"set --cudnn to the run's version (valid: {', '.join(map(str, CUDNN_MAJORS))})")

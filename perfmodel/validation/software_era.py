@@ -1,0 +1,62 @@
+"""The cuDNN major version a measured run used, read from its framework, source and notes.
+
+Grouped convolutions are priced as the run's cuDNN executes them (:mod:`perfmodel.cost.grouped`),
+so each measured row is priced with the version its source states, in this order:
+
+1. an explicit ``cuDNN N`` in the framework, source or notes (tf_cnn_benchmarks' 2017 DGX-1
+   rows: "CUDA 8 / cuDNN 5.1", from TensorFlow's benchmarks page);
+2. an NGC container ``YY.MM`` (``NGC 21.03``, ``pytorch-21.03``, ``mxnet-20.12``, ``20.06-tf1``):
+   20.06 and later ship cuDNN 8 (NVIDIA Frameworks Support Matrix and container release notes:
+   PyTorch/TensorFlow/MXNet 20.06 cuDNN 8.0.1, 20.12 cuDNN 8.0.5, 21.03 cuDNN 8.1.1), 20.03 and
+   earlier cuDNN 7 (19.05 cuDNN 7.6.0, 19.10 7.6.4, 20.03 7.6.5);
+3. a PyTorch 1.0-1.5 release (``PyTorch 1.3``: its CUDA 10.x binaries bundle cuDNN 7.6);
+4. the DeepLearningExamples PyTorch ConvNets tables at HEAD 729963dd, which MEASUREMENTS.md
+   traces to the numbers of 7bdfc81d (April 2021, pytorch-21.03 container: cuDNN 8), and the
+   2019 ResNet-50 table at f0ef8493 (pytorch-19.10: cuDNN 7); torchgpipe's benchmarks at
+   a1b4ee25 (PyTorch 1.3: cuDNN 7).
+
+A row none of these match is priced with the default (:data:`~perfmodel.cost.grouped.DEFAULT_CUDNN_MAJOR`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR, FIRST_GROUPED_KERNEL_MAJOR
+from .measurements import Measurement
+
+__all__ = ["cudnn_major_of", "cudnn_major_from_text"]
+
+_EXPLICIT = re.compile(r"cuDNN\s*v?(\d+)(?:\.\d+)*", re.IGNORECASE)
+_NGC = re.compile(r"(?:NGC\s+|pytorch-|mxnet-|tensorflow-|\b)(\d\d)\.(\d\d)(?:-tf[12])?(?:-py3)?\b")
+_PYTORCH = re.compile(r"PyTorch\s+1\.(\d+)\b")
+#: The first NGC container release with cuDNN 8 (NGC PyTorch/TensorFlow/MXNet 20.06 release notes).
+FIRST_CUDNN8_CONTAINER = (20, 6)
+#: Sources whose software is known from their commit (perfmodel/data/MEASUREMENTS.md): the
+#: DeepLearningExamples PyTorch tables, and kakaobrain/torchgpipe's benchmarks (PyTorch 1.3).
+_COMMITS = {"729963dd": 8, "7bdfc81d": 8, "f0ef8493": 7, "a1b4ee25": 7}
+
+
+def cudnn_major_from_text(*texts: str) -> int | None:
+    """The cuDNN major version ``texts`` state (module docstring, rules 1-4), or None."""
+    text = " ".join(texts)
+    m = _EXPLICIT.search(text)
+    if m and int(m.group(1)) in CUDNN_MAJORS:
+        return int(m.group(1))
+    for m in _NGC.finditer(text):
+        yy, mm = int(m.group(1)), int(m.group(2))
+        if 17 <= yy <= 30 and 1 <= mm <= 12:
+            return FIRST_GROUPED_KERNEL_MAJOR if (yy, mm) >= FIRST_CUDNN8_CONTAINER else 7
+    m = _PYTORCH.search(text)
+    if m and int(m.group(1)) <= 5:
+        return 7
+    for commit, major in _COMMITS.items():
+        if commit in text:
+            return major
+    return None
+
+
+def cudnn_major_of(m: Measurement) -> int:
+    """The cuDNN major version measured row ``m`` ran with (the default where it does not say)."""
+    found = cudnn_major_from_text(m.framework, m.source, m.columns.get("notes", ""))
+    return DEFAULT_CUDNN_MAJOR if found is None else found
