@@ -50,6 +50,7 @@ FIELDS = {
     "memory_latency_s": "efficiency.kernels.memory_latency_s",
     "wgrad_max_split": "efficiency.kernels.wgrad_max_split",
     "wgrad_tile_passes": "efficiency.kernels.wgrad_tile_passes",
+    "dgrad_atomic_flops": "efficiency.kernels.dgrad_atomic_flops",
     "sector_slots_per_sm": "efficiency.kernels.sector_slots_per_sm",
     "depthwise_output_flops": "efficiency.kernels.depthwise_output_flops",
     "depthwise_wgrad_flops": "efficiency.kernels.depthwise_wgrad_flops",

@@ -18,6 +18,7 @@ __all__ = [
     "winograd_mask",
     "pad_channels",
     "dgrad_work_factor",
+    "zero_insert_factor",
     "winograd_gain",
     "WINOGRAD_TILE",
     "TENSOR_CORE_ALIGN",
@@ -196,11 +197,29 @@ def dgrad_work_factor(kernel: tuple[int, ...], stride: tuple[int, ...]) -> float
     kernels land between: DeepBench's V100 fp32 1x1 stride-2 data gradients take 1.4-1.9x
     their forward's time (kernels_deepbench_conv.csv), so perfmodel takes the geometric mean
     of the two bounds, ``sqrt(prod(ceil(R/s) * s) / prod(R))`` (2x for 1x1/2, 1.15x for 3x3/2).
+    Used for the forward of transposed convolutions; a convolution's own data gradient is
+    priced as the faster of :func:`zero_insert_factor`'s implicit GEMM and the sum of products.
     """
     naive = 1.0
     for r, s in zip(kernel, stride, strict=False):
         naive *= -(-r // max(s, 1)) * max(s, 1) / r
     return float(np.sqrt(naive))
+
+
+def zero_insert_factor(stride: tuple[int, ...]) -> float:
+    """Work of a strided convolution's data gradient computed as an implicit GEMM over the
+    zero-inserted output gradient, over its forward FLOPs: ``prod(s)``.
+
+    The data gradient of a convolution of stride ``s`` is the stride-1 convolution of the output
+    gradient with ``s - 1`` zeros inserted between its elements along each axis (Dumoulin & Visin,
+    "A guide to convolution arithmetic for deep learning", arXiv:1603.07285, 2016, section 4.5):
+    one dot product of ``K*R*S`` per input-gradient position, ``prod(s)`` times the forward's
+    positions. cuDNN's ``CUDNN_CONVOLUTION_BWD_DATA_ALGO_1`` is such an implicit GEMM; it
+    multiplies the inserted zeros like any other operand (DeepBench's P100 5x10 stride-2 data
+    gradients with C = K = 32, whose GEMM shape is the forward's, take 3.5-4.1x its time). The
+    alternative that skips them, ``ALGO_0``'s sum of products, pays atomic adds instead
+    (:func:`perfmodel.cost.work.kernel_work` prices the faster of the two)."""
+    return float(np.prod([max(s, 1) for s in stride]))
 
 
 def im2col_loads(kernel: tuple[int, ...], stride: tuple[int, ...]) -> tuple[float, float]:

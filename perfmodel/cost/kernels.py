@@ -51,7 +51,7 @@ import numpy as np
 
 from ..network.graph import Network
 from ..network.layers import Layer, numel
-from .efficiency import dgrad_work_factor, im2col_loads
+from .efficiency import dgrad_work_factor, im2col_loads, zero_insert_factor
 
 __all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDEX_BYTES", "DEPTHWISE_MAX_CPG",
            "WINDOW_KINDS"]
@@ -156,7 +156,8 @@ def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
         return views
     views = {"fwd": (out_sp, kk / g, c / g * area, True, act), "wgrad": (kk / g, c / g * area, out_sp, False, act)}
     if not first:
-        views["dgrad"] = (out_sp, c / g, kk / g * area * dgrad, True, act)
+        # implicit GEMM over the zero-inserted output gradient (cuDNN BWD_DATA_ALGO_1)
+        views["dgrad"] = (out_sp, c / g, kk / g * area * zero_insert_factor(layer.stride), True, act)
     return views
 
 

@@ -169,20 +169,26 @@ def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, p
                           kp: KernelParams, kg: np.ndarray) -> np.ndarray:
     """Shape efficiency of the data gradient as a sum of matrix products (``dgrad_sum_n`` x
     ``dgrad_sum_k``, :func:`~perfmodel.cost.kernels.layer_kernels`), relative to the implicit
-    view's FLOPs ``direct``: its output tiles are added atomically into the input gradient
-    (read, add, write: two store passes), and it does the forward's FLOPs, not the strided
-    data gradient's (zero where the layer has no such view); ``kg`` the groups one kernel covers."""
+    view's FLOPs ``direct``: it does the forward's FLOPs, not the zero-inserted data gradient's
+    (:func:`~perfmodel.cost.efficiency.zero_insert_factor`), and adds every element of its
+    ``m x n`` product into the input gradient with an atomic add (cuDNN API reference,
+    ``cudnnConvolutionBwdDataAlgo_t``: ALGO_0 is non-deterministic): its output tiles pay two
+    store passes (read, add, write), and each atomic costs ``dgrad_atomic_flops`` FLOP-equivalents
+    at the matmul peak on top (atomics resolve in the L2 cache, at its atomic throughput, not the
+    SMs'; NVIDIA CUDA C++ Programming Guide, "Atomic Functions"). Per FLOP that is
+    ``dgrad_atomic_flops / (2 K)``: a product over few filters ``K`` (a 1-channel first layer's
+    ``n = R*S`` columns, DeepSpeech's 32-filter 5x10 layers) is bound by its atomics. Zero where
+    the layer has no such view; ``kg`` the groups one kernel covers."""
     n, k = lk.dgrad_sum_n * pad, lk.dgrad_sum_k
     has = n > 0
     n, k = np.where(has, n, 1.0), np.where(has, k, 1.0)
     shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=kp.tile_half_intensity,
                     split_k=False, store_passes=2.0)
     eff = looped_efficiency(shape, lk.groups, kg)
-    # the caller divides the implicit view's FLOPs by this: scale by implicit / own FLOPs, so
-    # that a strided layer's sum of products is priced at the forward's FLOPs, not at the
-    # zero-inserted ones (dgrad_work_factor)
     own = 2 * lk.groups * m * n * k
-    return np.where(has, eff * direct / np.maximum(own, 1.0), 0.0)
+    seconds_like = own / eff + kp.dgrad_atomic_flops * lk.groups * m * n  # effective FLOPs
+    # the caller divides the implicit view's FLOPs by this: implicit / own effective FLOPs
+    return np.where(has, direct / np.maximum(seconds_like, 1.0), 0.0)
 
 
 #: Bytes of one sector, the unit in which L1 requests lines from L2 and DRAM (NVIDIA CUDA C++

@@ -153,6 +153,9 @@ class KernelParams:
     #: tiles written and reduced, or atomically added); fitted per generation (defaults: V100's)
     wgrad_max_split: float = 17.0
     wgrad_tile_passes: float = 26.6
+    #: FLOP-equivalents at the matmul peak of one atomic add of a data gradient computed as a sum
+    #: of products (perfmodel.cost.work); fitted per generation (default: V100's)
+    dgrad_atomic_flops: float = 30.0
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
@@ -172,7 +175,7 @@ class KernelParams:
                   sector_slots_per_sm=self.sector_slots_per_sm,
                   depthwise_output_flops=self.depthwise_output_flops,
                   depthwise_wgrad_flops=self.depthwise_wgrad_flops, wgrad_max_split=self.wgrad_max_split,
-                  wgrad_tile_passes=self.wgrad_tile_passes)
+                  wgrad_tile_passes=self.wgrad_tile_passes, dgrad_atomic_flops=self.dgrad_atomic_flops)
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,8 @@ RANGES: dict[str, Range] = {
     # weight-gradient split-K: at least one slice, at least one pass over the output tile
     "wgrad_max_split": Range(1.0, 1e6, "1 to 1e6 slices"),
     "wgrad_tile_passes": Range(1.0, 1e3, "1 to 1000 passes"),
+    # data-gradient atomic adds (sum of products), FLOP-equivalents at the matmul peak
+    "dgrad_atomic_flops": Range(0.0, 1e6, "0 to 1e6 FLOP per atomic add"),
     "per_gpu_hour": Range(0.0, 1e6, "0 to 1e6 (currency units per GPU-hour)"),
 }
 

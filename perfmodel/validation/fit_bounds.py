@@ -21,6 +21,9 @@ PARAMS: tuple[tuple[str, float, float], ...] = (
     ("depthwise_output_flops", 0.0, 2000.0), ("depthwise_wgrad_flops", 2.0, 1000.0),
     # weight-gradient split-K (perfmodel/cost/work.py _slot_rules): fitted on fp32 DeepBench rows
     ("wgrad_max_split", 1.0, 256.0), ("wgrad_tile_passes", 1.0, 64.0),
+    # atomic add of a data gradient's sum of products (perfmodel/cost/work.py), FLOP-equivalents
+    # at the matmul peak: 0 (free) to 1000 (an L2 atomic rate ~1/1000 of the FMA rate)
+    ("dgrad_atomic_flops", 0.0, 1000.0),
 )
 #: the latency bound of window kernels (only PipeDream's pooling rows inform them)
 LATENCY_PARAMS: tuple[tuple[str, float, float], ...] = (
@@ -32,6 +35,6 @@ TC_PARAMS: tuple[tuple[str, float, float], ...] = (
     ("wgrad_split_efficiency_tensor_cores", 0.1, 1.0))
 #: numbers a simplex sees in other units, so that every coordinate is of order one
 UNIT = {"memory_latency_s": 1e-6, "sector_slots_per_sm": 100.0, "depthwise_output_flops": 100.0,
-        "depthwise_wgrad_flops": 10.0}
+        "depthwise_wgrad_flops": 10.0, "dgrad_atomic_flops": 100.0}
 #: (lower, upper) of every fp32 and latency number by name
 BOUNDS = {name: (lo, hi) for name, lo, hi in PARAMS + LATENCY_PARAMS}
