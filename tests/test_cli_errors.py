@@ -492,6 +492,9 @@ CASES2: list[tuple[str, str, int, str]] = [
     (P, "resnext50_32x4d -n 1 -s dp=1 --cudnn 4", 2, "'4' is not one of '5', '6', '7', '8', '9'"),
     ("plan", "resnext50_32x4d -n 8 --cudnn 10", 2, "'10' is not one of '5', '6', '7', '8', '9'"),
     ("explain", "resnext50_32x4d -n 1 -s dp=1 --cudnn seven", 2, "'seven' is not one of"),
+    ("scale", "resnext50_32x4d --gpus 1,8 --cudnn 4", 2, "'4' is not one of '5', '6', '7', '8', '9'"),
+    ("compare", "resnext50_32x4d -n 8 -H a100-80gb-dgx --cudnn 10", 2, "'10' is not one of '5', '6', '7', '8', '9'"),
+    ("export", "resnext50_32x4d -n 8 -s dp=8 -o {out}.py --cudnn 7.5", 2, "'7.5' is not one of '5', '6', '7',"),
 ]
 
 

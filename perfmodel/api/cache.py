@@ -25,6 +25,7 @@ class Baselines:
             hw.framework_reserve_bytes,
             ctx.precision,
             ctx.optimizer,
+            ctx.cudnn_major,
             batch,
         )
         if key not in self._memo:

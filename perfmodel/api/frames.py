@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
 from ..report.answers import answers_for
@@ -31,6 +32,7 @@ def predict_frame(
     global_batch: int | None = None,
     optimizer: str = "sgd",
     image_size: int | None = None,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     **what_if: Any,
 ) -> pd.DataFrame:
     """One row per plan in ``strategy`` (a spec or a list of specs): step, throughput, speedup,
@@ -38,8 +40,9 @@ def predict_frame(
 
     Accepts what :func:`~perfmodel.api.sweep` does, with ``strategy`` required (a spec string,
     a :class:`Strategy` or a list of them) and one ``hardware``; ``what_if`` keys change the
-    hardware profile in memory (see :func:`load_hardware`). Wrong kinds of argument raise
-    :class:`~perfmodel.errors.UsageError`.
+    hardware profile in memory (see :func:`load_hardware`); ``cudnn_major`` the cuDNN of the
+    run's framework (before 8, grouped convolutions run one kernel per group). Wrong kinds of
+    argument raise :class:`~perfmodel.errors.UsageError`.
     """
     specs = as_list(strategy)
     for spec in specs if specs is not None else [strategy]:
@@ -54,6 +57,7 @@ def predict_frame(
         global_batch=global_batch,
         optimizer=optimizer,
         image_size=image_size,
+        cudnn_major=cudnn_major,
     )
 
 
@@ -67,6 +71,7 @@ def plan_frame(
     image_size: int | None = None,
     top: int = 5,
     kinds: Sequence[str] | str | None = None,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     **what_if: Any,
 ) -> pd.DataFrame:
     """The ``top`` plans of a search, fastest first, with why each runner-up loses (SI units).
@@ -75,7 +80,9 @@ def plan_frame(
     1,000,000; ``hardware`` a profile name, path or :class:`Hardware`; ``precision`` fp32, tf32,
     amp or bf16; ``global_batch`` None (the default) or an integer from 1 to 1e9; ``optimizer``
     sgd or adam; ``top`` an integer from 1 to 1,000; ``kinds`` strategy kinds (a list or a
-    comma list; default every kind). ``what_if`` keys change the hardware profile in memory.
+    comma list; default every kind); ``cudnn_major`` the cuDNN of the run's framework (before 8,
+    grouped convolutions run one kernel per group). ``what_if`` keys change the hardware profile
+    in memory.
     ``speedup_x`` is the plan's own (:attr:`~perfmodel.strategies.Prediction.speedup_baseline`).
     Wrong kinds of argument raise :class:`~perfmodel.errors.UsageError`.
     """
@@ -93,6 +100,7 @@ def plan_frame(
         None,
         check_top(top),
         check_kinds(kinds) or available_kinds(),
+        check_cudnn_major(cudnn_major),
     )
     rows = []
     for i, (p, why) in enumerate(zip(r.plans, r.reasons, strict=True), 1):
@@ -121,5 +129,7 @@ def plan_frame(
         global_batch=r.global_batch,
         gpus=gpus,
         baseline=best.speedup_baseline,
+        cudnn_major=cudnn_major,
+        cudnn=best.assumptions["cudnn"],
     )
     return df

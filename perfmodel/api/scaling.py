@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
 from ..errors import NoFeasiblePlanError, UsageError
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
@@ -57,6 +58,7 @@ def scale(
     optimizer: str = "sgd",
     image_size: int | None = None,
     progress: Progress | None = None,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
 ) -> pd.DataFrame:
     """Predicted speedup against GPU count: for each strategy kind and count, its best plan.
 
@@ -66,7 +68,8 @@ def scale(
     it (accumulating gradients if it does not fit). ``best`` searches every kind.
     ``gpus_list`` is what :func:`parse_gpu_list` takes; ``strategies`` names from
     :data:`SCALE_STRATEGIES` (a list or a comma list); batches integers from 1 to 1e9 (at most
-    one); wrong kinds of argument raise :class:`~perfmodel.errors.UsageError`.
+    one); ``cudnn_major`` the run's cuDNN (:mod:`perfmodel.cost.grouped`, 5 to 9); wrong kinds
+    of argument raise :class:`~perfmodel.errors.UsageError`.
     A kind with no feasible plan at a count leaves a gap: NaN, with the ``reason``.
     Returns one row per (strategy, gpus); ``df.attrs`` holds the setting and the baseline.
     """
@@ -77,7 +80,7 @@ def scale(
     optimizer = check_optimizer(optimizer)
     net = load_model(model, image_size)
     hw = load_hardware(hardware)
-    ctx = context(net, hw, precision, optimizer)
+    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major)
     b1 = bpg if bpg is not None else gb
     assert b1 is not None
     one = one_gpu_step(ctx, b1)
@@ -107,6 +110,7 @@ def scale(
         hardware=hw.name,
         precision=precision,
         optimizer=optimizer,
+        cudnn_major=ctx.cudnn_major, cudnn=cudnn_assumption(ctx.cudnn_major),
         scaling="weak" if bpg is not None else "strong",
         batch_per_gpu=bpg,
         global_batch=gb,
@@ -144,7 +148,7 @@ def _best_of(
     if g > B and name in ("dp", "ps"):
         return gap_row(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU")
     try:
-        r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds)
+        r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major)
     except NoFeasiblePlanError as e:
         return gap_row(
             f"no {name} plan fits in {hw.device.memory_bytes / 2**30:.0f} GiB "

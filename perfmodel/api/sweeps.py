@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
 from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
@@ -38,6 +39,7 @@ def sweep(
     image_size: int | None = None,
     kinds: Sequence[str] | str | None = None,
     progress: Progress | None = None,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
 ) -> pd.DataFrame:
     """Price plans over the grid of every argument given as a list; one row per point.
 
@@ -45,7 +47,9 @@ def sweep(
     ``strategy`` spec strings or :class:`Strategy` objects (None: search); ``hardware`` profile
     names, ``.toml`` paths or :class:`Hardware`; ``precision`` one of fp32, tf32, amp, bf16;
     batches integers from 1 to 1e9 (at most one of the two); ``optimizer`` sgd or adam;
-    ``kinds`` strategy kinds as a list or a comma list. Anything else raises
+    ``kinds`` strategy kinds as a list or a comma list; ``cudnn_major`` one of
+    :data:`~perfmodel.cost.grouped.CUDNN_MAJORS` (the cuDNN of the run's framework: before 8,
+    grouped convolutions run one kernel per group; stated in ``df.attrs``). Anything else raises
     :class:`~perfmodel.errors.UsageError` (a what-if value out of range:
     :class:`~perfmodel.errors.ProfileError`) before any point is priced.
 
@@ -85,7 +89,7 @@ def sweep(
     rows = []
     for i, combo in enumerate(points):
         pt = {**fixed, **dict(zip(axes, combo, strict=True))}
-        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, optimizer, hw_cache, contexts)
+        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, (optimizer, cudnn_major), hw_cache, contexts)
         row: dict[str, Any] = {k: pt[k] for k in axes}
         row.update(model=net.name, hardware=ctx.hw.name, gpus=pt["gpus"], precision=pt["precision"])
         row.update(_point(ctx, net, pt, optimizer, search_kinds, base))
@@ -97,6 +101,7 @@ def sweep(
         model=net.name,
         image_size=net.image_size,
         optimizer=optimizer,
+        cudnn_major=int(cudnn_major), cudnn=cudnn_assumption(cudnn_major),
         scaling="weak" if global_batch is None else "strong",
     )
     return df
@@ -121,12 +126,12 @@ def _context_of(
     pt: Mapping[str, Any],
     changes: dict[str, Any],
     net: Network,
-    optimizer: str,
+    era: tuple[str, int],
     hw_cache: dict[tuple[Any, ...], Hardware],
     contexts: dict[tuple[int, str], Context],
 ) -> Context:
     """The pricing context of a point: its profile with the what-if ``changes`` and its
-    precision, each built once per sweep (the caches)."""
+    precision, under ``era`` (optimizer, cuDNN major), each built once per sweep (the caches)."""
     hkey = (
         id(pt["hardware"]) if isinstance(pt["hardware"], Hardware) else pt["hardware"],
         repr(sorted(changes.items())),
@@ -136,7 +141,7 @@ def _context_of(
     hw = hw_cache[hkey]
     ckey = (id(hw), pt["precision"])
     if ckey not in contexts:
-        contexts[ckey] = context(net, hw, pt["precision"], optimizer)
+        contexts[ckey] = context(net, hw, pt["precision"], era[0], cudnn_major=era[1])
     return contexts[ckey]
 
 
@@ -170,7 +175,7 @@ def _point(
     B = bpg * g if bpg is not None else gb
     try:
         if spec is None:
-            r = plan(net, g, ctx.hw, ctx.precision, B, optimizer, top=1, kinds=kinds)
+            r = plan(net, g, ctx.hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major)
             s = r.plans[0].strategy
         else:
             if isinstance(spec, str) and spec.strip().lower() == "dp":

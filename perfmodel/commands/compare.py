@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..errors import UsageError
 from ..hardware import PRECISIONS, load_hardware
 from ..network import get_model
@@ -18,7 +19,16 @@ from ..search.plan import default_global_batch
 from ..strategies import Prediction, predict
 from ..units import GIB
 from .answer_options import training_options, training_request
-from .common import chart_option, check_writable, emit, format_option, gpus_option, image_size_option, optimizer_option
+from .common import (
+    chart_option,
+    check_writable,
+    cudnn_option,
+    emit,
+    format_option,
+    gpus_option,
+    image_size_option,
+    optimizer_option,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -52,10 +62,11 @@ class Comparison:
 def compare(
     model: str, gpus: int, hardware: list[str], precisions: list[str], strategy: str = "best",
     batch_per_gpu: int | None = None, global_batch: int | None = None, optimizer: str = "sgd",
-    image_size: int | None = None,
+    image_size: int | None = None, cudnn_major: int = DEFAULT_CUDNN_MAJOR,
 ) -> Comparison:
     """Price ``model`` on ``gpus`` GPUs of every profile in ``hardware`` at every precision:
-    ``strategy`` (a spec) or ``best`` (the first row of :func:`~perfmodel.search.plan` on each)."""
+    ``strategy`` (a spec) or ``best`` (the first row of :func:`~perfmodel.search.plan` on each),
+    with grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`)."""
     if not hardware:
         raise UsageError("compare needs at least one --hardware profile (e.g. -H a100-80gb-dgx,h100-80gb-dgx)")
     if batch_per_gpu is not None and global_batch is not None:
@@ -65,10 +76,11 @@ def compare(
     for hw in hardware:
         for prec in precisions:
             if strategy == "best":
-                preds.append(plan(model, gpus, hw, prec, B, optimizer, image_size, top=1).plans[0])
+                preds.append(plan(model, gpus, hw, prec, B, optimizer, image_size, top=1,
+                                  cudnn_major=cudnn_major).plans[0])
             else:
                 preds.append(predict(model, gpus, strategy, hw, prec, None, B or default_global_batch(gpus),
-                                     optimizer, image_size))
+                                     optimizer, image_size, cudnn_major))
     return Comparison(preds[0].model, gpus, strategy, tuple(preds))
 
 
@@ -136,13 +148,14 @@ def _split(text: str) -> list[str]:
 @click.option("--batch-per-gpu", "-b", type=click.IntRange(min=1), default=None, help="Samples per GPU.")
 @click.option("--global-batch", "-B", type=click.IntRange(min=1), default=None, help="Samples per step.")
 @optimizer_option
+@cudnn_option
 @image_size_option
 @format_option
 @chart_option
 @training_options
 def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions: tuple[str, ...],
-                batch_per_gpu: int | None, global_batch: int | None, optimizer: str, image_size: int | None,
-                fmt: str, chart: Path | None, epochs: float | None, dataset_size: int | None,
+                batch_per_gpu: int | None, global_batch: int | None, optimizer: str, cudnn_major: int,
+                image_size: int | None, fmt: str, chart: Path | None, epochs: float | None, dataset_size: int | None,
                 price_per_gpu_hour: float | None, currency: str | None) -> None:
     """Compare MODEL on GPUS GPUs of several hardware profiles (and precisions), side by side.
 
@@ -154,7 +167,7 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
     if bad:
         raise UsageError(f"unknown precision {bad[0]!r} (valid: {', '.join(PRECISIONS)})")
     c = compare(model, gpus, _split(hardware), precs, strategy.strip(), batch_per_gpu, global_batch, optimizer,
-                image_size)
+                image_size, cudnn_major)
     if chart is not None:
         from ..report.charts import save_chart
 

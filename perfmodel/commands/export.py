@@ -17,6 +17,7 @@ from ..strategies.spec import parse_strategy
 from ..validation.measure import TORCH_MISSING
 from .common import (
     check_writable,
+    cudnn_option,
     emit,
     format_option,
     gpus_option,
@@ -87,13 +88,15 @@ def export_lines(e: ExportPlan, output: Path) -> list[str]:
 @click.option("--batch-per-gpu", "-b", type=int, default=None, help="Samples per GPU (global batch = this x GPUs).")
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
+@cudnn_option
 @image_size_option
 @model_input_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The program to write (.py); run it with torchrun.")
 @format_option
 def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
-               global_batch: int | None, optimizer: str, image_size: int | None, output: Path, fmt: str) -> None:
+               global_batch: int | None, optimizer: str, cudnn_major: int, image_size: int | None, output: Path,
+               fmt: str) -> None:
     """Write MODEL's plan as a PyTorch program (DDP, torch.distributed.pipelining) that trains it on
     synthetic data under torchrun, times it and writes the measured row for `perfmodel validate`.
 
@@ -104,9 +107,10 @@ def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: s
     if batch_per_gpu is None and global_batch is None:
         batch_per_gpu = 32
     check_exportable(parse_strategy(strategy, gpus))  # before pricing: say what is missing first
-    p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size)
+    p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
+                cudnn_major)
     e = export_prediction(p, hardware, output, model)
     if fmt == "json":
-        emit(to_json({"output": str(output), "plan": e.to_dict()}))
+        emit(to_json({"output": str(output), "plan": e.to_dict(), "assumptions": p.assumptions}))
     else:
-        emit("\n".join(export_lines(e, output)))
+        emit("\n".join([*export_lines(e, output), f"assumes:  cudnn: {p.assumptions['cudnn']}"]))

@@ -20,6 +20,7 @@ from .answer_options import training_options, training_request
 from .common import (
     chart_option,
     check_writable,
+    cudnn_option,
     emit,
     format_option,
     hardware_option,
@@ -138,6 +139,7 @@ def _progress() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
     "best = the best plan of any kind).",
 )
 @optimizer_option
+@cudnn_option
 @image_size_option
 @model_input_options
 @format_option
@@ -154,6 +156,7 @@ def scale_cmd(
     batch_per_gpu: int | None,
     strategies: str,
     optimizer: str,
+    cudnn_major: int,
     image_size: int | None,
     fmt: str,
     chart: Path | None,
@@ -200,6 +203,7 @@ def scale_cmd(
             optimizer=optimizer,
             image_size=image_size,
             progress=show,
+            cudnn_major=cudnn_major,
         )
     finally:
         close()
@@ -237,6 +241,7 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(render_frame(scale_table(df)))
         emit("")
         emit(f"speedup baseline: {a['baseline']}")
+        emit(f"cudnn: {a['cudnn']}")
         ok = df[df["interval_group"].notna()]
         labels = [f"{s} at {g}" for s, g in zip(ok["strategy"], ok["gpus"], strict=True)]
         runs = [int(n) for n in ok["interval_runs"].to_numpy(float)]
