@@ -22,7 +22,9 @@ tables:
 
 ``--write`` writes them into the profiles (:data:`WRITES`: a generation's profiles; Volta's
 numbers also into the Ampere/Hopper profiles, except those the Ampere/Hopper sets fit there
-themselves, :data:`OWN_SET`), each line with this command in a comment; sets are fitted in the
+themselves, :data:`OWN_SET`; Volta's tile intensity goes there as
+``tile_half_intensity_tensor_cores``, the one their borrowed tensor-core efficiencies were fitted
+with), each line with this command in a comment; sets are fitted in the
 order given, each on the profiles as the previous ones left them (fit volta-fp32 before
 volta-amp: the tensor-core fit uses the generation's shape-rule numbers). A set's trial values
 price every row on the row's own profile (its SMs, peaks and bandwidth).
@@ -345,6 +347,10 @@ def write(name: str, v: dict[str, float]) -> None:
                     text = _set_in_table(text, f"efficiency.compute.{prec}", key, val, note)
             elif prof in kernel_profiles and not _owned_elsewhere(name, prof, key):
                 text = _set_in_table(text, "efficiency.kernels", key, val, note)
+        if name == "volta-fp32" and prof in OWN_SET and "tile_half_intensity" in v:
+            # the tensor-core efficiencies these profiles borrow (volta-amp) are fitted with Volta's I_1/2
+            text = _set_in_table(text, "efficiency.kernels", "tile_half_intensity_tensor_cores",
+                                 v["tile_half_intensity"], f"{note} (Volta's tile_half_intensity)")
         load_hardware(prof)  # still a valid profile before it is replaced
         tmp = path.with_suffix(".toml.tmp")
         tmp.write_text(text, encoding="utf-8")

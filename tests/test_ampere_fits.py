@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import ModuleType
 
 import numpy as np
 import pytest
 from cli_helpers import load_file
 
+from perfmodel.hardware import load_hardware
 from perfmodel.validation.kernel_rows import NEUSIGHT_ELEMENTWISE_MIN_S, load_rows
 from perfmodel.validation.kernels import price_rows
 
@@ -34,7 +36,7 @@ def test_elementwise_rows_are_memory_bound_and_above_the_floor() -> None:
 def test_neutral_start_owes_nothing_to_the_shipped_fit(fit: ModuleType) -> None:
     free = fit.free_params("volta-fp32") + fit.LATENCY_PARAMS
     x0 = fit.neutral_start("fp32", free)
-    shipped = fit.load_hardware("v100-16gb-dgx1")
+    shipped = load_hardware("v100-16gb-dgx1")
     for (name, lo, hi), x in zip(free, x0, strict=True):
         v = x * fit.UNIT.get(name, 1.0)
         assert lo <= v <= hi, name
@@ -54,3 +56,23 @@ def test_volta_write_leaves_the_numbers_ampere_and_hopper_fit(fit: ModuleType) -
     assert not fit._owned_elsewhere("volta-fp32", "h200-141gb-dgx", "winograd_gain")
     assert not fit._owned_elsewhere("ampere-fp32", "a100-40gb-pcie", "winograd_gain")
     assert not fit._owned_elsewhere("volta-fp32", "v100-16gb-dgx1", "tile_half_intensity")
+
+
+def test_tensor_core_half_intensity_moves_only_tensor_core_kernels() -> None:
+    rows = [r for r in load_rows(("neusight",)) if r.op == "linear fwd" and "80GB" in r.gpu][:40]
+    prof = rows[0].profile
+    base = load_hardware(prof)
+    kernels = dataclasses.replace(base.kernels, tile_half_intensity_tensor_cores=60.0)
+    steeper = dataclasses.replace(base, kernels=kernels)
+    fp32 = [dataclasses.replace(r, precision="fp32") for r in rows]
+    tf32 = [dataclasses.replace(r, precision="tf32") for r in rows]
+    # CUDA-core (fp32) kernels ignore it; tensor-core (tf32) kernels get slower with a larger I_1/2
+    a, _ = price_rows(fp32, {prof: base}, before=False)
+    b, _ = price_rows(fp32, {prof: steeper}, before=False)
+    assert np.array_equal(a, b)
+    c, _ = price_rows(tf32, {prof: base}, before=False)
+    d, _ = price_rows(tf32, {prof: steeper}, before=False)
+    assert np.all(d >= c) and np.any(d > c)
+    assert kernels.half_intensity(True) == 60.0 and kernels.half_intensity(False) == base.kernels.tile_half_intensity
+    assert load_hardware("v100-16gb-dgx1").kernels.half_intensity(True) == load_hardware(
+        "v100-16gb-dgx1").kernels.tile_half_intensity

@@ -153,6 +153,17 @@ class KernelParams:
     #: tiles written and reduced, or atomically added); fitted per generation (defaults: V100's)
     wgrad_max_split: float = 17.0
     wgrad_tile_passes: float = 26.6
+    #: the tile intensity I_1/2 of tensor-core kernels (tf32, amp, bf16) where it differs from the
+    #: CUDA-core one above; None: the same. A tensor-core precision's conv/linear efficiencies are
+    #: fitted together with the shape rule's I_1/2 (scripts/fit_kernel_params.py volta-amp); a
+    #: profile borrowing another generation's tensor-core efficiencies keeps the I_1/2 they were
+    #: fitted with (Ampere/Hopper: Volta's), not its own CUDA-core fit's
+    tile_half_intensity_tensor_cores: float | None = None
+
+    def half_intensity(self, tensor_cores: bool) -> float:
+        """I_1/2 of the shape rule for kernels on tensor cores or on CUDA cores."""
+        tc = self.tile_half_intensity_tensor_cores
+        return tc if tensor_cores and tc is not None else self.tile_half_intensity
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
@@ -173,6 +184,8 @@ class KernelParams:
                   depthwise_output_flops=self.depthwise_output_flops,
                   depthwise_wgrad_flops=self.depthwise_wgrad_flops, wgrad_max_split=self.wgrad_max_split,
                   wgrad_tile_passes=self.wgrad_tile_passes)
+        if self.tile_half_intensity_tensor_cores is not None:
+            _in_range("efficiency.kernels", tile_half_intensity_tensor_cores=self.tile_half_intensity_tensor_cores)
 
 
 @dataclass(frozen=True)
