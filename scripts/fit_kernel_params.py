@@ -13,21 +13,29 @@ tables:
 * volta-amp: DeepBench V100 fp16 tensor-core convolutions and GEMMs (conv, linear, the
   tensor-core weight-gradient rate);
 * pascal-fp32: DeepBench P100 fp32 convolutions and GEMMs;
-* ampere-fp32, hopper-fp32: NeuSight's forward fp32 convolutions and linear layers on A100
-  (40/80GB PCIe) and H100 (linear only): conv and linear efficiencies of fp32 only.
+* ampere-fp32: NeuSight's forward fp32 3x3 convolutions, linear layers and element-wise
+  kernels on A100 (40/80GB PCIe): the fp32 conv, linear and memory efficiencies and the shape
+  numbers forward kernels inform (:data:`NEUSIGHT_FITS`: tile intensity, Winograd gain and
+  transform cost);
+* hopper-fp32: NeuSight's forward fp32 linear layers on H100 (no convolution or element-wise
+  rows): the fp32 linear efficiency and the tile intensity.
 
-``--write`` writes them into the profiles (:data:`WRITES`: a generation's profiles, and
-Volta's numbers into the Ampere/Hopper profiles, which have no training-kernel data), each
-line with this command in a comment; sets are fitted in the order given, each on the
-profiles as the previous ones left them (fit volta-fp32 before volta-amp: the tensor-core
-fit uses the generation's shape-rule numbers).
+``--write`` writes them into the profiles (:data:`WRITES`: a generation's profiles; Volta's
+numbers also into the Ampere/Hopper profiles, except those the Ampere/Hopper sets fit there
+themselves, :data:`OWN_SET`; Volta's tile intensity goes there as
+``tile_half_intensity_tensor_cores``, the one their borrowed tensor-core efficiencies were fitted
+with), each line with this command in a comment; sets are fitted in the
+order given, each on the profiles as the previous ones left them (fit volta-fp32 before
+volta-amp: the tensor-core fit uses the generation's shape-rule numbers). A set's trial values
+price every row on the row's own profile (its SMs, peaks and bandwidth).
 
 ``--report`` prints the fitted set's MAPE per GPU, precision and kernel (``perfmodel validate
 --kernels`` at the fitted values). Generalisation checks, never used to set a profile value:
 ``--split`` fits on the even problems of the set (a layer shape at a batch, with all its
 kernels) and scores the odd ones (and the reverse); ``--transfer volta-fp32:pascal-fp32`` fits
 on the first set and scores the second with the first's fitted numbers, only the second
-profile's own SM count, peaks and bandwidths changed; ``--leave-out-model nasnetalarge`` fits
+profile's own SM count, peaks and bandwidths changed (only the second set's kernel kinds the
+first set has rows of are scored); ``--leave-out-model nasnetalarge`` fits
 without that network's PipeDream rows and scores them (with ``--only``: the depthwise numbers
 fitted on one NASNet, scored on the other); ``--lomo`` (sets with PipeDream's rows)
 refits every number without each PipeDream model in turn and scores that model (:func:`lomo_check`,
@@ -46,7 +54,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from perfmodel.hardware import Hardware, load_hardware
+from perfmodel.hardware import Hardware, load_hardware, load_profile
 from perfmodel.validation.fit_bounds import LATENCY_PARAMS, PARAMS, TC_PARAMS, UNIT
 from perfmodel.validation.kernel_rows import KernelRow, load_rows
 from perfmodel.validation.kernels import price_rows
@@ -63,24 +71,37 @@ SETS = {
 #: numbers only PipeDream's rows inform (memory-bound kernels, depthwise convolutions): the
 #: fp32 sets without PipeDream's rows keep the profile's values
 PIPEDREAM_ONLY = ("memory", "depthwise_efficiency", "depthwise_output_flops", "depthwise_wgrad_flops")
-#: what NeuSight's forward-only kernels fit (conv and linear efficiencies)
-FORWARD_ONLY = ("conv", "linear")
+#: what NeuSight's forward-only kernels fit per set: the efficiencies of the kernel kinds it
+#: measured, the GEMM tile intensity (linear layers and implicit-GEMM convolutions) and, with
+#: 3x3 convolutions, the Winograd gain and transform cost; never the weight/data-gradient,
+#: depthwise or window-kernel (pooling latency) numbers, which no forward kernel there informs
+NEUSIGHT_FITS = {
+    "ampere-fp32": ("conv", "linear", "memory", "tile_half_intensity", "winograd_gain", "winograd_transform_flops"),
+    "hopper-fp32": ("linear", "tile_half_intensity"),
+}
 #: (the fitted numbers and their bounds, PARAMS, LATENCY_PARAMS, TC_PARAMS and UNIT, are in
 #: perfmodel.validation.fit_bounds; LATENCY_PARAMS are fitted only when named with --only)
 COMPUTE = ("conv", "linear", "memory")
 _V100 = ("v100-16gb-dgx1", "v100-32gb-dgx1", "v100-32gb-dgx2", "abci-v100-16gb")
-_LATER = ("a100-40gb-dgx", "a100-40gb-pcie", "a100-80gb-dgx", "a100-80gb-pcie", "h100-80gb-dgx", "h100-80gb-pcie",
-          "h200-141gb-dgx")
+_AMPERE = ("a100-40gb-dgx", "a100-40gb-pcie", "a100-80gb-dgx", "a100-80gb-pcie")
+_HOPPER = ("h100-80gb-dgx", "h100-80gb-pcie", "h200-141gb-dgx")
+_LATER = _AMPERE + _HOPPER
+#: profile -> the set that fits its own generation's numbers (NEUSIGHT_FITS): Volta's --write
+#: leaves those keys alone there
+OWN_SET = {**{p: "ampere-fp32" for p in _AMPERE}, **{p: "hopper-fp32" for p in _HOPPER}}
 #: ``--write``: set -> ({profile: precisions whose compute efficiencies it sets}, profiles whose
 #: [efficiency.kernels] numbers it sets). Volta's precisions without their own units (tf32,
-#: bf16) run as fp32; Ampere and Hopper have no training-kernel data, so their shape-rule
-#: numbers and 16-bit tensor-core efficiencies are the Volta fit's (said in their sources).
-#: The NeuSight forward-only sets (ampere-fp32, hopper-fp32) are printed, not written.
+#: bf16) run as fp32; Ampere and Hopper have no training-kernel data, so their gradient and
+#: depthwise numbers are the Volta fit's (said in their sources), their forward shape numbers
+#: and fp32 efficiencies their own NeuSight fit's (the memory efficiency too, on Ampere: every
+#: precision's, as on Volta).
 WRITES: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
     "volta-fp32": ({p: ("fp32", "tf32", "bf16") for p in _V100}, _V100 + _LATER),
     "volta-amp": ({**{p: ("amp",) for p in _V100}, **{p: ("amp", "bf16") for p in _LATER}}, _V100 + _LATER),
     "pascal-fp32": ({p: ("fp32", "tf32", "amp", "bf16") for p in ("p100-16gb-nvlink", "p40-24gb-pcie")},
                     ("p100-16gb-nvlink", "p40-24gb-pcie")),
+    "ampere-fp32": ({p: ("fp32",) for p in _AMPERE}, _AMPERE),
+    "hopper-fp32": ({p: ("fp32",) for p in _HOPPER}, _HOPPER),
 }
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "hardware_profiles"
 
@@ -100,8 +121,14 @@ def free_params(name: str) -> tuple[tuple[str, float, float], ...]:
     if "pipedream" in sources:
         return PARAMS
     if sources == ("neusight",):
-        return tuple(p for p in PARAMS if p[0] in FORWARD_ONLY)
+        return tuple(p for p in PARAMS if p[0] in NEUSIGHT_FITS[name])
     return tuple(p for p in PARAMS if p[0] not in PIPEDREAM_ONLY) if precision == "fp32" else TC_PARAMS
+
+
+def priced(rows: Sequence[KernelRow], precision: str, v: dict[str, float]) -> np.ndarray:
+    """Predicted seconds of ``rows``, each on its own profile with the numbers ``v``."""
+    profiles = {r.profile: with_values(load_hardware(r.profile), precision, v) for r in rows}
+    return price_rows(rows, profiles, before=False)[0]
 
 
 def with_values(hw0: Hardware, precision: str, v: dict[str, float]) -> Hardware:
@@ -112,11 +139,32 @@ def with_values(hw0: Hardware, precision: str, v: dict[str, float]) -> Hardware:
     return dataclasses.replace(hw0, compute=comp, kernels=kern)
 
 
+def neutral_start(precision: str, free: Sequence[tuple[str, float, float]]) -> list[float]:
+    """A starting point owing nothing to a fit on the scored rows: the template profile's
+    analytical compute efficiencies at ``precision`` (hardware_profiles/template.toml: fp32 CUDA
+    cores, or the tensor-core defaults for the other precisions) and every other number at the
+    middle of its bounds (the geometric middle where the bounds span more than a decade: a
+    latency, a slot count, a split cap), in the optimiser's units (:data:`UNIT`). The template's
+    ``[efficiency.kernels]`` values are not used: they are the Volta fit (KernelParams defaults)."""
+    tmpl = load_profile(PROFILE_DIR / "template.toml").compute["fp32" if precision == "fp32" else "amp"]
+    x0 = []
+    for name, lo, hi in free:
+        if name in COMPUTE:
+            v = float(getattr(tmpl, name))
+        else:
+            v = float(np.sqrt(lo * hi)) if lo > 0 and hi > 10 * lo else (lo + hi) / 2
+        x0.append(v / UNIT.get(name, 1.0))
+    return x0
+
+
 def fit(
-    name: str, rows: Sequence[KernelRow] | None = None, quiet: bool = False, only: tuple[str, ...] = ()
+    name: str, rows: Sequence[KernelRow] | None = None, quiet: bool = False, only: tuple[str, ...] = (),
+    neutral: bool = False,
 ) -> dict[str, float]:
     """The set's free numbers (those in ``only`` if given) minimising the source-weighted mean
-    |log(pred / meas)| over ``rows``."""
+    |log(pred / meas)| over ``rows``, started from the profile's values, or with ``neutral`` (every
+    held-out check) from :func:`neutral_start`, so that a fit on part of the rows does not lean
+    toward the shipped values fitted on all of them."""
     profile, precision, sources, _ = SETS[name]
     rows = list(set_rows(name) if rows is None else rows)
     meas = np.array([r.measured_s for r in rows])
@@ -132,16 +180,17 @@ def fit(
         return {p[0]: float(np.clip(v * UNIT.get(p[0], 1.0), p[1], p[2])) for p, v in zip(free, x, strict=True)}
 
     def loss(x: np.ndarray) -> float:
-        pred, _ = price_rows(rows, {profile: with_values(hw0, precision, at(x))}, before=False)
+        pred = priced(rows, precision, at(x))
         return float(np.sum(weight * np.abs(np.log(pred / meas))))
 
-    x0 = [(getattr(hw0.compute[precision], p[0]) if p[0] in COMPUTE else getattr(hw0.kernels, p[0]))
-          / UNIT.get(p[0], 1.0) for p in free]
+    x0 = neutral_start(precision, free) if neutral else [
+        (getattr(hw0.compute[precision], p[0]) if p[0] in COMPUTE else getattr(hw0.kernels, p[0]))
+        / UNIT.get(p[0], 1.0) for p in free]
     sol = minimize(loss, np.array(x0, dtype=float), method="Nelder-Mead",
                    options={"maxiter": 1000, "xatol": 1e-3, "fatol": 1e-4})
     v = at(sol.x)
     if not quiet:
-        pred, _ = price_rows(rows, {profile: with_values(hw0, precision, v)}, before=False)
+        pred = priced(rows, precision, v)
         mape = float(np.mean(np.abs(pred - meas) / meas) * 100)
         print(f"{name}: {len(rows)} rows, mean |log ratio| {sol.fun:.3f}, MAPE {mape:.1f}%")
         for k, val in v.items():
@@ -155,9 +204,9 @@ def _kind(r: KernelRow) -> str:
     return r.op if r.source == "neusight" else f"{r.op.split(' ')[0]} {r.what[6:]}"
 
 
-def mape_by_kind(rows: Sequence[KernelRow], hw: Hardware) -> dict[str, tuple[int, float]]:
-    """(rows, MAPE %) per source and kernel kind of ``rows`` priced on ``hw`` (every row's profile)."""
-    pred, _ = price_rows(rows, {r.profile: hw for r in rows}, before=False)
+def mape_by_kind(rows: Sequence[KernelRow], precision: str, v: dict[str, float]) -> dict[str, tuple[int, float]]:
+    """(rows, MAPE %) per source and kernel kind of ``rows``, each priced on its own profile with ``v``."""
+    pred = priced(rows, precision, v)
     err: dict[str, list[float]] = defaultdict(list)
     for r, p in zip(rows, pred, strict=True):
         err[f"{r.source} {_kind(r)}"].append(abs(p / r.measured_s - 1))
@@ -169,8 +218,7 @@ def _print_scores(title: str, scores: dict[str, tuple[int, float]]) -> None:
 
 
 def report(name: str, v: dict[str, float]) -> None:
-    profile, precision, _, _ = SETS[name]
-    _print_scores("in-sample", mape_by_kind(set_rows(name), with_values(load_hardware(profile), precision, v)))
+    _print_scores("in-sample", mape_by_kind(set_rows(name), SETS[name][1], v))
 
 
 def _problem(r: KernelRow) -> tuple[object, ...]:
@@ -182,24 +230,27 @@ def _problem(r: KernelRow) -> tuple[object, ...]:
 def split_check(name: str) -> None:
     """Fit on the even problems (a layer shape at a batch, all its kernels) and score the odd
     ones, then the reverse (numbers never written)."""
-    profile, precision, _, _ = SETS[name]
+    precision = SETS[name][1]
     rows = set_rows(name)
     order: dict[tuple[object, ...], int] = {}
     for r in rows:
         order.setdefault(_problem(r), len(order))
     half = [[r for r in rows if order[_problem(r)] % 2 == lo] for lo in (0, 1)]
     for lo in (0, 1):
-        v = fit(name, half[lo], quiet=True)
+        v = fit(name, half[lo], quiet=True, neutral=True)
         _print_scores(f"fit on {'even' if lo == 0 else 'odd'} problems, scored on the others",
-                      mape_by_kind(half[1 - lo], with_values(load_hardware(profile), precision, v)))
+                      mape_by_kind(half[1 - lo], precision, v))
 
 
 def transfer_check(src: str, dst: str) -> None:
-    """Score ``dst``'s rows with ``src``'s fitted numbers on ``dst``'s own profile (SMs, peaks, bandwidth)."""
-    v = fit(src, quiet=True)
-    profile, precision, _, _ = SETS[dst]
-    _print_scores(f"{src} numbers on {dst}", mape_by_kind(set_rows(dst), with_values(load_hardware(profile),
-                                                                                   precision, v)))
+    """Score ``dst``'s rows with ``src``'s fitted numbers on ``dst``'s own profile (SMs, peaks,
+    bandwidth): only the kernel kinds ``src`` has rows of (the others' numbers ``src`` never fits)."""
+    v = fit(src, quiet=True, neutral=True)
+    kinds = {_kind(r) for r in set_rows(src)}
+    rows = [r for r in set_rows(dst) if _kind(r) in kinds]
+    if not rows:
+        raise SystemExit(f"--transfer: {dst} has no kernel kind {src} is fitted on ({', '.join(sorted(kinds))})")
+    _print_scores(f"{src} numbers on {dst}", mape_by_kind(rows, SETS[dst][1], v))
 
 
 def leave_out_check(name: str, model: str, only: tuple[str, ...]) -> None:
@@ -212,7 +263,7 @@ def leave_out_check(name: str, model: str, only: tuple[str, ...]) -> None:
     if not held:
         models = sorted({r.model for r in rows if r.model})
         raise SystemExit(f"--leave-out-model: {name} has no rows of {model!r}; its models: {', '.join(models)}")
-    v = fit(name, [r for r in rows if r.model != model], quiet=True, only=only)
+    v = fit(name, [r for r in rows if r.model != model], quiet=True, only=only, neutral=True)
     print(f"  fitted without {model}: " + ", ".join(f"{k} = {x:.3g}" for k, x in v.items()))
     pred, _ = price_rows(held, {profile: with_values(load_hardware(profile), precision, v)}, before=False)
     err: dict[str, list[float]] = defaultdict(list)
@@ -240,7 +291,8 @@ def lomo_check(name: str) -> None:
         others = [r for r in pipe if r.model != m]
         shipped = derive(others, hw0, refit=())
         train, _ = with_numbers(others, hw0, shipped)
-        hw = with_values(hw0, precision, fit(name, [r for r in rows if r.source != "pipedream"] + train, quiet=True))
+        hw = with_values(hw0, precision, fit(name, [r for r in rows if r.source != "pipedream"] + train, quiet=True,
+                                              neutral=True))
         idx = [i for i, r in enumerate(pipe) if r.model == m]
         scored, h = with_numbers([pipe[i] for i in idx], hw, derive(others, hw, refit=()))
         pred_out[idx], _ = price_rows(scored, {profile: h}, before=False)
@@ -271,6 +323,12 @@ def _set_in_table(text: str, table: str, key: str, value: float, note: str) -> s
     return text[:head.end()] + body + text[end:]
 
 
+def _owned_elsewhere(name: str, prof: str, key: str) -> bool:
+    """Whether ``key`` of profile ``prof`` is fitted by the profile's own generation's set, not ``name``."""
+    own = OWN_SET.get(prof)
+    return own is not None and own != name and key in NEUSIGHT_FITS[own]
+
+
 def write(name: str, v: dict[str, float]) -> None:
     """Write ``name``'s fitted numbers into the profiles :data:`WRITES` lists, each with the command."""
     if name not in WRITES:
@@ -287,8 +345,12 @@ def write(name: str, v: dict[str, float]) -> None:
                     else compute_profiles.get(prof, ())
                 for prec in precs:
                     text = _set_in_table(text, f"efficiency.compute.{prec}", key, val, note)
-            elif prof in kernel_profiles:
+            elif prof in kernel_profiles and not _owned_elsewhere(name, prof, key):
                 text = _set_in_table(text, "efficiency.kernels", key, val, note)
+        if name == "volta-fp32" and prof in OWN_SET and "tile_half_intensity" in v:
+            # the tensor-core efficiencies these profiles borrow (volta-amp) are fitted with Volta's I_1/2
+            text = _set_in_table(text, "efficiency.kernels", "tile_half_intensity_tensor_cores",
+                                 v["tile_half_intensity"], f"{note} (Volta's tile_half_intensity)")
         load_hardware(prof)  # still a valid profile before it is replaced
         tmp = path.with_suffix(".toml.tmp")
         tmp.write_text(text, encoding="utf-8")

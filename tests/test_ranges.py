@@ -54,6 +54,7 @@ FIELDS = {
     "sector_slots_per_sm": "efficiency.kernels.sector_slots_per_sm",
     "depthwise_output_flops": "efficiency.kernels.depthwise_output_flops",
     "depthwise_wgrad_flops": "efficiency.kernels.depthwise_wgrad_flops",
+    "tile_half_intensity_tensor_cores": "efficiency.kernels.tile_half_intensity_tensor_cores",
 }
 
 

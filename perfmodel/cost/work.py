@@ -7,7 +7,7 @@ applied to the kernels of :mod:`perfmodel.cost.kernels` at ``batch`` samples on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -98,6 +98,8 @@ def kernel_work(
     cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`).
     """
     scale = np.asarray(scale, dtype=float)
+    if tensor_cores and kp.tile_half_intensity_tensor_cores is not None:  # the shape rule's I_1/2 on tensor cores
+        kp = replace(kp, tile_half_intensity=kp.half_intensity(True))
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
     gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
     pad = np.where(lk.c_in > 0, pad_channels(lk.c_in, tensor_cores) / np.maximum(lk.c_in, 1), 1.0)

@@ -156,6 +156,17 @@ class KernelParams:
     #: FLOP-equivalents at the matmul peak of one atomic add of a data gradient computed as a sum
     #: of products (perfmodel.cost.work); fitted per generation (default: V100's)
     dgrad_atomic_flops: float = 30.0
+    #: the tile intensity I_1/2 of tensor-core kernels (tf32, amp, bf16) where it differs from the
+    #: CUDA-core one above; None: the same. A tensor-core precision's conv/linear efficiencies are
+    #: fitted together with the shape rule's I_1/2 (scripts/fit_kernel_params.py volta-amp); a
+    #: profile borrowing another generation's tensor-core efficiencies keeps the I_1/2 they were
+    #: fitted with (Ampere/Hopper: Volta's), not its own CUDA-core fit's
+    tile_half_intensity_tensor_cores: float | None = None
+
+    def half_intensity(self, tensor_cores: bool) -> float:
+        """I_1/2 of the shape rule for kernels on tensor cores or on CUDA cores."""
+        tc = self.tile_half_intensity_tensor_cores
+        return tc if tensor_cores and tc is not None else self.tile_half_intensity
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
@@ -176,6 +187,8 @@ class KernelParams:
                   depthwise_output_flops=self.depthwise_output_flops,
                   depthwise_wgrad_flops=self.depthwise_wgrad_flops, wgrad_max_split=self.wgrad_max_split,
                   wgrad_tile_passes=self.wgrad_tile_passes, dgrad_atomic_flops=self.dgrad_atomic_flops)
+        if self.tile_half_intensity_tensor_cores is not None:
+            _in_range("efficiency.kernels", tile_half_intensity_tensor_cores=self.tile_half_intensity_tensor_cores)
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,8 @@ def profile_toml(
         if p in notes:
             items.append(("source", notes[p]))
         lines += _table(f"efficiency.compute.{p}", items)
-    kernels: list[tuple[str, object]] = [(f.name, getattr(hw.kernels, f.name)) for f in fields(hw.kernels)]
+    kernels: list[tuple[str, object]] = [(f.name, getattr(hw.kernels, f.name)) for f in fields(hw.kernels)
+                                         if getattr(hw.kernels, f.name) is not None]  # None: an optional key absent
     lines += _table("efficiency.kernels", kernels + [("source", s.get("kernels", "from the base profile"))])
     coll: list[tuple[str, object]] = [(f.name, getattr(hw.collectives, f.name)) for f in fields(hw.collectives)]
     lines += _table("collectives", coll + [("source", s.get("collectives", "from the base profile"))])

@@ -3,9 +3,10 @@
 Files (``perfmodel/data/kernels_*.csv``; provenance in ``perfmodel/data/KERNELS.md``):
 DeepBench convolution (forward, backward-data, backward-filter) and GEMM kernels on P100 and
 V100; PipeDream's per-layer forward and backward times of 11 CNNs in PyTorch training (V100,
-fp32); NeuSight forward convolution and linear kernels on P100, V100, A100 and H100 (fp32,
-TF32 off). Each measured time becomes a :class:`KernelRow`: a one-layer problem, which kernel
-(or phase) was timed, the profile and precision that price it, and the seconds measured.
+fp32); NeuSight forward convolution and linear kernels on P100, V100, A100 and H100, and
+element-wise kernels (relu, add, mul) on A100 (fp32, TF32 off). Each measured time becomes a
+:class:`KernelRow`: a one-layer problem, which kernel (or phase) was timed, the profile and
+precision that price it, and the seconds measured.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "PIPEDREAM_FWD_OVERHEAD_S",
     "PIPEDREAM_BWD_OVERHEAD_S",
     "PIPEDREAM_MIN_S",
+    "NEUSIGHT_ELEMENTWISE_MIN_S",
     "PIPEDREAM_FWD_PROLOGUE_S",
     "SOURCES",
     "module_host_s",
@@ -52,6 +54,11 @@ PIPEDREAM_FWD_PROLOGUE_S = 0.103e-3
 #: PipeDream rows whose time after removing that overhead is below this are not scored: the
 #: overhead estimate's own uncertainty (tens of microseconds) would dominate their error.
 PIPEDREAM_MIN_S = 0.1e-3
+
+#: NeuSight's element-wise rows below this are not scored: their CUDA-event window holds the
+#: op's host dispatch, a floor of 25-32 us (the A100-PCIE-40GB relu/add/mul rows up to ~2.4M
+#: elements all take 26-33 us, kernels_neusight_elementwise.csv), which would dominate them.
+NEUSIGHT_ELEMENTWISE_MIN_S = 0.1e-3
 
 #: GPU name in each file -> (shipped profile, note). The profile is the closest shipped one;
 #: PCIe V100/P100 cards have ~10% lower clocks than the SXM2 profiles (said in the report).
@@ -337,6 +344,16 @@ def _neusight() -> Iterator[KernelRow]:
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "linear fwd", "fwd",
                         linear_layer(int(d["N"]), int(d["K"])), True, rows, float(d["latency_ms"]) * 1e-3,
                         cudnn_major=CUDNN_MAJOR["neusight"])
+    for d in _open("kernels_neusight_elementwise.csv"):
+        # one PyTorch element-wise kernel on a (B, H) fp32 tensor: relu, or add/mul of two tensors
+        if float(d["latency_ms"]) * 1e-3 < NEUSIGHT_ELEMENTWISE_MIN_S:
+            continue
+        n = int(d["B"]) * int(d["H"])
+        op = d["op"]
+        layer = (Layer(name="relu", kind="act", inputs=("x",), in_shapes=((n,),), out_shape=(n,), fn="relu")
+                 if op == "relu" else _elems_layer(op, n, 2))
+        yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", f"{op} fwd", "layer_fwd", layer, False,
+                        1, float(d["latency_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR["neusight"])
 
 
 def load_rows(sources: tuple[str, ...] = SOURCES) -> list[KernelRow]:
