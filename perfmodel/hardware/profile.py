@@ -154,7 +154,9 @@ class KernelParams:
     wgrad_max_split: float = 17.0
     wgrad_tile_passes: float = 26.6
     #: FLOP-equivalents at the matmul peak of one atomic add of a data gradient computed as a sum
-    #: of products (perfmodel.cost.work); fitted per generation (default: V100's)
+    #: of products (perfmodel.cost.work); fitted on the P100 (144); the default is not fitted: the
+    #: V100's DeepBench rows leave it undetermined (fitted alone it ran to 736 with no MAPE gain;
+    #: 29.8 in a full volta-fp32 refit), so V100 and later profiles keep 30
     dgrad_atomic_flops: float = 30.0
     #: the tile intensity I_1/2 of tensor-core kernels (tf32, amp, bf16) where it differs from the
     #: CUDA-core one above; None: the same. A tensor-core precision's conv/linear efficiencies are
