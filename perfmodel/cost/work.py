@@ -7,7 +7,7 @@ applied to the kernels of :mod:`perfmodel.cost.kernels` at ``batch`` samples on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -98,8 +98,7 @@ def kernel_work(
     cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`).
     """
     scale = np.asarray(scale, dtype=float)
-    if tensor_cores and kp.tile_half_intensity_tensor_cores is not None:  # the shape rule's I_1/2 on tensor cores
-        kp = replace(kp, tile_half_intensity=kp.half_intensity(True))
+    half = kp.half_intensity(tensor_cores)  # the shape rule's I_1/2 on these cores
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
     gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
     pad = np.where(lk.c_in > 0, pad_channels(lk.c_in, tensor_cores) / np.maximum(lk.c_in, 1), 1.0)
@@ -120,11 +119,11 @@ def kernel_work(
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
         split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
         rules = _slot_rules(lk, kp, s, split_eff)
-        shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=kp.tile_half_intensity,
+        shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half,
                         split_k=split_k, **rules)  # of the groups one kernel covers
         eff = looped_efficiency(shape, lk.groups, kg)
         if s == "dgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
-            eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp, kg))
+            eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp, kg, half))
         implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
         # Winograd: the reduced GEMMs plus the transforms, whose cost grows with C + K per output
         # pixel (npq: the GEMM's batch-growing side); cudnnFind keeps the faster of the two
@@ -168,7 +167,7 @@ def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, split_eff: float) ->
 
 
 def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pad: np.ndarray,
-                          kp: KernelParams, kg: np.ndarray) -> np.ndarray:
+                          kp: KernelParams, kg: np.ndarray, half: float) -> np.ndarray:
     """Shape efficiency of the data gradient as a sum of matrix products (``dgrad_sum_n`` x
     ``dgrad_sum_k``, :func:`~perfmodel.cost.kernels.layer_kernels`), relative to the implicit
     view's FLOPs ``direct``: it does the forward's FLOPs, not the zero-inserted data gradient's
@@ -180,12 +179,12 @@ def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, p
     SMs'; NVIDIA CUDA C++ Programming Guide, "Atomic Functions"). Per FLOP that is
     ``dgrad_atomic_flops / (2 K)``: a product over few filters ``K`` (a 1-channel first layer's
     ``n = R*S`` columns, DeepSpeech's 32-filter 5x10 layers) is bound by its atomics. Zero where
-    the layer has no such view; ``kg`` the groups one kernel covers."""
+    the layer has no such view; ``kg`` the groups one kernel covers, ``half`` the shape rule's I_1/2."""
     n, k = lk.dgrad_sum_n * pad, lk.dgrad_sum_k
     has = n > 0
     n, k = np.where(has, n, 1.0), np.where(has, k, 1.0)
-    shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=kp.tile_half_intensity,
-                    split_k=False, store_passes=2.0)
+    shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half, split_k=False,
+                    store_passes=2.0)
     eff = looped_efficiency(shape, lk.groups, kg)
     own = 2 * lk.groups * m * n * k
     seconds_like = own / eff + kp.dgrad_atomic_flops * lk.groups * m * n  # effective FLOPs
