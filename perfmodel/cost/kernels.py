@@ -146,9 +146,9 @@ def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
     c, kk = layer.in_shape[0], layer.out_shape[0]
     area = math.prod(layer.kernel)
     in_sp, out_sp = numel(layer.in_shape[1:]), numel(layer.out_shape[1:])
-    dgrad = dgrad_work_factor(layer.kernel, layer.stride)
     act = numel(layer.in_shape) + layer.out_elems
     if layer.kind == "conv_transpose":  # forward is a conv's data gradient and vice versa
+        dgrad = dgrad_work_factor(layer.kernel, layer.stride)
         views = {"fwd": (out_sp, kk / g, c / g * area * dgrad, True, act),
                  "wgrad": (c / g, kk / g * area, in_sp, False, act)}
         if not first:
