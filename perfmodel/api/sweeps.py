@@ -89,7 +89,7 @@ def sweep(
     rows = []
     for i, combo in enumerate(points):
         pt = {**fixed, **dict(zip(axes, combo, strict=True))}
-        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, (optimizer, cudnn_major), hw_cache, contexts)
+        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, optimizer, cudnn_major, hw_cache, contexts)
         row: dict[str, Any] = {k: pt[k] for k in axes}
         row.update(model=net.name, hardware=ctx.hw.name, gpus=pt["gpus"], precision=pt["precision"])
         row.update(_point(ctx, net, pt, optimizer, search_kinds, base))
@@ -126,12 +126,13 @@ def _context_of(
     pt: Mapping[str, Any],
     changes: dict[str, Any],
     net: Network,
-    era: tuple[str, int],
+    optimizer: str,
+    cudnn_major: int,
     hw_cache: dict[tuple[Any, ...], Hardware],
     contexts: dict[tuple[int, str], Context],
 ) -> Context:
     """The pricing context of a point: its profile with the what-if ``changes`` and its
-    precision, under ``era`` (optimizer, cuDNN major), each built once per sweep (the caches)."""
+    precision, with ``optimizer`` and ``cudnn_major``, each built once per sweep (the caches)."""
     hkey = (
         id(pt["hardware"]) if isinstance(pt["hardware"], Hardware) else pt["hardware"],
         repr(sorted(changes.items())),
@@ -141,7 +142,7 @@ def _context_of(
     hw = hw_cache[hkey]
     ckey = (id(hw), pt["precision"])
     if ckey not in contexts:
-        contexts[ckey] = context(net, hw, pt["precision"], era[0], cudnn_major=era[1])
+        contexts[ckey] = context(net, hw, pt["precision"], optimizer, cudnn_major=cudnn_major)
     return contexts[ckey]
 
 
