@@ -21,6 +21,7 @@ A row none of these match is priced with the default (:data:`~perfmodel.cost.gro
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR, FIRST_GROUPED_KERNEL_MAJOR
 from .measurements import Measurement
@@ -39,7 +40,13 @@ _COMMITS = {"729963dd": 8, "7bdfc81d": 8, "f0ef8493": 7, "a1b4ee25": 7}
 
 def cudnn_major_from_text(*texts: str) -> int | None:
     """The cuDNN major version ``texts`` state (module docstring, rules 1-4), or None."""
-    text = " ".join(texts)
+    return _major_in(" ".join(texts))
+
+
+@lru_cache(maxsize=1024)
+def _major_in(text: str) -> int | None:
+    """:func:`cudnn_major_from_text` of one string, parsed once per distinct text (a measurement
+    file repeats a source and its notes over many rows)."""
     m = _EXPLICIT.search(text)
     if m and int(m.group(1)) in CUDNN_MAJORS:
         return int(m.group(1))
