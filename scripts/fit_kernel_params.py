@@ -1,8 +1,9 @@
 """Fit the kernel model's few global numbers per GPU generation to the shipped kernel data.
 
 Usage: ``python scripts/fit_kernel_params.py [SET ...] [--only NAME,...] [--write] [--report] [--split]
-[--transfer FROM:TO] [--leave-out-model MODEL] [--lomo]`` (``--only memory``: fit just those numbers,
-the others kept at the profile's)
+[--transfer FROM:TO] [--leave-out-model MODEL] [--lomo] [--starts N]`` (``--only memory``: fit just
+those numbers, the others kept at the profile's; ``--starts 8``: seven more seeded starts inside
+the bounds, the best optimum kept)
 
 For each generation, minimises the mean |log(predicted / measured)| over all rows of its
 sources (never per row) with Nelder-Mead, and prints the values to write into the profiles'
@@ -58,6 +59,7 @@ from perfmodel.hardware import Hardware, load_hardware, load_profile
 from perfmodel.validation.fit_bounds import LATENCY_PARAMS, PARAMS, TC_PARAMS, UNIT
 from perfmodel.validation.kernel_rows import KernelRow, load_rows
 from perfmodel.validation.kernels import price_rows
+from perfmodel.validation.multistart import best_of, start_points
 from perfmodel.validation.pipedream_lomo import derive, with_numbers
 
 SETS = {
@@ -159,12 +161,13 @@ def neutral_start(precision: str, free: Sequence[tuple[str, float, float]]) -> l
 
 def fit(
     name: str, rows: Sequence[KernelRow] | None = None, quiet: bool = False, only: tuple[str, ...] = (),
-    neutral: bool = False,
+    neutral: bool = False, starts: int = 1,
 ) -> dict[str, float]:
     """The set's free numbers (those in ``only`` if given) minimising the source-weighted mean
     |log(pred / meas)| over ``rows``, started from the profile's values, or with ``neutral`` (every
     held-out check) from :func:`neutral_start`, so that a fit on part of the rows does not lean
-    toward the shipped values fitted on all of them."""
+    toward the shipped values fitted on all of them; with ``starts`` > 1 also from that many - 1
+    seeded points inside the bounds (:mod:`perfmodel.validation.multistart`), keeping the best."""
     profile, precision, sources, _ = SETS[name]
     rows = list(set_rows(name) if rows is None else rows)
     meas = np.array([r.measured_s for r in rows])
@@ -186,13 +189,20 @@ def fit(
     x0 = neutral_start(precision, free) if neutral else [
         (getattr(hw0.compute[precision], p[0]) if p[0] in COMPUTE else getattr(hw0.kernels, p[0]))
         / UNIT.get(p[0], 1.0) for p in free]
-    sol = minimize(loss, np.array(x0, dtype=float), method="Nelder-Mead",
-                   options={"maxiter": 1000, "xatol": 1e-3, "fatol": 1e-4})
-    v = at(sol.x)
+    def local(start: np.ndarray) -> tuple[np.ndarray, float]:
+        sol = minimize(loss, start, method="Nelder-Mead", options={"maxiter": 1000, "xatol": 1e-3, "fatol": 1e-4})
+        return sol.x, float(sol.fun)
+
+    bounds = [(p[1] / UNIT.get(p[0], 1.0), p[2] / UNIT.get(p[0], 1.0)) for p in free]
+    best = best_of(local, start_points(x0, bounds, starts))
+    v = at(best.x)
     if not quiet:
         pred = priced(rows, precision, v)
         mape = float(np.mean(np.abs(pred - meas) / meas) * 100)
-        print(f"{name}: {len(rows)} rows, mean |log ratio| {sol.fun:.3f}, MAPE {mape:.1f}%")
+        print(f"{name}: {len(rows)} rows, mean |log ratio| {best.loss:.3f}, MAPE {mape:.1f}%")
+        if starts > 1:
+            print(f"  {starts} starts, losses " + " ".join(f"{x:.4f}" for x in best.start_losses)
+                  + f"; best from start {best.best_start} (0 = {'neutral' if neutral else 'profile'} values)")
         for k, val in v.items():
             print(f"  {k} = {val:.3g}")
     return v
@@ -367,10 +377,14 @@ def main() -> None:
     ap.add_argument("--lomo", action="store_true", help="leave-one-model-out over PipeDream's models (slow)")
     ap.add_argument("--write", action="store_true", help="write the fitted numbers into the profiles (WRITES)")
     ap.add_argument("--only", metavar="NAME,...", default="", help="fit just these numbers (e.g. memory)")
+    ap.add_argument("--starts", type=int, default=1, metavar="N",
+                    help="also start from N - 1 seeded points inside the bounds, keep the best (default 1)")
     ap.add_argument("--leave-out-model", metavar="MODEL", default="",
                     help="fit without MODEL's rows (PipeDream network), score them per op")
     a = ap.parse_args()
     only = tuple(x for x in a.only.split(",") if x)
+    if a.starts < 1:
+        ap.error(f"--starts must be at least 1 (got {a.starts})")
     if a.transfer:
         src, _, dst = a.transfer.partition(":")
         transfer_check(src, dst)
@@ -384,7 +398,7 @@ def main() -> None:
             lomo_check(n)
         return
     for n in a.sets or list(SETS):
-        v = fit(n, only=only)
+        v = fit(n, only=only, starts=a.starts)
         if a.write:
             write(n, v)
         if a.report:
