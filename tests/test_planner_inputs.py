@@ -73,3 +73,12 @@ def test_overlap_round_trips():
     assert s.overlap == "none" and parse_strategy(s.spec(), 8) == s
     with pytest.raises(StrategyError, match="overlap"):
         parse_strategy("dp=8,overlap=sometimes", 8)
+
+
+def test_fp32_on_a_tf32_gpu_says_what_pytorch_runs_by_default():
+    # PyTorch runs cuDNN convolutions in TF32 by default on Ampere and later: fp32 here is
+    # the allow_tf32 = False case, and the assumption says so; a GPU without TF32 does not
+    for name, says in (("a100-80gb-dgx", True), ("h100-80gb-dgx", True), ("v100-16gb-dgx1", False)):
+        text = precision_assumption(load_hardware(name), "fp32")
+        assert text.startswith("fp32 everywhere")
+        assert ("allow_tf32 = True" in text) is says

@@ -15,11 +15,21 @@ _PRECISION = {
     "bf16": "bf16 tensor-core math and activations, fp32 master weights and gradients",
 }
 
+# PyTorch docs, "TensorFloat-32 (TF32) on Ampere (and later) devices" (notes/cuda.rst):
+# torch.backends.cudnn.allow_tf32 defaults to True (since 1.7); torch.backends.cuda.matmul.allow_tf32
+# defaulted to True in 1.7-1.11 and to False from 1.12 (pytorch/pytorch PR #76509)
+_FP32_ON_TF32_GPUS = (
+    "; PyTorch's default fp32 on this GPU runs convolutions in TF32 (torch.backends.cudnn.allow_tf32 = True):"
+    " this is fp32 with it set False, --precision tf32 is closer to the default"
+)
+
 
 def precision_assumption(hw: Hardware, precision: str) -> str:
     """What ``precision`` means on ``hw``; a device without its tensor-core format says so
     (V100 has no TF32 or BF16: convolutions and matmuls run at its fp32 peak)."""
     key = PEAK_KEY[precision]
+    if precision == "fp32" and "tf32" in hw.device.peak_flops_per_s:
+        return _PRECISION["fp32"] + _FP32_ON_TF32_GPUS
     if key in hw.device.peak_flops_per_s:
         return _PRECISION[precision]
     fp32 = hw.device.peak_flops_per_s["fp32"]
