@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from perfmodel.commands.measure import predicted_times
 from perfmodel.cost.compute import layer_times
 from perfmodel.errors import UsageError
 from perfmodel.hardware import load_hardware
@@ -162,6 +163,14 @@ def test_measure_prices_with_the_loaded_cudnn(measured_with: Any, capsys: pytest
     measured_with(90100)
     d = measure_json(capsys)
     assert d["cudnn_major"] == 9 and d["predicted_step_time_s"] == pytest.approx(step9, rel=1e-12)
+
+
+def test_predicted_times_defaults_to_the_loaded_cudnn(nvidia_smi: None) -> None:
+    fwd7, step7 = priced(7)
+    r = result(environment(fake_torch(7605), "cuda"))
+    layers, step = predicted_times(r, HW)
+    assert step == pytest.approx(step7, rel=1e-12) and [f for f, _ in layers] == pytest.approx(fwd7, rel=1e-12)
+    assert predicted_times(r, HW, 9)[1] == pytest.approx(priced(9)[1], rel=1e-12)
 
 
 def test_measure_text_states_the_cudnn(measured_with: Any, capsys: pytest.CaptureFixture[str]) -> None:

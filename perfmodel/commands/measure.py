@@ -30,9 +30,13 @@ def cpu_timed_gpu_profile(device: str, hardware: str | None) -> str:
     )
 
 
-def predicted_times(r: MeasureResult, hardware: str, cudnn_major: int) -> tuple[list[tuple[float, float]], float]:
+def predicted_times(
+    r: MeasureResult, hardware: str, cudnn_major: int | None = None
+) -> tuple[list[tuple[float, float]], float]:
     """The compute model's per-layer (forward, backward) seconds and step seconds for ``r``, with
-    grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`)."""
+    grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`;
+    None: the cuDNN ``r``'s torch loaded, the default without one, :func:`pricing_cudnn`)."""
+    cudnn_major = pricing_cudnn(r.environment.get("cudnn"), cudnn_major)[0]
     from ..cost.compute import layer_times
     from ..network import compile_counts, get_model
     from ..strategies.predict import context, price
