@@ -495,6 +495,11 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("scale", "resnext50_32x4d --gpus 1,8 --cudnn 4", 2, "'4' is not one of '5', '6', '7', '8', '9'"),
     ("compare", "resnext50_32x4d -n 8 -H a100-80gb-dgx --cudnn 10", 2, "'10' is not one of '5', '6', '7', '8', '9'"),
     ("export", "resnext50_32x4d -n 8 -s dp=8 -o {out}.py --cudnn 7.5", 2, "'7.5' is not one of '5', '6', '7',"),
+    ("measure", "resnext50_32x4d -H a100-80gb-dgx --cudnn 4", 2, "'4' is not one of '5', '6', '7', '8', '9'"),
+    ("measure", "resnext50_32x4d --cudnn 8902", 2, "'8902' is not one of '5', '6', '7', '8', '9'"),
+    ("partition", "resnext50_32x4d -k 2 --cudnn 4", 2, "'4' is not one of '5', '6', '7', '8', '9'"),
+    ("partition", "resnext50_32x4d -k 2 --cudnn 10", 2, "'10' is not one of '5', '6', '7', '8', '9'"),
+    ("partition", "tiny_cnn -k 2 --cudnn x", 2, "'x' is not one of '5', '6', '7', '8', '9'"),
 ]
 
 

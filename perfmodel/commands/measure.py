@@ -8,11 +8,13 @@ from typing import Any
 import click
 import pandas as pd
 
+from ..cost.grouped import CUDNN_MAJORS
 from ..errors import UsageError
 from ..hardware import PRECISIONS, load_hardware
 from ..io import atomic_write_text, check_target
 from ..report import render_frame, to_json
 from ..validation.measure import DEVICES, MeasureResult, measure
+from ..validation.measure_env import pricing_cudnn
 from .common import emit, format_option, image_size_option
 
 __all__ = ["measure_cmd", "layers_frame", "predicted_times", "cpu_timed_gpu_profile"]
@@ -28,8 +30,13 @@ def cpu_timed_gpu_profile(device: str, hardware: str | None) -> str:
     )
 
 
-def predicted_times(r: MeasureResult, hardware: str) -> tuple[list[tuple[float, float]], float]:
-    """The compute model's per-layer (forward, backward) seconds and step seconds for ``r``."""
+def predicted_times(
+    r: MeasureResult, hardware: str, cudnn_major: int | None = None
+) -> tuple[list[tuple[float, float]], float]:
+    """The compute model's per-layer (forward, backward) seconds and step seconds for ``r``, with
+    grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`;
+    None: the cuDNN ``r``'s torch loaded, the default without one, :func:`pricing_cudnn`)."""
+    cudnn_major = pricing_cudnn(r.environment.get("cudnn"), cudnn_major)[0]
     from ..cost.compute import layer_times
     from ..network import compile_counts, get_model
     from ..strategies.predict import context, price
@@ -37,8 +44,8 @@ def predicted_times(r: MeasureResult, hardware: str) -> tuple[list[tuple[float, 
 
     hw = load_hardware(hardware)
     net = get_model(r.model, r.image_size)
-    lt = layer_times(compile_counts(net), hw, r.precision, r.batch)
-    step = price(context(net, hw, r.precision, "sgd"), Strategy(), r.batch).time_s
+    lt = layer_times(compile_counts(net), hw, r.precision, r.batch, cudnn_major=cudnn_major)
+    step = price(context(net, hw, r.precision, "sgd", cudnn_major=cudnn_major), Strategy(), r.batch).time_s
     return [(float(f), float(b)) for f, b in zip(lt.fwd, lt.bwd, strict=True)], step
 
 
@@ -105,6 +112,15 @@ def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None =
     help="Profile of this machine: written in the row's hardware column, and the "
     "model's per-layer and per-step predictions are shown beside the measurements.",
 )
+@click.option(
+    "--cudnn",
+    "cudnn_major",
+    type=click.Choice([str(m) for m in CUDNN_MAJORS]),
+    default=None,
+    callback=lambda _c, _p, v: None if v is None else int(v),
+    help="cuDNN major version the predictions assume (default: the one torch loaded; "
+    "before 8, grouped convolutions run one kernel per group).",
+)
 @click.option("--no-layers", is_flag=True, help="Time only the whole step.")
 @image_size_option
 @click.option(
@@ -123,6 +139,7 @@ def measure_cmd(
     warmup: int,
     device: str | None,
     hardware: str | None,
+    cudnn_major: int | None,
     no_layers: bool,
     image_size: int | None,
     output: Path | None,
@@ -148,7 +165,8 @@ def measure_cmd(
     cpu_warning = cpu_timed_gpu_profile(r.device, hardware)
     if cpu_warning:
         click.echo(f"warning: {cpu_warning}", err=True)
-    predicted, step_pred = predicted_times(r, hardware) if hardware else (None, None)
+    priced_major, cudnn_note = pricing_cudnn(r.environment.get("cudnn"), cudnn_major)
+    predicted, step_pred = predicted_times(r, hardware, priced_major) if hardware else (None, None)
     row = r.measurement_row(hardware or "unspecified")
     if step_pred is not None:
         row["predicted_step_time_s"] = step_pred
@@ -160,6 +178,8 @@ def measure_cmd(
         d = r.to_dict()
         d["measurement_row"] = row
         if predicted is not None:
+            d["cudnn_major"] = priced_major
+            d["assumptions"] = {"cudnn": cudnn_note}
             d["predicted_step_time_s"] = step_pred
             for lt, (pf, pb) in zip(d["layers"], predicted, strict=True):
                 lt["predicted_forward_s"], lt["predicted_backward_s"] = pf, pb
@@ -183,6 +203,8 @@ def measure_cmd(
     if not hardware:
         lines.append("hardware column: 'unspecified' (give --hardware NAME to make the row validatable)")
     lines.append(f"environment: {env}")
+    if step_pred is not None:
+        lines.append(f"assumptions:\n  cudnn: {cudnn_note}")
     if output is not None:
         lines.append(f"wrote {output} and {output.with_suffix('.layers.csv')}")
     emit("\n".join(lines))

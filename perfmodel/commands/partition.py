@@ -22,6 +22,7 @@ from ..units import GB
 from .common import (
     chart_option,
     check_writable,
+    cudnn_option,
     emit,
     format_option,
     hardware_option,
@@ -85,6 +86,7 @@ def partition_rows(r: PartitionReport) -> list[dict[str, object]]:
             "parts": r.parts,
             "model": r.model,
             "granularity": r.granularity,
+            "cudnn_major": r.cudnn_major,
         }
         for x in _rows(r)
     ]
@@ -160,6 +162,8 @@ def render_partition(r: PartitionReport) -> str:
     lines.append("definitions:")
     lines += [f"  {k}: {v}" for k, v in r.notes.items()]
     lines.append("  assignment: every unit's part is in the JSON output (--format json)")
+    lines.append("assumptions:")
+    lines += [f"  {k}: {v}" for k, v in r.assumptions.items()]
     return "\n".join(lines)
 
 
@@ -204,6 +208,7 @@ def render_partition(r: PartitionReport) -> str:
 )
 @hardware_option
 @precision_option
+@cudnn_option
 @image_size_option
 @model_input_options
 @format_option
@@ -217,6 +222,7 @@ def partition_cmd(
     seed: int,
     hardware: str,
     precision: str,
+    cudnn_major: int,
     image_size: int | None,
     fmt: str,
     chart: Path | None,
@@ -228,7 +234,7 @@ def partition_cmd(
     """
     check_writable(chart)
     r = partition_report(
-        model, parts, granularity, epsilon, global_batch, hardware, precision, image_size, seed
+        model, parts, granularity, epsilon, global_batch, hardware, precision, image_size, seed, cudnn_major
     )
     if chart is not None:
         from ..report.charts import save_chart

@@ -9,6 +9,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..errors import UsageError
 from ..hardware import Hardware
 from ..network import Network
@@ -176,13 +177,15 @@ def contiguous_partition(net: Network, hg: Hypergraph, parts: int) -> Partition 
 
 
 def network_hypergraph(
-    net: Network, hw: Hardware | None, precision: str, parts: int, granularity: str
+    net: Network, hw: Hardware | None, precision: str, parts: int, granularity: str,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
 ) -> Hypergraph:
     """The hypergraph of ``net`` for a ``parts``-way split at ``granularity``, weighted by the
-    compute times on ``hw`` (``None``: on the reference profile, whatever the profile priced)."""
+    compute times on ``hw`` (``None``: on the reference profile, whatever the profile priced)
+    with the grouped convolutions of cuDNN ``cudnn_major``."""
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
-    return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts))
+    return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts), cudnn_major)
 
 
 def network_partition(
@@ -193,11 +196,13 @@ def network_partition(
     granularity: str = "layer",
     epsilon: float = DEFAULT_EPSILON,
     seed: int = DEFAULT_SEED,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
 ) -> Partition:
     """KaHyPar's ``parts``-way partition of ``net`` at ``granularity`` (cached per network,
     weights, ``parts``, granularity, ``epsilon`` and seed), its units weighted by their compute
-    times on ``hw`` (``None``: on the reference profile, so the same for every profile)."""
+    times on ``hw`` (``None``: on the reference profile, so the same for every profile) with
+    grouped convolutions as cuDNN ``cudnn_major`` runs them."""
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
-    hg = network_hypergraph(net, hw, precision, parts, granularity)
+    hg = network_hypergraph(net, hw, precision, parts, granularity, cudnn_major)
     return hypergraph_partition(hg, parts, epsilon, seed)

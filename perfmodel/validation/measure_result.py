@@ -43,6 +43,8 @@ class MeasureResult:
     def measurement_row(self, hardware: str = "unspecified") -> dict[str, object]:
         """The run as one row of the measurement format (``perfmodel validate`` reads it)."""
         env = self.environment
+        # the framework names the cuDNN so `validate` prices the row with it (software_era rule 1)
+        cudnn = f", cuDNN {env['cudnn_version']}" if env.get("cudnn_version") else ""
         return {
             "model": self.model,
             "hardware": hardware,
@@ -53,13 +55,14 @@ class MeasureResult:
             "strategy": "dp=1",
             "measured_throughput": self.throughput_samples_per_s,
             "image_size": self.image_size,
-            "framework": f"PyTorch {env.get('torch', '?')} (perfmodel measure)",
+            "framework": f"PyTorch {env.get('torch', '?')}{cudnn} (perfmodel measure)",
             "source": f"perfmodel measure on {self.device_name} ({self.device}), "
             f"{env.get('date', '')}; median of {self.steps} steps after {self.warmup} warm-up",
             "step_time_s": self.step_time_s,
             "device_name": self.device_name,
             "driver": env.get("driver", ""),
             "cuda": env.get("cuda", ""),
+            "cudnn": env.get("cudnn_version", ""),
         }
 
     def to_dict(self) -> dict[str, Any]:
