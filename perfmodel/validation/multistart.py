@@ -1,8 +1,9 @@
 """Several starting points for a bounded fit, and the best of their local optima.
 
 A Nelder-Mead simplex stops at the local optimum nearest its start; the kernel fits have
-several (``scripts/fit_kernel_params.py hopper-fp32 --starts 3``: losses 0.082, 0.082, 0.127). :func:`start_points` gives the caller's start first and then seeded draws inside the
-bounds, so one run with ``n`` starts is reproducible and its first optimum is the one-start fit's.
+several (``scripts/fit_kernel_params.py hopper-fp32 --starts 3``: losses 0.082, 0.082, 0.127).
+:func:`start_points` gives the caller's start first and then seeded draws inside the bounds, so
+one run with ``n`` starts is reproducible and its first optimum is the one-start fit's.
 """
 
 from __future__ import annotations
