@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import dataclasses
 import math
 
 import pytest
@@ -23,6 +24,8 @@ from perfmodel.strategies.spec import parse_strategy
 from perfmodel.validation import load_measurements, validate
 from perfmodel.validation.devices import CPU_ROLE
 from perfmodel.validation.measure import TORCH_MISSING
+from perfmodel.validation.measure_env import cudnn_version_text, loaded_cudnn
+from perfmodel.validation.software_era import cudnn_major_of
 
 
 def _plan(spec: str, gpus: int, batch: int = 16, precision: str = "fp32") -> ExportPlan:
@@ -207,3 +210,26 @@ def test_plan_export_takes_the_fastest_exportable_plan(tmp_path):
     with pytest.raises(NotExportableError, match="spatial"):
         export_best([sp], "a100-80gb-dgx", tmp_path / "none.py")
     assert not (tmp_path / "none.py").exists()
+
+
+def test_a_gpu_run_records_the_cudnn_it_loaded_and_validate_prices_with_it(tmp_path):
+    # the exported program reads torch.backends.cudnn.version() (8.9.2 here, an old-encoding
+    # 8902) into the row's framework; validate reads the major back from the row
+    out = tmp_path / "measured.csv"
+    r = dataclasses.replace(_run_result("cuda", 0.002), cudnn_version="7.6.5")
+    append_rows(out, [measurement_row(_plan("dp=2", 2), r), measurement_row(_plan("dp=2", 2), _run_result("cpu"))])
+    with_cudnn, without = load_measurements([out]).rows
+    assert with_cudnn.framework.endswith("cuDNN 7.6.5") and cudnn_major_of(with_cudnn) == 7
+    assert "cuDNN" not in without.framework
+
+
+def test_run_result_reads_the_loaded_cudnn_in_both_encodings():
+    class _Backends:
+        def __init__(self, v):
+            self.cudnn = type("C", (), {"version": staticmethod(lambda: v)})()
+
+    for raw, text in ((8902, "8.9.2"), (90100, "9.1.0")):
+        fake = type("T", (), {"backends": _Backends(raw), "version": type("V", (), {"hip": None})()})()
+        assert cudnn_version_text(loaded_cudnn(fake)) == text
+    rocm = type("T", (), {"backends": _Backends(60032), "version": type("V", (), {"hip": "6.0"})()})()
+    assert loaded_cudnn(rocm) is None

@@ -31,6 +31,9 @@ class RunResult:
     step_times_s: tuple[float, ...]
     losses: tuple[float, ...]
     peak_memory_per_gpu_bytes: float | None
+    #: the cuDNN torch loaded ("8.9.2"; empty on the CPU or without one): validate prices the
+    #: row's grouped convolutions with its major (perfmodel/validation/software_era.py)
+    cudnn_version: str = ""
 
     @property
     def step_time_s(self) -> float:
@@ -65,7 +68,7 @@ def measurement_row(plan: ExportPlan, r: RunResult) -> dict[str, object]:
         "measured_throughput": throughput,
         "image_size": plan.image_size,
         "optimizer": plan.optimizer,
-        "framework": f"PyTorch {r.torch_version}",
+        "framework": f"PyTorch {r.torch_version}" + (f", cuDNN {r.cudnn_version}" if r.cudnn_version else ""),
         "source": SOURCE,
         "notes": "; ".join(notes),
         "device": r.device,

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..validation.measure_env import cudnn_version_text, loaded_cudnn
 from .rows import RunResult
 from .runtime import Topology, torch
 
@@ -62,8 +63,11 @@ def _peak_memory(topo: Topology) -> float | None:
 
 def run_result(topo: Topology, backend: str, warmup: int, times: list[float], losses: list[float]) -> RunResult:
     """What the run measured, with the device it ran on."""
+    cudnn = ""
     if topo.device.type == "cuda":
         name = str(torch.cuda.get_device_name(topo.device))
+        version = loaded_cudnn(torch)
+        cudnn = "" if version is None else cudnn_version_text(version)
     else:
         name = platform.processor() or platform.machine() or "cpu"
     return RunResult(
@@ -76,4 +80,5 @@ def run_result(topo: Topology, backend: str, warmup: int, times: list[float], lo
         step_times_s=tuple(times),
         losses=tuple(losses),
         peak_memory_per_gpu_bytes=_peak_memory(topo),
+        cudnn_version=cudnn,
     )

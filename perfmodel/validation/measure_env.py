@@ -10,7 +10,8 @@ from typing import Any
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR, check_cudnn_major, cudnn_assumption
 from ..errors import UsageError
 
-__all__ = ["device_name", "environment", "cudnn_version_text", "cudnn_major_of_version", "pricing_cudnn"]
+__all__ = ["device_name", "environment", "loaded_cudnn", "cudnn_version_text", "cudnn_major_of_version",
+           "pricing_cudnn"]
 
 #: Where cuDNN 9's ``CUDNN_VERSION`` encoding starts. cuDNN 8 and earlier encode
 #: ``major * 1000 + minor * 100 + patch`` (cudnn_version.h / cudnn.h of those releases: 8.9.2 is
@@ -67,6 +68,15 @@ def device_name(torch: Any, device: str) -> str:
     return str(name)
 
 
+def loaded_cudnn(torch: Any) -> int | None:
+    """``torch.backends.cudnn.version()``: the cuDNN loaded at run time, None without one (on
+    ROCm builds the call reports MIOpen's version, which is not a cuDNN)."""
+    version = torch.backends.cudnn.version()
+    if isinstance(version, int) and version >= 1000 and not getattr(torch.version, "hip", None):
+        return version
+    return None
+
+
 def environment(torch: Any, device: str) -> dict[str, str]:
     """Versions (torch, Python; CUDA, cuDNN and driver on a GPU), platform, date, and the GPU or
     the CPU and its threads."""
@@ -79,9 +89,8 @@ def environment(torch: Any, device: str) -> dict[str, str]:
     if device == "cuda":
         env["cuda"] = str(torch.version.cuda)
         env["gpu"] = str(torch.cuda.get_device_name(0))
-        # the library loaded at run time (None without one; on ROCm builds it is MIOpen's)
-        version = torch.backends.cudnn.version()
-        if isinstance(version, int) and version >= 1000 and not getattr(torch.version, "hip", None):
+        version = loaded_cudnn(torch)
+        if version is not None:
             env["cudnn"] = str(version)
             env["cudnn_version"] = cudnn_version_text(version)
         try:
