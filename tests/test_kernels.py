@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from perfmodel.cost.compute import layer_times
 from perfmodel.cost.efficiency import (
-    dgrad_work_factor,
     gemm_shape_efficiency,
     pad_channels,
     winograd_gain,
@@ -68,8 +67,6 @@ def test_algorithm_and_alignment_rules() -> None:
     assert winograd_gain(2.0, np.array([7.0]), np.array([7.0]))[0] == pytest.approx(2.0 * 49 / 64)
     assert pad_channels(np.array([3.0, 64.0]), True).tolist() == [8.0, 64.0]
     assert pad_channels(np.array([3.0]), False).tolist() == [3.0]
-    assert dgrad_work_factor((1, 1), (2, 2)) == pytest.approx(2.0)
-    assert dgrad_work_factor((3, 3), (1, 1)) == 1.0
 
 
 def test_depthwise_kernels_run_on_cuda_cores_packed_in_half_precision() -> None:

@@ -17,7 +17,6 @@ __all__ = [
     "gemm_shape_efficiency",
     "winograd_mask",
     "pad_channels",
-    "dgrad_work_factor",
     "zero_insert_factor",
     "winograd_gain",
     "WINOGRAD_TILE",
@@ -185,25 +184,6 @@ def pad_channels(c: np.ndarray, tensor_cores: bool) -> np.ndarray:
     if not tensor_cores:
         return c
     return np.ceil(c / TENSOR_CORE_ALIGN) * TENSOR_CORE_ALIGN
-
-
-def dgrad_work_factor(kernel: tuple[int, ...], stride: tuple[int, ...]) -> float:
-    """Work of a strided convolution's data gradient over its forward FLOPs.
-
-    The data gradient is a transposed convolution. Done naively over the zero-inserted
-    gradient it costs ``prod(ceil(R/s) * s) / prod(R)`` times the forward (4x for a 1x1
-    stride-2 layer); split into ``s^2`` stride-1 sub-convolutions (Shi et al., "Is the
-    deconvolution layer the same as a convolutional layer?", 2016) it costs 1x. cuDNN's
-    kernels land between: DeepBench's V100 fp32 1x1 stride-2 data gradients take 1.4-1.9x
-    their forward's time (kernels_deepbench_conv.csv), so perfmodel takes the geometric mean
-    of the two bounds, ``sqrt(prod(ceil(R/s) * s) / prod(R))`` (2x for 1x1/2, 1.15x for 3x3/2).
-    Used for the forward of transposed convolutions; a convolution's own data gradient is
-    priced as the faster of :func:`zero_insert_factor`'s implicit GEMM and the sum of products.
-    """
-    naive = 1.0
-    for r, s in zip(kernel, stride, strict=False):
-        naive *= -(-r // max(s, 1)) * max(s, 1) / r
-    return float(np.sqrt(naive))
 
 
 def zero_insert_factor(stride: tuple[int, ...]) -> float:

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..network.graph import Network
 from ..network.layers import Layer, numel
-from .efficiency import dgrad_work_factor, im2col_loads, zero_insert_factor
+from .efficiency import im2col_loads, zero_insert_factor
 
 __all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDEX_BYTES", "DEPTHWISE_MAX_CPG",
            "WINDOW_KINDS"]
@@ -87,7 +87,9 @@ class LayerKernels:
     ``mm_elems[s]`` the activation elements per sample the kernel reads and writes, ``c_in`` /
     ``c_out`` the channels (for tensor-core alignment), ``winograd_shape`` where the
     Winograd rule may apply, ``depthwise`` where the depthwise rule does; ``dgrad_sum_n`` /
-    ``dgrad_sum_k`` the data gradient's other GEMM view (:func:`_dgrad_sum_view`; zero: none).
+    ``dgrad_sum_k`` the data-gradient kernel's other GEMM view (:func:`_dgrad_sum_view`; zero:
+    none); ``transposed``: the layer's forward slot holds its
+    underlying convolution's data-gradient kernel and its ``dgrad`` slot the convolution's forward.
     Memory kernels: ``mem_elems_fwd/bwd`` (activation elements per sample moved),
     ``mem_bytes_extra_fwd/bwd`` (indices and masks, bytes per sample), ``launches_fwd/bwd``,
     ``host_ops_fwd/bwd``. ``spatial_dims`` says how the per-sample counts shrink on a tile.
@@ -108,6 +110,7 @@ class LayerKernels:
     conv: np.ndarray
     dgrad_sum_n: np.ndarray
     dgrad_sum_k: np.ndarray
+    transposed: np.ndarray
     mem_elems_fwd: np.ndarray
     mem_elems_bwd: np.ndarray
     mem_bytes_extra_fwd: np.ndarray
@@ -125,7 +128,7 @@ class LayerKernels:
     window_stride_fwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: elements a convolution's GEMM tiles load per element of their lowered operand
     #: (:func:`~perfmodel.cost.efficiency.im2col_loads`): the input (forward, weight gradient),
-    #: the output gradient (data gradient); 1 for linear layers
+    #: the output gradient (data gradient), of the underlying convolution; 1 for linear layers
     x_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
     dy_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
@@ -133,36 +136,48 @@ class LayerKernels:
 View = tuple[float, float, float, bool, float]
 
 
+def _conv_views(layer: Layer) -> tuple[dict[str, View], tuple[int, ...], tuple[int, ...]]:
+    """(m, n, k, m grows with batch, activation elements) of the three kernels of the convolution
+    underlying ``layer`` (for a transposed layer the convolution whose input is the layer's output),
+    and that convolution's input and output spatial extents."""
+    g, area = layer.groups, math.prod(layer.kernel)
+    x, y = (layer.out_shape, layer.in_shape) if layer.kind == "conv_transpose" else (layer.in_shape, layer.out_shape)
+    c, kk = x[0], y[0]
+    out_sp = numel(y[1:])
+    act = numel(layer.in_shape) + layer.out_elems
+    return {
+        "fwd": (out_sp, kk / g, c / g * area, True, act),
+        "wgrad": (kk / g, c / g * area, out_sp, False, act),
+        # implicit GEMM over the zero-inserted output gradient (cuDNN BWD_DATA_ALGO_1)
+        "dgrad": (out_sp, c / g, kk / g * area * zero_insert_factor(layer.stride), True, act),
+    }, tuple(x[1:]), tuple(y[1:])
+
+
 def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
-    """(m, n, k, m grows with batch, activation elements) of each GEMM kernel of ``layer``."""
-    g = layer.groups
-    views: dict[str, View]
+    """(m, n, k, m grows with batch, activation elements) of each GEMM kernel of ``layer``.
+
+    A transposed convolution runs its underlying convolution's kernels with the roles of forward
+    and data gradient swapped (PyTorch, ``aten/src/ATen/native/cudnn/ConvShared.cpp``:
+    ``cudnn_convolution_transpose_forward`` calls ``cudnn_convolution_backward_input``, the
+    transposed layer's input gradient is ``cudnn_convolution_forward``, and its weight gradient
+    ``cudnn_convolution_backward_weight`` with input and output gradient swapped)."""
     if layer.kind == "linear":
         fi, fo = layer.in_shape[0], layer.out_shape[0]
-        views = {"fwd": (1, fo, fi, True, fi + fo), "wgrad": (fo, fi, 1, False, fi + fo)}
+        views: dict[str, View] = {"fwd": (1, fo, fi, True, fi + fo), "wgrad": (fo, fi, 1, False, fi + fo)}
         if not first:
             views["dgrad"] = (1, fi, fo, True, fi + fo)
         return views
-    c, kk = layer.in_shape[0], layer.out_shape[0]
-    area = math.prod(layer.kernel)
-    in_sp, out_sp = numel(layer.in_shape[1:]), numel(layer.out_shape[1:])
-    act = numel(layer.in_shape) + layer.out_elems
-    if layer.kind == "conv_transpose":  # forward is a conv's data gradient and vice versa
-        dgrad = dgrad_work_factor(layer.kernel, layer.stride)
-        views = {"fwd": (out_sp, kk / g, c / g * area * dgrad, True, act),
-                 "wgrad": (c / g, kk / g * area, in_sp, False, act)}
-        if not first:
-            views["dgrad"] = (in_sp, c / g, kk / g * area, True, act)
-        return views
-    views = {"fwd": (out_sp, kk / g, c / g * area, True, act), "wgrad": (kk / g, c / g * area, out_sp, False, act)}
-    if not first:
-        # implicit GEMM over the zero-inserted output gradient (cuDNN BWD_DATA_ALGO_1)
-        views["dgrad"] = (out_sp, c / g, kk / g * area * zero_insert_factor(layer.stride), True, act)
-    return views
+    conv, _, _ = _conv_views(layer)
+    if layer.kind == "conv_transpose":
+        conv = {"fwd": conv["dgrad"], "dgrad": conv["fwd"], "wgrad": conv["wgrad"]}
+    if first:
+        del conv["dgrad"]
+    return conv
 
 
 def _dgrad_sum_view(layer: Layer) -> tuple[float, float]:
-    """(n, k) of a convolution's data gradient computed as a sum of matrix products.
+    """(n, k) of the data-gradient kernel of the convolution underlying ``layer`` (:func:`_conv_views`)
+    computed as a sum of matrix products.
 
     cuDNN's ``CUDNN_CONVOLUTION_BWD_DATA_ALGO_0`` (cuDNN API reference,
     ``cudnnConvolutionBwdDataAlgo_t``: "a sum of matrix products without actually explicitly
@@ -171,8 +186,9 @@ def _dgrad_sum_view(layer: Layer) -> tuple[float, float]:
     into the input gradient at its filter tap: the same ``m`` as the implicit view, ``n =
     C*R*S``, ``k = K`` per group, the forward's FLOPs. Where ``C`` is small (a 1- or 3-channel
     first layer) its ``n`` fills the tiles that the implicit view's ``n = C`` cannot."""
-    area = math.prod(layer.kernel)
-    return layer.in_shape[0] / layer.groups * area, layer.out_shape[0] / layer.groups
+    c = (layer.out_shape if layer.kind == "conv_transpose" else layer.in_shape)[0]
+    kk = (layer.in_shape if layer.kind == "conv_transpose" else layer.out_shape)[0]
+    return c / layer.groups * math.prod(layer.kernel), kk / layer.groups
 
 
 def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]:
@@ -243,6 +259,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     dw = np.zeros(L, dtype=bool)
     conv = np.zeros(L, dtype=bool)
     sum_nk = np.zeros((2, L))
+    transposed = np.zeros(L, dtype=bool)
     win = np.zeros((3, L))
     loads = np.ones((2, L))
     for i, layer in enumerate(layers):
@@ -254,16 +271,17 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
             for s, (mm_, nn_, kk_, grows, act) in _gemm_views(layer, first[i]).items():
                 m[s][i], n[s][i], k[s][i], mb[s][i], el[s][i] = mm_, nn_, kk_, grows, act
             conv[i] = layer.kind != "linear"
-            if layer.kind == "conv":
+            transposed[i] = layer.kind == "conv_transpose"
+            if conv[i]:  # the underlying convolution's operands (a transposed layer's forward is its dgrad)
                 loads[:, i] = im2col_loads(layer.kernel, layer.stride)
-            if layer.kind == "conv" and not first[i]:
+            if transposed[i] or (layer.kind == "conv" and not first[i]):
                 sum_nk[:, i] = _dgrad_sum_view(layer)
             if conv[i] and len(layer.out_shape) == 3:
                 out_hw[:, i] = layer.out_shape[1:]
             dw[i] = (layer.kind == "conv" and len(layer.kernel) == 2 and layer.groups > 1
                      and layer.in_shape[0] // layer.groups <= DEPTHWISE_MAX_CPG)
             wino[i] = (
-                layer.kind == "conv" and len(layer.kernel) == 2
+                conv[i] and len(layer.kernel) == 2
                 and all(s == 1 for s in layer.stride) and all(d == 1 for d in (layer.dilation or (1, 1)))
                 and tuple(layer.kernel) in ((3, 3), (5, 5))
             )
@@ -279,6 +297,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
         m=m, n=n, k=k, m_batch=mb, mm_elems=el, groups=cols["groups"], c_in=cols["c_in"],
         c_out=cols["c_out"], winograd_shape=wino, out_h=out_hw[0], out_w=out_hw[1], depthwise=dw, conv=conv,
         dgrad_sum_n=sum_nk[0], dgrad_sum_k=sum_nk[1],
+        transposed=transposed,
         mem_elems_fwd=cols["mf"], mem_elems_bwd=cols["mb"], mem_bytes_extra_fwd=cols["xf"],
         mem_bytes_extra_bwd=cols["xb"], launches_fwd=cols["lf"], launches_bwd=cols["lb"],
         host_ops_fwd=cols["hf"], host_ops_bwd=cols["hb"], spatial_dims=cols["sd"],

@@ -101,8 +101,10 @@ def kernel_work(
     half = kp.half_intensity(tensor_cores)  # the shape rule's I_1/2 on these cores
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
     gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
-    pad = np.where(lk.c_in > 0, pad_channels(lk.c_in, tensor_cores) / np.maximum(lk.c_in, 1), 1.0)
+    pad_in = np.where(lk.c_in > 0, pad_channels(lk.c_in, tensor_cores) / np.maximum(lk.c_in, 1), 1.0)
     pad_out = np.where(lk.c_out > 0, pad_channels(lk.c_out, tensor_cores) / np.maximum(lk.c_out, 1), 1.0)
+    # channel padding of the underlying convolution's C and K (a transposed layer's are swapped)
+    pad_c, pad_k = np.where(lk.transposed, pad_out, pad_in), np.where(lk.transposed, pad_in, pad_out)
     flops: dict[str, np.ndarray] = {}
     cc: dict[str, np.ndarray] = {}
     dw = depthwise_flops(lk, kp, scale, half_precision)
@@ -112,18 +114,20 @@ def kernel_work(
         present = lk.n[s] > 0
         m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
         k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * scale)
-        n = lk.n[s] * (pad_out if s == "fwd" else pad)
+        role = _roles(lk, s)  # which of the underlying convolution's kernels slot s runs
+        n = lk.n[s] * np.where(role == "fwd", pad_k, pad_c)
         direct = 2 * lk.groups * m * n * k
         split_k = ~lk.conv if s != "wgrad" else True
         # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
         split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
-        rules = _slot_rules(lk, kp, s, split_eff)
+        rules = _slot_rules(lk, kp, s, role, split_eff)
         shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half,
                         split_k=split_k, **rules)  # of the groups one kernel covers
         eff = looped_efficiency(shape, lk.groups, kg)
-        if s == "dgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
-            eff = np.maximum(eff, _dgrad_sum_efficiency(lk, m, direct, pad, kp, kg, half))
+        if s != "wgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
+            alt = np.where(role == "dgrad", _dgrad_sum_efficiency(lk, m, direct, pad_c, kp, kg, half), 0.0)
+            eff = np.maximum(eff, alt)
         implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
         # Winograd: the reduced GEMMs plus the transforms, whose cost grows with C + K per output
         # pixel (npq: the GEMM's batch-growing side); cudnnFind keeps the faster of the two
@@ -150,9 +154,17 @@ def kernel_work(
     )
 
 
-def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, split_eff: float) -> dict[str, Any]:
-    """The shape-rule options of GEMM slot ``s``: operand loads of the lowered convolution
-    operand (the forward's and data gradient's ``m`` side, the weight gradient's ``n`` side),
+def _roles(lk: LayerKernels, s: str) -> np.ndarray:
+    """Per layer, which kernel of its underlying convolution GEMM slot ``s`` runs: a transposed
+    layer's forward is the convolution's data gradient and its data gradient the convolution's
+    forward (:func:`~perfmodel.cost.kernels.layer_kernels`)."""
+    swap = {"fwd": "dgrad", "dgrad": "fwd"}.get(s, s)
+    return np.where(lk.transposed, swap, s)
+
+
+def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray, split_eff: float) -> dict[str, Any]:
+    """The shape-rule options of GEMM slot ``s`` (running ``role``, :func:`_roles`): operand loads
+    of the lowered convolution operand (the forward's and data gradient's ``m`` side, the weight gradient's ``n`` side),
     and for weight gradients their split-K rules (:func:`~perfmodel.cost.efficiency.gemm_shape_efficiency`):
     at most ``wgrad_max_split`` slices, grids smaller than a wave spread over the SMs, and an
     output tile that costs ``wgrad_tile_passes`` passes (cuDNN's weight-gradient kernels add
@@ -163,7 +175,7 @@ def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, split_eff: float) ->
         return {"n_loads": lk.x_loads, "split_rate": split_eff, "store_passes": passes,
                 "max_split": np.where(lk.conv, kp.wgrad_max_split, np.inf),
                 "split_passes": np.where(lk.conv, passes, 2.0), "spread": lk.conv}
-    return {"m_loads": lk.x_loads if s == "fwd" else lk.dy_loads}
+    return {"m_loads": np.where(role == "fwd", lk.x_loads, lk.dy_loads)}
 
 
 def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pad: np.ndarray,
