@@ -500,6 +500,12 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("partition", "resnext50_32x4d -k 2 --cudnn 4", 2, "'4' is not one of '5', '6', '7', '8', '9'"),
     ("partition", "resnext50_32x4d -k 2 --cudnn 10", 2, "'10' is not one of '5', '6', '7', '8', '9'"),
     ("partition", "tiny_cnn -k 2 --cudnn x", 2, "'x' is not one of '5', '6', '7', '8', '9'"),
+    (P, "resnet50 -n 1 -s dp=1 --memory-format channels_last", 2, "'channels_last' is not one of 'nchw', 'nhwc'"),
+    ("plan", "resnet50 -n 8 --memory-format NHWC", 2, "'NHWC' is not one of 'nchw', 'nhwc'"),
+    ("explain", "resnet50 -n 1 -s dp=1 --memory-format nwhc", 2, "'nwhc' is not one of 'nchw', 'nhwc'"),
+    ("scale", "resnet50 --gpus 1,8 --memory-format cl", 2, "'cl' is not one of 'nchw', 'nhwc'"),
+    ("compare", "resnet50 -n 8 -H a100-80gb-dgx --memory-format x", 2, "'x' is not one of 'nchw', 'nhwc'"),
+    ("export", "resnet50 -n 8 -s dp=8 -o {out}.py --memory-format last", 2, "'last' is not one of 'nchw', 'nhwc'"),
 ]
 
 

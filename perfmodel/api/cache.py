@@ -26,6 +26,7 @@ class Baselines:
             ctx.precision,
             ctx.optimizer,
             ctx.cudnn_major,
+            ctx.memory_format,
             batch,
         )
         if key not in self._memo:

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
 from ..report.answers import answers_for
@@ -33,6 +34,7 @@ def predict_frame(
     optimizer: str = "sgd",
     image_size: int | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
     **what_if: Any,
 ) -> pd.DataFrame:
     """One row per plan in ``strategy`` (a spec or a list of specs): step, throughput, speedup,
@@ -41,7 +43,8 @@ def predict_frame(
     Accepts what :func:`~perfmodel.api.sweep` does, with ``strategy`` required (a spec string,
     a :class:`Strategy` or a list of them) and one ``hardware``; ``what_if`` keys change the
     hardware profile in memory (see :func:`load_hardware`); ``cudnn_major`` the cuDNN of the
-    run's framework (before 8, grouped convolutions run one kernel per group). Wrong kinds of
+    run's framework (before 8, grouped convolutions run one kernel per group); ``memory_format``
+    the activations' layout, nchw or nhwc (:mod:`perfmodel.cost.layout`). Wrong kinds of
     argument raise :class:`~perfmodel.errors.UsageError`.
     """
     specs = as_list(strategy)
@@ -58,6 +61,7 @@ def predict_frame(
         optimizer=optimizer,
         image_size=image_size,
         cudnn_major=cudnn_major,
+        memory_format=memory_format,
     )
 
 
@@ -72,6 +76,7 @@ def plan_frame(
     top: int = 5,
     kinds: Sequence[str] | str | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
     **what_if: Any,
 ) -> pd.DataFrame:
     """The ``top`` plans of a search, fastest first, with why each runner-up loses (SI units).
@@ -81,7 +86,8 @@ def plan_frame(
     amp or bf16; ``global_batch`` None (the default) or an integer from 1 to 1e9; ``optimizer``
     sgd or adam; ``top`` an integer from 1 to 1,000; ``kinds`` strategy kinds (a list or a
     comma list; default every kind); ``cudnn_major`` the cuDNN of the run's framework (before 8,
-    grouped convolutions run one kernel per group). ``what_if`` keys change the hardware profile
+    grouped convolutions run one kernel per group); ``memory_format`` nchw or nhwc (the
+    activations' layout). ``what_if`` keys change the hardware profile
     in memory.
     ``speedup_x`` is the plan's own (:attr:`~perfmodel.strategies.Prediction.speedup_baseline`).
     Wrong kinds of argument raise :class:`~perfmodel.errors.UsageError`.
@@ -101,6 +107,7 @@ def plan_frame(
         check_top(top),
         check_kinds(kinds) or available_kinds(),
         check_cudnn_major(cudnn_major),
+        check_memory_format(memory_format),
     )
     rows = []
     for i, (p, why) in enumerate(zip(r.plans, r.reasons, strict=True), 1):
@@ -131,5 +138,7 @@ def plan_frame(
         baseline=best.speedup_baseline,
         cudnn_major=cudnn_major,
         cudnn=best.assumptions["cudnn"],
+        memory_format=memory_format,
+        memory_format_assumption=best.assumptions["memory_format"],
     )
     return df

@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..cost.grouped import cudnn_assumption
+from ..cost.layout import memory_format_assumption
 from ..report.answers import frame_columns
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies.predict import Context, price
@@ -14,7 +16,13 @@ from ..strategies.spec import Strategy
 from .args import check_batches
 from .cache import Baselines
 
-__all__ = ["price_row", "gap_row", "text_columns", "as_list", "resolve_batches"]
+__all__ = ["price_row", "gap_row", "text_columns", "as_list", "resolve_batches", "software_attrs"]
+
+
+def software_attrs(cudnn_major: int, memory_format: str) -> dict[str, Any]:
+    """The software a frame's plans assume, for its ``df.attrs``: the cuDNN era and the memory format."""
+    return {"cudnn_major": int(cudnn_major), "cudnn": cudnn_assumption(cudnn_major), "memory_format": memory_format,
+            "memory_format_assumption": memory_format_assumption(memory_format)}
 
 
 def resolve_batches(batch_per_gpu: object, global_batch: object) -> tuple[int | None, int | None]:

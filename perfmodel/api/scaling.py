@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR
+from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import NoFeasiblePlanError, UsageError
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
@@ -19,7 +20,7 @@ from ..strategies.predict import Context, baseline_text, context, one_gpu_step
 from .args import check_optimizer, check_precision, names
 from .gpus import parse_gpu_list
 from .loading import available_kinds, load_hardware, load_model
-from .rows import gap_row, resolve_batches, text_columns
+from .rows import gap_row, resolve_batches, software_attrs, text_columns
 from .sweeps import Progress
 
 __all__ = ["scale", "SCALE_COLUMNS", "SCALE_STRATEGIES"]
@@ -59,6 +60,7 @@ def scale(
     image_size: int | None = None,
     progress: Progress | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> pd.DataFrame:
     """Predicted speedup against GPU count: for each strategy kind and count, its best plan.
 
@@ -68,9 +70,9 @@ def scale(
     it (accumulating gradients if it does not fit). ``best`` searches every kind.
     ``gpus_list`` is what :func:`parse_gpu_list` takes; ``strategies`` names from
     :data:`SCALE_STRATEGIES` (a list or a comma list); batches integers from 1 to 1e9 (at most
-    one); ``cudnn_major`` the run's cuDNN (:mod:`perfmodel.cost.grouped`, 5 to 9); wrong kinds
-    of argument raise :class:`~perfmodel.errors.UsageError`.
-    A kind with no feasible plan at a count leaves a gap: NaN, with the ``reason``.
+    one); ``cudnn_major`` the run's cuDNN (5 to 9), ``memory_format`` nchw or nhwc; wrong kinds of
+    argument raise :class:`~perfmodel.errors.UsageError`. A kind with no feasible plan at a count
+    leaves a gap: NaN, with the ``reason``.
     Returns one row per (strategy, gpus); ``df.attrs`` holds the setting and the baseline.
     """
     counts = parse_gpu_list(gpus_list)
@@ -80,7 +82,7 @@ def scale(
     optimizer = check_optimizer(optimizer)
     net = load_model(model, image_size)
     hw = load_hardware(hardware)
-    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major)
+    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format)
     b1 = bpg if bpg is not None else gb
     assert b1 is not None
     one = one_gpu_step(ctx, b1)
@@ -91,13 +93,8 @@ def scale(
         for g in counts:
             B = bpg * g if bpg is not None else gb
             assert B is not None
-            row: dict[str, Any] = {
-                "strategy": name,
-                "gpus": g,
-                "global_batch": B,
-                "batch_per_gpu": B / g,
-                "ideal_x": float(g),
-            }
+            row: dict[str, Any] = {"strategy": name, "gpus": g, "global_batch": B, "batch_per_gpu": B / g,
+                                   "ideal_x": float(g)}
             row.update(_best_of(ctx, net, g, B, kinds, name, optimizer, one, b1))
             rows.append(row)
             done += 1
@@ -110,7 +107,7 @@ def scale(
         hardware=hw.name,
         precision=precision,
         optimizer=optimizer,
-        cudnn_major=ctx.cudnn_major, cudnn=cudnn_assumption(ctx.cudnn_major),
+        **software_attrs(ctx.cudnn_major, ctx.memory_format),
         scaling="weak" if bpg is not None else "strong",
         batch_per_gpu=bpg,
         global_batch=gb,
@@ -148,7 +145,8 @@ def _best_of(
     if g > B and name in ("dp", "ps"):
         return gap_row(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU")
     try:
-        r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major)
+        r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major,
+                 memory_format=ctx.memory_format)
     except NoFeasiblePlanError as e:
         return gap_row(
             f"no {name} plan fits in {hw.device.memory_bytes / 2**30:.0f} GiB "

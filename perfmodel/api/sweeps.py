@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR
+from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
@@ -18,7 +19,7 @@ from ..strategies.spec import Strategy, parse_strategy
 from .args import check_gpus, check_hardware, check_kinds, check_optimizer, check_precision, check_strategy
 from .cache import Baselines
 from .loading import available_kinds, load_hardware, load_model
-from .rows import as_list, gap_row, price_row, resolve_batches, text_columns
+from .rows import as_list, gap_row, price_row, resolve_batches, software_attrs, text_columns
 
 __all__ = ["sweep", "Progress"]
 
@@ -40,6 +41,7 @@ def sweep(
     kinds: Sequence[str] | str | None = None,
     progress: Progress | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> pd.DataFrame:
     """Price plans over the grid of every argument given as a list; one row per point.
 
@@ -47,11 +49,10 @@ def sweep(
     ``strategy`` spec strings or :class:`Strategy` objects (None: search); ``hardware`` profile
     names, ``.toml`` paths or :class:`Hardware`; ``precision`` one of fp32, tf32, amp, bf16;
     batches integers from 1 to 1e9 (at most one of the two); ``optimizer`` sgd or adam;
-    ``kinds`` strategy kinds as a list or a comma list; ``cudnn_major`` one of
-    :data:`~perfmodel.cost.grouped.CUDNN_MAJORS` (the cuDNN of the run's framework: before 8,
-    grouped convolutions run one kernel per group; stated in ``df.attrs``). Anything else raises
-    :class:`~perfmodel.errors.UsageError` (a what-if value out of range:
-    :class:`~perfmodel.errors.ProfileError`) before any point is priced.
+    ``kinds`` strategy kinds as a list or a comma list; ``cudnn_major`` the run's cuDNN, one of
+    :data:`~perfmodel.cost.grouped.CUDNN_MAJORS`, and ``memory_format`` nchw or nhwc (both stated
+    in ``df.attrs``). Anything else raises :class:`~perfmodel.errors.UsageError` (a what-if value
+    out of range: :class:`~perfmodel.errors.ProfileError`) before any point is priced.
 
     ``gpus``, ``strategy``, ``hardware``, ``precision``, ``batch_per_gpu``, ``global_batch`` and
     each value of ``what_if`` (keys of :meth:`Hardware.what_if`, e.g.
@@ -84,12 +85,12 @@ def sweep(
     _check_values(axes, fixed)
     base = Baselines()
     contexts: dict[tuple[int, str], Context] = {}
-    hw_cache: dict[tuple[Any, ...], Hardware] = {}
+    hws: dict[tuple[Any, ...], Hardware] = {}
     points = list(itertools.product(*axes.values()))
     rows = []
     for i, combo in enumerate(points):
         pt = {**fixed, **dict(zip(axes, combo, strict=True))}
-        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, optimizer, cudnn_major, hw_cache, contexts)
+        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, optimizer, cudnn_major, memory_format, hws, contexts)
         row: dict[str, Any] = {k: pt[k] for k in axes}
         row.update(model=net.name, hardware=ctx.hw.name, gpus=pt["gpus"], precision=pt["precision"])
         row.update(_point(ctx, net, pt, optimizer, search_kinds, base))
@@ -101,7 +102,7 @@ def sweep(
         model=net.name,
         image_size=net.image_size,
         optimizer=optimizer,
-        cudnn_major=int(cudnn_major), cudnn=cudnn_assumption(cudnn_major),
+        **software_attrs(cudnn_major, memory_format),
         scaling="weak" if global_batch is None else "strong",
     )
     return df
@@ -128,11 +129,12 @@ def _context_of(
     net: Network,
     optimizer: str,
     cudnn_major: int,
+    memory_format: str,
     hw_cache: dict[tuple[Any, ...], Hardware],
     contexts: dict[tuple[int, str], Context],
 ) -> Context:
     """The pricing context of a point: its profile with the what-if ``changes`` and its
-    precision, with ``optimizer`` and ``cudnn_major``, each built once per sweep (the caches)."""
+    precision, with ``optimizer``, ``cudnn_major`` and ``memory_format``, each built once per sweep (the caches)."""
     hkey = (
         id(pt["hardware"]) if isinstance(pt["hardware"], Hardware) else pt["hardware"],
         repr(sorted(changes.items())),
@@ -142,7 +144,8 @@ def _context_of(
     hw = hw_cache[hkey]
     ckey = (id(hw), pt["precision"])
     if ckey not in contexts:
-        contexts[ckey] = context(net, hw, pt["precision"], optimizer, cudnn_major=cudnn_major)
+        contexts[ckey] = context(net, hw, pt["precision"], optimizer, cudnn_major=cudnn_major,
+                                 memory_format=memory_format)
     return contexts[ckey]
 
 
@@ -176,7 +179,8 @@ def _point(
     B = bpg * g if bpg is not None else gb
     try:
         if spec is None:
-            r = plan(net, g, ctx.hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major)
+            r = plan(net, g, ctx.hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major,
+                     memory_format=ctx.memory_format)
             s = r.plans[0].strategy
         else:
             if isinstance(spec, str) and spec.strip().lower() == "dp":

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, MEMORY_FORMATS
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
 from ..io import check_target
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
@@ -22,6 +23,7 @@ __all__ = [
     "precision_option",
     "optimizer_option",
     "cudnn_option",
+    "memory_format_option",
     "image_size_option",
     "model_input_options",
     "gpus_option",
@@ -61,6 +63,13 @@ def cudnn_option(f: F) -> F:
                         default=str(DEFAULT_CUDNN_MAJOR), show_default=True, callback=lambda _c, _p, v: int(v),
                         help="cuDNN major version of the run's framework: before 8, grouped convolutions "
                         "(ResNeXt) run one kernel per group.")(f)
+
+
+def memory_format_option(f: F) -> F:
+    return click.option("--memory-format", "memory_format", type=click.Choice(list(MEMORY_FORMATS)),
+                        default=DEFAULT_MEMORY_FORMAT, show_default=True,
+                        help="Activations' layout: nchw (PyTorch's default contiguous format; cuDNN transposes "
+                        "the tensors of every tensor-core convolution) or nhwc (torch.channels_last).")(f)
 
 
 def image_size_option(f: F) -> F:

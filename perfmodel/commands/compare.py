@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
+from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import UsageError
 from ..hardware import PRECISIONS, load_hardware
 from ..network import get_model
@@ -27,6 +28,7 @@ from .common import (
     format_option,
     gpus_option,
     image_size_option,
+    memory_format_option,
     optimizer_option,
 )
 
@@ -63,10 +65,12 @@ def compare(
     model: str, gpus: int, hardware: list[str], precisions: list[str], strategy: str = "best",
     batch_per_gpu: int | None = None, global_batch: int | None = None, optimizer: str = "sgd",
     image_size: int | None = None, cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> Comparison:
     """Price ``model`` on ``gpus`` GPUs of every profile in ``hardware`` at every precision:
     ``strategy`` (a spec) or ``best`` (the first row of :func:`~perfmodel.search.plan` on each),
-    with grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`)."""
+    with grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`)
+    and the activations in ``memory_format`` (:mod:`perfmodel.cost.layout`)."""
     if not hardware:
         raise UsageError("compare needs at least one --hardware profile (e.g. -H a100-80gb-dgx,h100-80gb-dgx)")
     if batch_per_gpu is not None and global_batch is not None:
@@ -77,10 +81,10 @@ def compare(
         for prec in precisions:
             if strategy == "best":
                 preds.append(plan(model, gpus, hw, prec, B, optimizer, image_size, top=1,
-                                  cudnn_major=cudnn_major).plans[0])
+                                  cudnn_major=cudnn_major, memory_format=memory_format).plans[0])
             else:
                 preds.append(predict(model, gpus, strategy, hw, prec, None, B or default_global_batch(gpus),
-                                     optimizer, image_size, cudnn_major))
+                                     optimizer, image_size, cudnn_major, memory_format))
     return Comparison(preds[0].model, gpus, strategy, tuple(preds))
 
 
@@ -149,14 +153,15 @@ def _split(text: str) -> list[str]:
 @click.option("--global-batch", "-B", type=click.IntRange(min=1), default=None, help="Samples per step.")
 @optimizer_option
 @cudnn_option
+@memory_format_option
 @image_size_option
 @format_option
 @chart_option
 @training_options
 def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions: tuple[str, ...],
                 batch_per_gpu: int | None, global_batch: int | None, optimizer: str, cudnn_major: int,
-                image_size: int | None, fmt: str, chart: Path | None, epochs: float | None, dataset_size: int | None,
-                price_per_gpu_hour: float | None, currency: str | None) -> None:
+                memory_format: str, image_size: int | None, fmt: str, chart: Path | None, epochs: float | None,
+                dataset_size: int | None, price_per_gpu_hour: float | None, currency: str | None) -> None:
     """Compare MODEL on GPUS GPUs of several hardware profiles (and precisions), side by side.
 
     Each row is one profile at one precision, with its throughput's ratio to the first row's.
@@ -167,7 +172,7 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
     if bad:
         raise UsageError(f"unknown precision {bad[0]!r} (valid: {', '.join(PRECISIONS)})")
     c = compare(model, gpus, _split(hardware), precs, strategy.strip(), batch_per_gpu, global_batch, optimizer,
-                image_size, cudnn_major)
+                image_size, cudnn_major, memory_format)
     if chart is not None:
         from ..report.charts import save_chart
 

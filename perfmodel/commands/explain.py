@@ -23,6 +23,7 @@ from .common import (
     gpus_option,
     hardware_option,
     image_size_option,
+    memory_format_option,
     model_input_options,
     optimizer_option,
     precision_option,
@@ -63,6 +64,7 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
 @cudnn_option
+@memory_format_option
 @image_size_option
 @model_input_options
 @click.option("--full", is_flag=True, help="Print every term's whole expression (long).")
@@ -86,6 +88,7 @@ def explain_cmd(
     global_batch: int | None,
     optimizer: str,
     cudnn_major: int,
+    memory_format: str,
     image_size: int | None,
     full: bool,
     changes: tuple[str, ...],
@@ -107,7 +110,8 @@ def explain_cmd(
     net = get_model(model, image_size)
     s = parse_strategy(strategy, gpus)
     B = resolve_batch(gpus, batch_per_gpu, global_batch)
-    ctx = context(net, load_hardware(hardware), precision, optimizer, cudnn_major=cudnn_major)
+    ctx = context(net, load_hardware(hardware), precision, optimizer, cudnn_major=cudnn_major,
+                  memory_format=memory_format)
     f = explain_plan(ctx, s, B)
     new = f.evaluate(what_if) if what_if else None
     if new is not None and not all(math.isfinite(v) for v in new.values()):
@@ -116,7 +120,7 @@ def explain_cmd(
     ans = answers_for(f.prediction, ctx.hw, net=net, largest=False)
     if fmt == "json":
         out = {**f.to_dict(), **{k: v for k, v in ans.fields().items() if "interval" in k},
-               "cudnn": f.prediction.assumptions["cudnn"]}
+               "cudnn": f.prediction.assumptions["cudnn"], "memory_format": f.prediction.assumptions["memory_format"]}
         if new is not None:
             out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values())}
         emit(to_json(out))
@@ -146,6 +150,7 @@ def _table(
     emit("T_step = " + " + ".join(f"T_{k}" for k in f.terms))
     emit("(one term per part of predict's breakdown, in its order, each valued as there)")
     emit(p.assumptions["cudnn"])
+    emit(p.assumptions["memory_format"])
     emit("")
     limit = None if full else 400
     for k, v in f.terms.items():

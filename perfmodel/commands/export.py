@@ -23,6 +23,7 @@ from .common import (
     gpus_option,
     hardware_option,
     image_size_option,
+    memory_format_option,
     model_input_options,
     optimizer_option,
     precision_option,
@@ -89,13 +90,15 @@ def export_lines(e: ExportPlan, output: Path) -> list[str]:
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
 @cudnn_option
+@memory_format_option
 @image_size_option
 @model_input_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The program to write (.py); run it with torchrun.")
 @format_option
 def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
-               global_batch: int | None, optimizer: str, cudnn_major: int, image_size: int | None, output: Path,
+               global_batch: int | None, optimizer: str, cudnn_major: int, memory_format: str,
+               image_size: int | None, output: Path,
                fmt: str) -> None:
     """Write MODEL's plan as a PyTorch program (DDP, torch.distributed.pipelining) that trains it on
     synthetic data under torchrun, times it and writes the measured row for `perfmodel validate`.
@@ -108,9 +111,10 @@ def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: s
         batch_per_gpu = 32
     check_exportable(parse_strategy(strategy, gpus))  # before pricing: say what is missing first
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
-                cudnn_major)
+                cudnn_major, memory_format)
     e = export_prediction(p, hardware, output, model)
     if fmt == "json":
         emit(to_json({"output": str(output), "plan": e.to_dict(), "assumptions": p.assumptions}))
     else:
-        emit("\n".join([*export_lines(e, output), f"assumes:  cudnn: {p.assumptions['cudnn']}"]))
+        emit("\n".join([*export_lines(e, output), f"assumes:  cudnn: {p.assumptions['cudnn']}",
+                              f"assumes:  {p.assumptions['memory_format']}"]))

@@ -24,6 +24,7 @@ from .common import (
     gpus_option,
     hardware_option,
     image_size_option,
+    memory_format_option,
     model_input_options,
     optimizer_option,
     precision_option,
@@ -105,6 +106,7 @@ def render_plan(r: PlanResult, rows: list[dict[str, Any]] | None = None) -> str:
 )
 @optimizer_option
 @cudnn_option
+@memory_format_option
 @image_size_option
 @model_input_options
 @click.option(
@@ -132,6 +134,7 @@ def plan_cmd(
     global_batch: int | None,
     optimizer: str,
     cudnn_major: int,
+    memory_format: str,
     image_size: int | None,
     top: int,
     strategies: str,
@@ -152,7 +155,8 @@ def plan_cmd(
     check_writable(chart)
     check_writable(export_to, PROGRAM_SUFFIXES)
     kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
-    r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds, cudnn_major)
+    r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds, cudnn_major,
+             memory_format)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     hw = load_hardware(hardware)
     net = get_model(model, image_size)  # an imported model's file path is relative to here

@@ -25,6 +25,7 @@ from .common import (
     format_option,
     hardware_option,
     image_size_option,
+    memory_format_option,
     model_input_options,
     optimizer_option,
     precision_option,
@@ -140,6 +141,7 @@ def _progress() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
 )
 @optimizer_option
 @cudnn_option
+@memory_format_option
 @image_size_option
 @model_input_options
 @format_option
@@ -157,6 +159,7 @@ def scale_cmd(
     strategies: str,
     optimizer: str,
     cudnn_major: int,
+    memory_format: str,
     image_size: int | None,
     fmt: str,
     chart: Path | None,
@@ -204,6 +207,7 @@ def scale_cmd(
             image_size=image_size,
             progress=show,
             cudnn_major=cudnn_major,
+            memory_format=memory_format,
         )
     finally:
         close()
@@ -242,6 +246,7 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit("")
         emit(f"speedup baseline: {a['baseline']}")
         emit(f"cudnn: {a['cudnn']}")
+        emit(a['memory_format_assumption'])
         ok = df[df["interval_group"].notna()]
         labels = [f"{s} at {g}" for s, g in zip(ok["strategy"], ok["gpus"], strict=True)]
         runs = [int(n) for n in ok["interval_runs"].to_numpy(float)]

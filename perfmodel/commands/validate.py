@@ -128,6 +128,7 @@ def render_summary(v: Validation) -> str:
         "(against the 1-GPU row of the same model, hardware, precision, batch, framework, source)",
         f"max |error| {_pct(s.max_abs_error_pct)} ({s.worst_row or '-'})",
         f"cudnn: {DEFINITIONS['cudnn']}",
+        f"memory format: {DEFINITIONS['memory_format']}",
         "",
         "per group (model, hardware, strategy kind):",
         render_frame(groups_frame(v)),

@@ -16,6 +16,7 @@ from .formulas import Num, is_symbolic
 from .grouped import DEFAULT_CUDNN_MAJOR
 from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tensor_cores
 from .kernels import network_kernels
+from .layout import DEFAULT_MEMORY_FORMAT, with_transposes
 from .work import KernelWork, kernel_work
 
 #: Precisions whose activations are 16-bit: their CUDA-core kernels (depthwise convolutions)
@@ -61,18 +62,22 @@ class ShapeRules:
     """What fixes each kernel's effective FLOPs besides the counts: the profile's kernel-model
     numbers, whether the precision runs on tensor cores, and, when the batch is a symbol, the
     micro-batch the shapes are taken at (``batch_value``); ``cudnn_major``: the cuDNN whose
-    kernels run grouped convolutions (:mod:`perfmodel.cost.grouped`)."""
+    kernels run grouped convolutions (:mod:`perfmodel.cost.grouped`); ``memory_format``: the
+    activations' layout, ``nchw`` adding cuDNN's transposes around tensor-core convolutions
+    (:mod:`perfmodel.cost.layout`)."""
 
     kernels: KernelParams
     tensor_cores: bool
     batch_value: float | None = None
     half_precision: bool = False
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
+    memory_format: str = DEFAULT_MEMORY_FORMAT
 
     @classmethod
     def of(cls, hw: Hardware, precision: str, batch_value: float | None = None,
-           cudnn_major: int = DEFAULT_CUDNN_MAJOR) -> ShapeRules:
-        return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS, cudnn_major)
+           cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT) -> ShapeRules:
+        return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS, cudnn_major,
+                   memory_format)
 
 
 def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -108,8 +113,9 @@ def layer_seconds(
     if b_num is None:
         raise ValueError("layer_seconds: a symbolic batch needs rules.batch_value (the micro-batch)")
     scale = _scale(cc, counts) * b_num
-    work = kernel_work(network_kernels(cc.network), rules.kernels, scale, rules.tensor_cores, rules.half_precision,
-                       rules.cudnn_major)
+    lk = network_kernels(cc.network)
+    work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major)
+    work = with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format)
     conv, _, _ = kind_masks(cc)
     ew_f = np.asarray(counts["fwd_flops"]) - np.asarray(counts["fwd_matmul_flops"])
     ew_b = np.asarray(counts["bwd_input_flops"]) - np.minimum(counts["bwd_input_flops"], counts["fwd_matmul_flops"])
@@ -158,6 +164,7 @@ def layer_times(
     s_w: float = 1.0,
     counts: dict[str, np.ndarray] | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> LayerTimes:
     """Per-layer forward and backward seconds for ``batch`` samples on one tile.
 
@@ -166,9 +173,10 @@ def layer_times(
     :mod:`perfmodel.cost.efficiency`) or its bytes, memory-bound kernels by their bytes,
     plus a launch gap per kernel, and no faster than the host dispatches its ops
     (:mod:`perfmodel.cost.kernel_model`). The formula is :func:`layer_seconds` on the
-    profile's :class:`ComputeValues`, with the grouped-convolution kernels of cuDNN ``cudnn_major``.
+    profile's :class:`ComputeValues`, with the grouped-convolution kernels of cuDNN ``cudnn_major``
+    and the activations in ``memory_format``.
     """
     ev = counts if counts is not None else cc.evaluate(batch, s_d, s_h, s_w)
-    rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major)
+    rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major, memory_format=memory_format)
     fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, rules)
     return LayerTimes(fwd=np.asarray(fwd, dtype=float), bwd=np.asarray(bwd, dtype=float))

@@ -10,6 +10,7 @@ import numpy as np
 from ..cost.collectives import Group
 from ..cost.compute import ComputeValues, LayerTimes, layer_times
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import BatchSplitError, UsageError
 from ..hardware import PRECISIONS, Hardware
 from ..network import Network, compile_counts
@@ -42,6 +43,9 @@ class Context:
     #: the cuDNN major version the run's framework uses: before 8, grouped convolutions run one
     #: kernel per group (perfmodel.cost.grouped); a stated assumption of every output
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
+    #: the activations' layout, nchw (PyTorch's default) or nhwc: under nchw cuDNN transposes the
+    #: tensors of every tensor-core convolution (perfmodel.cost.layout); a stated assumption
+    memory_format: str = DEFAULT_MEMORY_FORMAT
     memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
         default_factory=dict, repr=False
     )
@@ -61,7 +65,8 @@ class Context:
         hit = self.memo.get(key)
         if hit is None:
             ev = self.cc.evaluate(batch, *grid)
-            lt = layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev, cudnn_major=self.cudnn_major)
+            lt = layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev, cudnn_major=self.cudnn_major,
+                             memory_format=self.memory_format)
             hit = (self.scaled(lt), ev)
             if len(self.memo) > 256:
                 self.memo.clear()
@@ -80,18 +85,20 @@ class Context:
 
 
 def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_scale: float = 1.0,
-            cudnn_major: int = DEFAULT_CUDNN_MAJOR) -> Context:
+            cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT) -> Context:
     """The pricing context (layer seconds times ``compute_scale``, :attr:`Context.compute_scale`;
-    grouped convolutions as cuDNN ``cudnn_major`` runs them); unknown precisions, optimizers and
-    cuDNN versions are usage errors."""
+    grouped convolutions as cuDNN ``cudnn_major`` runs them; activations in ``memory_format``);
+    unknown precisions, optimizers, cuDNN versions and memory formats are usage errors."""
     check_cudnn_major(cudnn_major)
+    check_memory_format(memory_format)
     if precision not in PRECISIONS:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")
     optimizer_bytes_per_param(optimizer)  # validates
     cc = compile_counts(net)
     starts = np.array([lk.start for lk in net.links])
     cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
-    return Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale, int(cudnn_major))
+    return Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale, int(cudnn_major),
+                   memory_format)
 
 
 def split_batch(global_batch: int, s: Strategy) -> tuple[int, int]:

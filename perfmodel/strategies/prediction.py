@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..cost.grouped import cudnn_assumption
+from ..cost.layout import memory_format_assumption
 from ..units import GIB
 from .baseline import Baseline
 from .context import Context
@@ -142,6 +143,7 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
                       "sgd-plain": "SGD without momentum (no state buffer)"}[ctx.optimizer],
         "gradient_exchange": "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)",
         "cudnn": cudnn_assumption(ctx.cudnn_major),
+        "memory_format": memory_format_assumption(ctx.memory_format),
         "memory_capacity": f"{hw.device.memory_bytes / GIB:.1f} GiB per GPU, "
         f"{hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",
         "excluded": EXCLUDED,

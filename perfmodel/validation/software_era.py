@@ -1,4 +1,4 @@
-"""The cuDNN major version a measured run used, read from its framework, source and notes.
+"""The cuDNN major version and memory format a measured run used, read from its source and notes.
 
 Grouped convolutions are priced as the run's cuDNN executes them (:mod:`perfmodel.cost.grouped`),
 so each measured row is priced with the version its source states, in this order:
@@ -16,6 +16,26 @@ so each measured row is priced with the version its source states, in this order
    a1b4ee25 (PyTorch 1.3: cuDNN 7).
 
 A row none of these match is priced with the default (:data:`~perfmodel.cost.grouped.DEFAULT_CUDNN_MAJOR`).
+
+The activations' memory format (:mod:`perfmodel.cost.layout`: NCHW adds cuDNN's transposes around
+tensor-core convolutions) is read from the same fields (:func:`memory_format_of`):
+
+1. an explicit ``NHWC``/``channels-last`` or ``NCHW`` in the framework, source or notes;
+2. NVIDIA DeepLearningExamples: AMP rows NHWC, FP32/TF32 rows NCHW. PyTorch ConvNets: ``configs.yml``
+   sets ``memory_format: nhwc`` for every AMP entry and nothing for FP32/TF32, and ``main.py``'s
+   ``--memory-format`` defaults to ``nchw`` (both at 0fadac23d764429ed0da54dc8c5a31677dc923d5);
+   MXNet RN50v1.5: ``runner`` adds ``--conv-layout NHWC --batchnorm-layout NHWC --pooling-layout
+   NHWC`` for ``--dtype float16`` only, the layouts default to NCHW (70c51ad7f811b020ddd741ea2c6ce5a573bad963);
+   TensorFlow ConvNets: ``--data_format`` defaults to NCHW (``utils/cmdline_helper.py`` at
+   37672df8f725d74160e379ad41750e57fd902e36), and TensorFlow's layout optimizer turns a graph
+   whose convolutions are mostly fp16 on Volta or newer GPUs to NHWC
+   (``tensorflow/core/grappler/optimizers/generic_layout_optimizer.cc``,
+   ``GetSrcAndDstDataFormats``; that NGC 20.06's TensorFlow 1.15 behaves so is an assumption);
+3. the 2019 PyTorch ConvNets table (f0ef8493, pytorch-19.10: PyTorch 1.3) is NCHW at every
+   precision: ``torch.channels_last`` arrived in PyTorch 1.5 (the PyTorch tutorial "Channels Last
+   Memory Format in PyTorch" lists PyTorch 1.5.0 as its prerequisite);
+4. anything else: PyTorch's default, NCHW (tf_cnn_benchmarks' 2017 P100 rows and torchgpipe's P40
+   rows are fp32 without tensor cores, unaffected either way).
 """
 
 from __future__ import annotations
@@ -24,9 +44,10 @@ import re
 from functools import lru_cache
 
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR, FIRST_GROUPED_KERNEL_MAJOR
+from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from .measurements import Measurement
 
-__all__ = ["cudnn_major_of", "cudnn_major_from_text"]
+__all__ = ["cudnn_major_of", "cudnn_major_from_text", "memory_format_of"]
 
 _EXPLICIT = re.compile(r"cuDNN\s*v?(\d+)(?:\.\d+)*", re.IGNORECASE)
 _NGC = re.compile(r"(?:NGC\s+|pytorch-|mxnet-|tensorflow-|\b)(\d\d)\.(\d\d)(?:-tf[12])?(?:-py3)?\b")
@@ -67,3 +88,24 @@ def cudnn_major_of(m: Measurement) -> int:
     """The cuDNN major version measured row ``m`` ran with (the default where it does not say)."""
     found = cudnn_major_from_text(m.framework, m.source, m.columns.get("notes", ""))
     return DEFAULT_CUDNN_MAJOR if found is None else found
+
+
+_LAYOUT = re.compile(r"\b(NHWC|NCHW|channels[-_ ]last)\b", re.IGNORECASE)
+#: Sources whose runs predate ``torch.channels_last`` (PyTorch 1.5): NCHW at every precision.
+_NCHW_COMMITS = ("f0ef8493",)
+
+
+def memory_format_of(m: Measurement) -> str:
+    """The activations' memory format row ``m`` ran in (module docstring, rules 1-4)."""
+    return _format_in(m.framework, m.source, m.columns.get("notes", ""), m.precision)
+
+
+@lru_cache(maxsize=1024)
+def _format_in(framework: str, source: str, notes: str, precision: str) -> str:
+    """:func:`memory_format_of` of one row's texts, parsed once per distinct combination."""
+    found = _LAYOUT.search(" ".join((framework, source, notes)))
+    if found:
+        return "nchw" if found.group(1).upper() == "NCHW" else "nhwc"
+    if "DeepLearningExamples" in source and not any(c in source for c in _NCHW_COMMITS):
+        return "nhwc" if precision == "amp" else "nchw"
+    return DEFAULT_MEMORY_FORMAT
