@@ -93,6 +93,23 @@ def test_nchw_adds_exactly_the_transposes_of_a_hand_counted_conv() -> None:
     assert nchw.fwd[1] == nhwc.fwd[1]  # the ReLU is no convolution
 
 
+def test_tf32_weight_gradients_run_natively_in_nchw() -> None:
+    """TF32 (tensorflow/tensorflow PR #58054: NHWC helps only the forward and the data gradient):
+    c1's backward pays the data gradient's transposes and not the weight gradient's; fp32 bytes."""
+    b, _ = _two_convs()
+    net, prof, batch = b.build(), load_hardware(HW), 64.0
+    cc = compile_counts(net)
+    nchw = layer_times(cc, prof, "tf32", batch, memory_format="nchw")
+    nhwc = layer_times(cc, prof, "tf32", batch, memory_format="nhwc")
+    x, y = 64 * 56 * 56, 128 * 28 * 28
+    bw = prof.device.memory_bandwidth_bytes_per_s * prof.compute["tf32"].memory
+    e, tau = 4.0, prof.kernel_launch_s
+    i = [layer.name for layer in net.layers].index("c1")
+    assert nchw.fwd[i] - nhwc.fwd[i] == pytest.approx(2 * (x + y) * batch * e / bw + 2 * tau, rel=1e-9)
+    assert nchw.bwd[i] - nhwc.bwd[i] == pytest.approx(2 * (x + y) * batch * e / bw + 2 * tau, rel=1e-9)
+    assert nchw.bwd[0] == nhwc.bwd[0]  # the first layer's backward is its weight gradient alone
+
+
 def test_no_tensor_cores_no_transposes() -> None:
     """fp32 on a V100 runs CUDA-core kernels, native in NCHW: the format changes nothing."""
     a = predict("resnet50", 8, "dp=8", "v100-16gb-dgx1", "fp32", 32, memory_format="nchw")

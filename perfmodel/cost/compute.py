@@ -115,7 +115,7 @@ def layer_seconds(
     scale = _scale(cc, counts) * b_num
     lk = network_kernels(cc.network)
     work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major)
-    work = with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format)
+    work = with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format, rules.half_precision)
     conv, _, _ = kind_masks(cc)
     ew_f = np.asarray(counts["fwd_flops"]) - np.asarray(counts["fwd_matmul_flops"])
     ew_b = np.asarray(counts["bwd_input_flops"]) - np.minimum(counts["bwd_input_flops"], counts["fwd_matmul_flops"])

@@ -24,7 +24,11 @@ writes its tensor once at the profile's memory efficiency, one launch each):
 * data gradient: the output gradient in, the input gradient out;
 * weight gradient: the input and the output gradient in (a call of its own: the two gradients
   are separate cuDNN functions, ``cudnnConvolutionBackwardData`` and ``cudnnConvolutionBackwardFilter``
-  in the cuDNN API reference, so the output gradient is transposed once for each).
+  in the cuDNN API reference, so the output gradient is transposed once for each), in fp16 and
+  bf16 only: in TF32, cuDNN's NHWC path is faster than its NCHW one "only for the fwd and bwd_data
+  convolutions" (NVIDIA's engineers in tensorflow/tensorflow PR #58054, 2022, which turns NHWC on
+  for TF32 inference only for that reason), so a TF32 weight gradient runs its native NCHW kernel
+  at no less than the NHWC kernel's speed and pays no transposes.
 
 Filters are left out: they are parameters, whose bytes do not grow with the batch (every memory
 field of :class:`~perfmodel.cost.work.KernelWork` is linear in it, which ``explain``'s symbolic
@@ -90,16 +94,17 @@ def transposed_layers(lk: LayerKernels, tensor_cores: bool, memory_format: str) 
 
 
 def with_transposes(work: KernelWork, lk: LayerKernels, scale: np.ndarray, tensor_cores: bool,
-                    memory_format: str) -> KernelWork:
-    """``work`` plus the transposes of NCHW tensor-core convolutions: per present GEMM kernel, its
-    activation elements (input + output, per sample times ``scale``) read and written once, and
-    two launches; ``work`` itself where no layer transposes."""
+                    memory_format: str, half_precision: bool = True) -> KernelWork:
+    """``work`` plus the transposes of NCHW tensor-core convolutions: per present GEMM kernel (the
+    weight gradient only in fp16/bf16, ``half_precision``; module docstring), its activation
+    elements (input + output, per sample times ``scale``) read and written once, and two
+    launches; ``work`` itself where no layer transposes."""
     mask = transposed_layers(lk, tensor_cores, memory_format)
     if not mask.any():
         return work
     act = np.where(mask, lk.mm_elems["fwd"], 0.0) * np.asarray(scale, dtype=float)  # x + y per call
     calls_f = (lk.n["fwd"] > 0).astype(float)
-    calls_b = (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0)
+    calls_b = (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0) * float(half_precision)
     return dataclasses.replace(
         work,
         mem_elems_fwd=work.mem_elems_fwd + 2.0 * act * calls_f,
