@@ -145,6 +145,8 @@ def _row(source: str, precision: str, framework: str = "PyTorch", notes: str = "
      "amp", "PyTorch", "", "nchw"),
     ("tensorflow/tensorflow tensorflow/docs_src/performance/benchmarks.md @ 5984ffef", "fp32", "TensorFlow", "",
      "nchw"),
+    ("NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5/README.md @ 46ff3707 (2020-06-27)",
+     "amp", "PyTorch", "", "nchw"),
     ("my own runs", "amp", "PyTorch", "model.to(memory_format=torch.channels_last)", "nhwc"),
     ("my own runs", "amp", "PyTorch", "", "nchw"),
 ])

@@ -33,7 +33,10 @@ tensor-core convolutions) is read from the same fields (:func:`memory_format_of`
    ``GetSrcAndDstDataFormats``; that NGC 20.06's TensorFlow 1.15 behaves so is an assumption);
 3. the 2019 PyTorch ConvNets table (f0ef8493, pytorch-19.10: PyTorch 1.3) is NCHW at every
    precision: ``torch.channels_last`` arrived in PyTorch 1.5 (the PyTorch tutorial "Channels Last
-   Memory Format in PyTorch" lists PyTorch 1.5.0 as its prerequisite);
+   Memory Format in PyTorch" lists PyTorch 1.5.0 as its prerequisite); the June 2020 ConvNets
+   README (46ff3707, the first A100 table) too: it says NHWC support for mixed precision is still
+   being added, its training scripts pass no ``--memory-format`` and ``main.py`` defaults it to
+   ``nchw`` (``memory_format: nhwc`` first appears in ``configs.yml`` at 097c7ff9, March 2021);
 4. anything else: PyTorch's default, NCHW (tf_cnn_benchmarks' 2017 P100 rows and torchgpipe's P40
    rows are fp32 without tensor cores, unaffected either way).
 """
@@ -91,8 +94,8 @@ def cudnn_major_of(m: Measurement) -> int:
 
 
 _LAYOUT = re.compile(r"\b(NHWC|NCHW|channels[-_ ]last)\b", re.IGNORECASE)
-#: Sources whose runs predate ``torch.channels_last`` (PyTorch 1.5): NCHW at every precision.
-_NCHW_COMMITS = ("f0ef8493",)
+#: Sources whose runs were NCHW at every precision (module docstring, rule 3).
+_NCHW_COMMITS = ("f0ef8493", "46ff3707")
 
 
 def memory_format_of(m: Measurement) -> str:
