@@ -173,7 +173,9 @@ def plan_cmd(
         d["search"]["rank_by"] = rank_by
         emit(to_json(d))
     elif fmt == "csv":
-        emit(render_frame(_with_answers(plan_rows(r), answers, flat=True), "csv"))
+        rows = _with_answers(plan_rows(r), answers, flat=True)
+        emit(render_frame([{**row, "precision": p.precision, "cudnn_major": p.cudnn_major,
+                            "memory_format": p.memory_format} for row, p in zip(rows, r.plans, strict=True)], "csv"))
     else:
         emit(render_plan(r, _with_answers(plan_rows(r), answers)) + exported)
         notes = [(f"rank {i}", a.interval.group, a.interval.runs) for i, a in enumerate(answers, 1)]

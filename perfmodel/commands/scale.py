@@ -232,8 +232,9 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
     if fmt == "json":
         emit(to_json({"setting": {k: v for k, v in a.items()}, "baseline": baseline_object(a),
                       "rows": df.to_dict(orient="records")}))
-    elif fmt == "csv":
-        emit(render_frame(df, "csv"))
+    elif fmt == "csv":  # every row carries the software its plans were priced for
+        setting = {k: a[k] for k in ("model", "hardware", "precision", "optimizer", "cudnn_major", "memory_format")}
+        emit(render_frame(df.assign(**setting), "csv"))
     else:
         batch = (
             f"global batch {a['global_batch']} (strong scaling)"

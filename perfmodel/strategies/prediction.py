@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..cost.grouped import cudnn_assumption
-from ..cost.layout import memory_format_assumption
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, memory_format_assumption
 from ..units import GIB
 from .baseline import Baseline
 from .context import Context
@@ -52,6 +52,9 @@ class Prediction:
     assumptions: dict[str, str]
     details: dict[str, Any] = field(default_factory=dict)
     baseline: Baseline | None = None
+    #: the software the plan was priced for (also in words in ``assumptions``)
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR
+    memory_format: str = DEFAULT_MEMORY_FORMAT
 
     @property
     def fits_in_memory(self) -> bool:
@@ -90,6 +93,8 @@ class Prediction:
             "strategy_kind": self.strategy.kind,
             "precision": self.precision,
             "optimizer": self.optimizer,
+            "cudnn_major": self.cudnn_major,
+            "memory_format": self.memory_format,
             "global_batch": self.global_batch,
             "image_size": self.image_size,
             "iteration_time_s": self.iteration_time_s,
