@@ -98,7 +98,6 @@ def kernel_work(
     cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`).
     """
     scale = np.asarray(scale, dtype=float)
-    half = kp.half_intensity(tensor_cores)  # the shape rule's I_1/2 on these cores
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
     gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
     pad_in = np.where(lk.c_in > 0, pad_channels(lk.c_in, tensor_cores) / np.maximum(lk.c_in, 1), 1.0)
@@ -117,17 +116,9 @@ def kernel_work(
         role = _roles(lk, s)  # which of the underlying convolution's kernels slot s runs
         n = lk.n[s] * np.where(role == "fwd", pad_k, pad_c)
         direct = 2 * lk.groups * m * n * k
-        split_k = ~lk.conv if s != "wgrad" else True
+        eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pad_c, direct)
         # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
-        split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
-        rules = _slot_rules(lk, kp, s, role, split_eff)
-        shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half,
-                        split_k=split_k, **rules)  # of the groups one kernel covers
-        eff = looped_efficiency(shape, lk.groups, kg)
-        if s != "wgrad":  # cuDNN runs the faster of the implicit GEMM and the sum of products
-            alt = np.where(role == "dgrad", _dgrad_sum_efficiency(lk, m, direct, pad_c, kp, kg, half), 0.0)
-            eff = np.maximum(eff, alt)
         implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
         # Winograd: the reduced GEMMs plus the transforms, whose cost grows with C + K per output
         # pixel (npq: the GEMM's batch-growing side); cudnnFind keeps the faster of the two
@@ -152,6 +143,24 @@ def kernel_work(
         host_ops_bwd=lk.host_ops_bwd,
         window_loads_fwd=window_path_loads(lk, kp, scale, 2.0 if half_precision else 4.0),
     )
+
+
+def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray,
+                     mnk: tuple[np.ndarray, np.ndarray, np.ndarray], tensor_cores: bool, kg: np.ndarray,
+                     pad_c: np.ndarray, direct: np.ndarray) -> np.ndarray:
+    """The shape efficiency of GEMM slot ``s`` (of the groups one kernel covers, ``kg``); for a
+    data gradient the better of the implicit GEMM and the sum of products, as cuDNN picks."""
+    m, n, k = mnk
+    half = kp.half_intensity(tensor_cores)  # the shape rule's I_1/2 on these cores
+    split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
+    shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half,
+                    split_k=~lk.conv if s != "wgrad" else True, **_slot_rules(lk, kp, s, role, split_eff))
+    eff = looped_efficiency(shape, lk.groups, kg)
+    if s == "wgrad":
+        return eff
+    alt = np.where(role == "dgrad", _dgrad_sum_efficiency(lk, m, direct, pad_c, kp, kg, half), 0.0)
+    best: np.ndarray = np.maximum(eff, alt)
+    return best
 
 
 def _roles(lk: LayerKernels, s: str) -> np.ndarray:
