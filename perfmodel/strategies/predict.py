@@ -184,5 +184,7 @@ def predict_in(
         assumptions={**assumptions(ctx, text), "gradient_exchange": exchange_assumption(s)},
         details=priced.details,
         baseline=base,
+        cudnn_major=ctx.cudnn_major,
+        memory_format=ctx.memory_format,
     )
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..cost.grouped import cudnn_assumption
-from ..cost.layout import memory_format_assumption
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, memory_format_assumption
 from ..units import GIB
 from .baseline import Baseline
 from .context import Context
@@ -52,6 +52,9 @@ class Prediction:
     assumptions: dict[str, str]
     details: dict[str, Any] = field(default_factory=dict)
     baseline: Baseline | None = None
+    #: the software it was priced with (stated in ``assumptions``), for whatever reprices it
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR
+    memory_format: str = DEFAULT_MEMORY_FORMAT
 
     @property
     def fits_in_memory(self) -> bool:
