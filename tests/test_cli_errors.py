@@ -508,6 +508,7 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("export", "resnet50 -n 8 -s dp=8 -o {out}.py --memory-format last", 2, "'last' is not one of 'nchw', 'nhwc'"),
     ("partition", "resnet50 -k 2 --memory-format nhcw", 2, "'nhcw' is not one of 'nchw', 'nhwc'"),
     ("partition", "tiny_cnn -k 2 --memory-format channels_last", 2, "'channels_last' is not one of 'nchw', 'nhwc'"),
+    ("measure", "tiny_cnn --device cpu --memory-format NHWC", 2, "'NHWC' is not one of 'nchw', 'nhwc'"),
 ]
 
 
