@@ -33,6 +33,8 @@ __all__ = [
     "MeasureResult",
     "require_torch",
     "build_module",
+    "module_to_memory_format",
+    "to_memory_format",
     "measure",
     "DEVICES",
     "TORCH_MISSING",
