@@ -506,6 +506,9 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("scale", "resnet50 --gpus 1,8 --memory-format cl", 2, "'cl' is not one of 'nchw', 'nhwc'"),
     ("compare", "resnet50 -n 8 -H a100-80gb-dgx --memory-format x", 2, "'x' is not one of 'nchw', 'nhwc'"),
     ("export", "resnet50 -n 8 -s dp=8 -o {out}.py --memory-format last", 2, "'last' is not one of 'nchw', 'nhwc'"),
+    ("partition", "resnet50 -k 2 --memory-format nhcw", 2, "'nhcw' is not one of 'nchw', 'nhwc'"),
+    ("partition", "tiny_cnn -k 2 --memory-format channels_last", 2, "'channels_last' is not one of 'nchw', 'nhwc'"),
+    ("measure", "tiny_cnn --device cpu --memory-format NHWC", 2, "'NHWC' is not one of 'nchw', 'nhwc'"),
 ]
 
 

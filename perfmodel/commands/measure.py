@@ -9,13 +9,14 @@ import click
 import pandas as pd
 
 from ..cost.grouped import CUDNN_MAJORS
+from ..cost.layout import memory_format_assumption
 from ..errors import UsageError
 from ..hardware import PRECISIONS, load_hardware
 from ..io import atomic_write_text, check_target
 from ..report import render_frame, to_json
 from ..validation.measure import DEVICES, MeasureResult, measure
 from ..validation.measure_env import pricing_cudnn
-from .common import emit, format_option, image_size_option
+from .common import emit, format_option, image_size_option, memory_format_option
 
 __all__ = ["measure_cmd", "layers_frame", "predicted_times", "cpu_timed_gpu_profile"]
 
@@ -35,8 +36,10 @@ def predicted_times(
 ) -> tuple[list[tuple[float, float]], float]:
     """The compute model's per-layer (forward, backward) seconds and step seconds for ``r``, with
     grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`;
-    None: the cuDNN ``r``'s torch loaded, the default without one, :func:`pricing_cudnn`)."""
+    None: the cuDNN ``r``'s torch loaded, the default without one, :func:`pricing_cudnn`) and
+    the activations in the memory format ``r`` ran in (:mod:`perfmodel.cost.layout`)."""
     cudnn_major = pricing_cudnn(r.environment.get("cudnn"), cudnn_major)[0]
+    fmt = r.memory_format
     from ..cost.compute import layer_times
     from ..network import compile_counts, get_model
     from ..strategies.predict import context, price
@@ -44,9 +47,14 @@ def predicted_times(
 
     hw = load_hardware(hardware)
     net = get_model(r.model, r.image_size)
-    lt = layer_times(compile_counts(net), hw, r.precision, r.batch, cudnn_major=cudnn_major)
-    step = price(context(net, hw, r.precision, "sgd", cudnn_major=cudnn_major), Strategy(), r.batch).time_s
+    lt = layer_times(compile_counts(net), hw, r.precision, r.batch, cudnn_major=cudnn_major, memory_format=fmt)
+    ctx = context(net, hw, r.precision, "sgd", cudnn_major=cudnn_major, memory_format=fmt)
+    step = price(ctx, Strategy(), r.batch).time_s
     return [(float(f), float(b)) for f, b in zip(lt.fwd, lt.bwd, strict=True)], step
+
+
+def _layout(r: MeasureResult) -> str:
+    return memory_format_assumption(r.memory_format)
 
 
 def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None = None) -> pd.DataFrame:
@@ -121,6 +129,7 @@ def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None =
     help="cuDNN major version the predictions assume (default: the one torch loaded; "
     "before 8, grouped convolutions run one kernel per group).",
 )
+@memory_format_option
 @click.option("--no-layers", is_flag=True, help="Time only the whole step.")
 @image_size_option
 @click.option(
@@ -140,6 +149,7 @@ def measure_cmd(
     device: str | None,
     hardware: str | None,
     cudnn_major: int | None,
+    memory_format: str,
     no_layers: bool,
     image_size: int | None,
     output: Path | None,
@@ -148,16 +158,18 @@ def measure_cmd(
     """Time forward and backward of MODEL, per layer and per training step, on this machine.
 
     Needs torch (pip install torch; from a checkout pip install -e ".[torch]"). The network is
-    built from perfmodel's own layer IR, so what is timed is exactly what the cost model prices.
+    built from perfmodel's own layer IR, so what is timed is exactly what the cost model prices;
+    --memory-format nhwc runs it channels-last (model and inputs), and the row says so.
     """
+    if output is not None and output.suffix.lower() != ".csv":
+        raise UsageError(f"cannot write '{output}': measurements are written as .csv")
     if output is not None:
-        if output.suffix.lower() != ".csv":
-            raise UsageError(f"cannot write '{output}': measurements are written as .csv")
         check_target(output, (".csv",))
     if hardware is not None:
         load_hardware(hardware)  # fail on a bad name before timing anything
     try:
-        r = measure(model, batch, precision, steps, device, image_size, warmup, layers=not no_layers)
+        r = measure(model, batch, precision, steps, device, image_size, warmup, not no_layers,
+                    memory_format=memory_format)
     except RuntimeError as e:  # torch's own failures: out of memory, unsupported kernel
         first = (str(e).strip().splitlines() or ["unknown error"])[0]
         hint = " (try a smaller --batch)" if "out of memory" in first.lower() else ""
@@ -179,7 +191,7 @@ def measure_cmd(
         d["measurement_row"] = row
         if predicted is not None:
             d["cudnn_major"] = priced_major
-            d["assumptions"] = {"cudnn": cudnn_note}
+            d["assumptions"] = {"cudnn": cudnn_note, "memory_format": _layout(r)}
             d["predicted_step_time_s"] = step_pred
             for lt, (pf, pb) in zip(d["layers"], predicted, strict=True):
                 lt["predicted_forward_s"], lt["predicted_backward_s"] = pf, pb
@@ -204,7 +216,7 @@ def measure_cmd(
         lines.append("hardware column: 'unspecified' (give --hardware NAME to make the row validatable)")
     lines.append(f"environment: {env}")
     if step_pred is not None:
-        lines.append(f"assumptions:\n  cudnn: {cudnn_note}")
+        lines += ["assumptions:", f"  cudnn: {cudnn_note}", f"  memory_format: {_layout(r)}"]
     if output is not None:
         lines.append(f"wrote {output} and {output.with_suffix('.layers.csv')}")
     emit("\n".join(lines))

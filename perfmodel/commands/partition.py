@@ -27,6 +27,7 @@ from .common import (
     format_option,
     hardware_option,
     image_size_option,
+    memory_format_option,
     model_input_options,
     precision_option,
 )
@@ -87,6 +88,7 @@ def partition_rows(r: PartitionReport) -> list[dict[str, object]]:
             "model": r.model,
             "granularity": r.granularity,
             "cudnn_major": r.cudnn_major,
+            "memory_format": r.memory_format,
         }
         for x in _rows(r)
     ]
@@ -209,6 +211,7 @@ def render_partition(r: PartitionReport) -> str:
 @hardware_option
 @precision_option
 @cudnn_option
+@memory_format_option
 @image_size_option
 @model_input_options
 @format_option
@@ -223,6 +226,7 @@ def partition_cmd(
     hardware: str,
     precision: str,
     cudnn_major: int,
+    memory_format: str,
     image_size: int | None,
     fmt: str,
     chart: Path | None,
@@ -234,7 +238,8 @@ def partition_cmd(
     """
     check_writable(chart)
     r = partition_report(
-        model, parts, granularity, epsilon, global_batch, hardware, precision, image_size, seed, cudnn_major
+        model, parts, granularity, epsilon, global_batch, hardware, precision, image_size, seed, cudnn_major,
+        memory_format,
     )
     if chart is not None:
         from ..report.charts import save_chart

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import BatchSplitError, StrategyError
 from ..strategies import Prediction
 from ..strategies.data import BUCKET_BYTES
@@ -63,6 +64,8 @@ class ExportPlan:
     (name or TOML path), written as the measured row's hardware label. ``module`` is empty for
     networks built from perfmodel's IR, or ``/abs/path/file.py:Name`` for a user's own
     ``torch.nn.Module`` class (built with no arguments), which the program trains instead.
+    ``memory_format`` is the activations' layout the plan was priced with: under ``nhwc`` the
+    program runs the model and its inputs channels-last (:mod:`perfmodel.cost.layout`).
     """
 
     model: str
@@ -90,6 +93,7 @@ class ExportPlan:
     lr: float = 0.01
     seed: int = 0
     notes: tuple[str, ...] = field(default=())
+    memory_format: str = DEFAULT_MEMORY_FORMAT
 
     @property
     def samples_per_replica(self) -> int:
@@ -172,4 +176,5 @@ def export_plan(p: Prediction, hardware: str, module: str = "") -> ExportPlan:
         memory_capacity_bytes=p.memory_capacity_bytes,
         notes=tuple(notes),
         module=module,
+        memory_format=p.memory_format,
     )

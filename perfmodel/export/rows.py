@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..validation.measure_result import layout_text
 from .plan import ExportPlan
 
 __all__ = ["RunResult", "measurement_row", "append_rows", "SOURCE"]
@@ -68,7 +69,10 @@ def measurement_row(plan: ExportPlan, r: RunResult) -> dict[str, object]:
         "measured_throughput": throughput,
         "image_size": plan.image_size,
         "optimizer": plan.optimizer,
-        "framework": f"PyTorch {r.torch_version}" + (f", cuDNN {r.cudnn_version}" if r.cudnn_version else ""),
+        "memory_format": plan.memory_format,
+        # the cuDNN and the layout, which validate prices the row with (software_era.py, rule 1 of each)
+        "framework": f"PyTorch {r.torch_version}, {layout_text(plan.memory_format)}"
+        + (f", cuDNN {r.cudnn_version}" if r.cudnn_version else ""),
         "source": SOURCE,
         "notes": "; ".join(notes),
         "device": r.device,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..network import Network, get_model
-from ..validation.measure import build_module, require_torch
+from ..validation.measure import build_module, module_to_memory_format, require_torch, to_memory_format
 from .plan import ExportPlan
 from .stages import cut_tensors, stage_layer_ranges
 
@@ -114,9 +114,12 @@ def _contiguous_grad(x: Any) -> Any:
 
 class Segment(torch.nn.Module):  # type: ignore[misc]
     """Layers ``[start, stop)`` of the IR network: takes the tensors crossing the cut before it,
-    returns the tensors crossing the cut after it (one tensor is returned bare)."""
+    returns the tensors crossing the cut after it (one tensor is returned bare). Its inputs are
+    laid out in ``memory_format`` first (channels-last under ``nhwc``: a pipeline stage receives
+    the tensors crossing its cut as contiguous NCHW buffers, so each stage lays them out again,
+    one copy per crossing tensor and micro-batch; a no-op for a tensor already laid out so)."""
 
-    def __init__(self, full: Any, net: Network, start: int, stop: int) -> None:
+    def __init__(self, full: Any, net: Network, start: int, stop: int, memory_format: str = "nchw") -> None:
         super().__init__()
         keys = [layer.name.replace(".", "__") for layer in net.layers[start:stop]]
         # the same module objects as the full network: same initial weights, same state_dict keys
@@ -124,10 +127,12 @@ class Segment(torch.nn.Module):  # type: ignore[misc]
         self.fns = full.fns[start:stop]
         self.in_names = ("input",) if start == 0 else cut_tensors(net, start)
         self.out_names = cut_tensors(net, stop)
+        self.memory_format = memory_format
 
     def forward(self, *xs: Any) -> Any:
         if self.in_names != ("input",):
             xs = tuple(_contiguous_grad(x) for x in xs)
+        xs = tuple(to_memory_format(torch, x, self.memory_format) for x in xs)
         env = dict(zip(self.in_names, xs, strict=True))
         for name, inputs, fn in self.fns:
             env[name] = fn(*(env[i] for i in inputs))
@@ -179,21 +184,25 @@ def build_pieces(plan: ExportPlan, net: Network, stage: int, device_type: str) -
     ``recompute=true`` checkpoints each chain link when there is no pipeline (the cost model
     keeps one link's activations at a time) and the whole stage in a pipeline, all micro-batches
     but the last (it keeps the stage's input per micro-batch in flight, torchgpipe's
-    ``except_last``).
+    ``except_last``). Its filters are laid out in the plan's memory format (channels-last under
+    ``nhwc``, :func:`~perfmodel.validation.measure.module_to_memory_format`), as are its inputs
+    (:class:`Segment`).
     """
     torch.manual_seed(plan.seed)
     autocast = lambda: autocast_context(plan.precision, device_type)  # noqa: E731
+    fmt = plan.memory_format
     if plan.module:  # the user's own module (data-parallel plans only: see export_plan)
-        return Pieces([load_user_module(plan.module)], False, autocast)
+        return module_to_memory_format(torch, Pieces([load_user_module(plan.module)], False, autocast), fmt)
     full = build_module(net, torch)
     if plan.pp > 1:
         a, b = stage_layer_ranges(net, plan.balance)[stage]
-        segs = [Segment(full, net, a, b)]
+        segs = [Segment(full, net, a, b, fmt)]
     elif plan.recompute:
-        segs = [Segment(full, net, lk.start, lk.stop) for lk in net.links]
+        segs = [Segment(full, net, lk.start, lk.stop, fmt) for lk in net.links]
     else:
-        segs = [Segment(full, net, 0, len(net.layers))]
-    return Pieces(segs, plan.recompute, autocast, plan.mb if plan.pp > 1 else None)
+        segs = [Segment(full, net, 0, len(net.layers), fmt)]
+    pieces = Pieces(segs, plan.recompute, autocast, plan.mb if plan.pp > 1 else None)
+    return module_to_memory_format(torch, pieces, fmt)
 
 
 def autocast_context(precision: str, device_type: str) -> Any:
@@ -212,9 +221,11 @@ def set_math_mode(precision: str) -> None:
     torch.backends.cudnn.allow_tf32 = allow
 
 
-def synthetic_batch(net: Network, samples: int, seed: int, device: Any) -> tuple[Any, Any]:
+def synthetic_batch(net: Network, samples: int, seed: int, device: Any,
+                    memory_format: str = "nchw") -> tuple[Any, Any]:
     """``samples`` random inputs and targets, the same for the same seed on every machine:
-    class labels for a network ending in a vector, a random tensor of the output's shape else."""
+    class labels for a network ending in a vector, a random tensor of the output's shape else;
+    the inputs laid out in ``memory_format`` (channels-last under ``nhwc``)."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(samples, *net.input_shape, generator=g)
     out_shape = net.layers[-1].out_shape
@@ -222,7 +233,7 @@ def synthetic_batch(net: Network, samples: int, seed: int, device: Any) -> tuple
         y = torch.randint(0, out_shape[0], (samples,), generator=g)
     else:
         y = torch.randn(samples, *out_shape, generator=g)
-    return x.to(device), y.to(device)
+    return to_memory_format(torch, x.to(device), memory_format), y.to(device)
 
 
 def loss_function(net: Network) -> Callable[[Any, Any], Any]:

@@ -73,7 +73,7 @@ def _optimizer_step(opt: Any, scaler: Any, sync_group: Any) -> None:
 
 def make_step(plan: ExportPlan, net: Network, topo: Topology, module: Any) -> Callable[[], Any]:
     """The step function of ``plan`` for this rank's ``module`` (already on ``topo.device``)."""
-    x, y = synthetic_batch(net, plan.samples_per_replica, plan.seed + topo.dp_rank, topo.device)
+    x, y = synthetic_batch(net, plan.samples_per_replica, plan.seed + topo.dp_rank, topo.device, plan.memory_format)
     scaler = grad_scaler(plan, topo.device.type)
     wrapped = _ddp(plan, topo, module)
     opt = make_optimizer(plan, module.parameters())

@@ -86,7 +86,7 @@ def report(plan: ExportPlan, row: dict[str, object]) -> str:
     err = 100.0 * (plan.predicted_throughput - measured) / measured
     lines = [
         f"{plan.model} {plan.strategy} on {plan.gpus} x {row['device_name']} ({row['device']}), "
-        f"{plan.precision}, global batch {plan.global_batch}",
+        f"{plan.precision}, {plan.memory_format.upper()}, global batch {plan.global_batch}",
         f"measured  {measured:,.1f} samples/s (step {float(str(row['step_time_s'])) * 1e3:.2f} ms, "
         f"loss {row['first_loss']:.4g} -> {row['last_loss']:.4g})",
         f"predicted {plan.predicted_throughput:,.1f} samples/s on {plan.hardware} "

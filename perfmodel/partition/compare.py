@@ -9,6 +9,7 @@ import numpy as np
 
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major, cudnn_assumption
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format, memory_format_assumption
 from ..errors import BatchSplitError, UsageError
 from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, MAX_SEED, check_count, shown
@@ -115,6 +116,7 @@ class PartitionReport:
     notes: dict[str, str] = field(default_factory=dict)
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
     assumptions: dict[str, str] = field(default_factory=dict)
+    memory_format: str = DEFAULT_MEMORY_FORMAT
 
     @property
     def balanced(self) -> bool:
@@ -191,6 +193,7 @@ class PartitionReport:
             },
             "definitions": dict(self.notes),
             "cudnn_major": self.cudnn_major,
+            "memory_format": self.memory_format,
             "assumptions": dict(self.assumptions),
         }
 
@@ -206,10 +209,12 @@ def partition_report(
     image_size: int | None = None,
     seed: int = DEFAULT_SEED,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> PartitionReport:
     """Partition ``model`` into ``parts`` parts with KaHyPar and compare with the baselines, its
     units weighted by their compute times with grouped convolutions as cuDNN ``cudnn_major`` runs
-    them (:mod:`perfmodel.cost.grouped`; 5 to 9, default 9)."""
+    them (:mod:`perfmodel.cost.grouped`; 5 to 9, default 9) and the activations in
+    ``memory_format`` (:mod:`perfmodel.cost.layout`; nchw or nhwc, default nchw)."""
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise BatchSplitError(f"global batch must be a positive integer, got {shown(global_batch)}")
     if global_batch > MAX_BATCH:
@@ -217,14 +222,14 @@ def partition_report(
             f"global batch {shown(global_batch)} is too large (valid: 1 to {MAX_BATCH:,} samples per step)"
         )
     check_count("seed", seed, MAX_SEED, minimum=0)
-    major = check_cudnn_major(cudnn_major)
+    major, fmt = check_cudnn_major(cudnn_major), check_memory_format(memory_format)
     if precision not in BYTES_PER_ELEMENT:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(BYTES_PER_ELEMENT)})")
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
     net = model if isinstance(model, Network) else get_model(model, image_size)
     hw = load_hardware(hardware)
-    hg = network_hypergraph(net, hw, precision, parts, granularity, major)
+    hg = network_hypergraph(net, hw, precision, parts, granularity, major, fmt)
     hp = hypergraph_partition(hg, parts, epsilon, seed)
     cp = contiguous_partition(net, hg, parts)
     params_unit = hg.layer_values(net_params(net))
@@ -267,7 +272,8 @@ def partition_report(
         heaviest_unit_over_bound=float(hg.unit_weights.max()) / bound,
         notes=notes,
         cudnn_major=major,
-        assumptions={"cudnn": cudnn_assumption(major)},
+        assumptions={"cudnn": cudnn_assumption(major), "memory_format": memory_format_assumption(fmt)},
+        memory_format=fmt,
     )
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..cost.compute import LayerTimes, layer_times
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import UsageError
 from ..hardware import REFERENCE_PROFILE, Hardware, load_hardware
 from ..network import Network, compile_counts
@@ -48,11 +49,14 @@ def reference_hardware() -> Hardware:
     return load_hardware(REFERENCE_PROFILE)
 
 
-def reference_layer_times(net: Network, precision: str, cudnn_major: int = DEFAULT_CUDNN_MAJOR) -> LayerTimes:
+def reference_layer_times(net: Network, precision: str, cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+                          memory_format: str = DEFAULT_MEMORY_FORMAT) -> LayerTimes:
     """Forward and backward seconds per sample of every layer on the reference profile, taken at
     :data:`WEIGHT_BATCH` samples (:func:`~perfmodel.cost.compute.layer_times`), grouped
-    convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`)."""
-    lt = layer_times(compile_counts(net), reference_hardware(), precision, WEIGHT_BATCH, cudnn_major=cudnn_major)
+    convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`), activations
+    in ``memory_format`` (:mod:`perfmodel.cost.layout`)."""
+    lt = layer_times(compile_counts(net), reference_hardware(), precision, WEIGHT_BATCH, cudnn_major=cudnn_major,
+                     memory_format=memory_format)
     return LayerTimes(fwd=lt.fwd / WEIGHT_BATCH, bwd=lt.bwd / WEIGHT_BATCH)
 
 
@@ -74,7 +78,8 @@ class Hypergraph:
     fraction of its layer's (1 at layer granularity). Tensors read by no other unit (the
     network's output) and the network input (each part reads it from the host) are not nets.
     ``unit_seconds`` are forward plus backward seconds per sample, ``unit_fwd_seconds`` (when
-    known) their forward part, priced with the grouped convolutions of cuDNN ``cudnn_major``.
+    known) their forward part, priced with the grouped convolutions of cuDNN ``cudnn_major`` and
+    the activations in ``memory_format``.
     """
 
     model: str
@@ -94,6 +99,7 @@ class Hypergraph:
     unit_channels: tuple[Share, ...] = ()
     unit_fwd_seconds: np.ndarray | None = None
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
+    memory_format: str = DEFAULT_MEMORY_FORMAT
 
     @property
     def num_units(self) -> int:
@@ -127,10 +133,12 @@ def build_hypergraph(
     granularity: str = "layer",
     groups: int = 1,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> Hypergraph:
     """The hypergraph of ``net`` at ``granularity`` with compute times on ``hw`` at ``precision``
     (``hw=None``: on the :data:`REFERENCE_PROFILE`, the same whatever profile prices it), grouped
-    convolutions priced as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`).
+    convolutions priced as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`), the
+    activations in ``memory_format`` (:mod:`perfmodel.cost.layout`).
 
     At ``channel`` granularity the units of a layer are filter parallelism's per-GPU shares of
     its output channels over ``groups`` GPUs, :func:`~perfmodel.network.channel_split.channel_split`
@@ -147,11 +155,11 @@ def build_hypergraph(
     g = groups if granularity == "channel" else 1
     if g < 1:
         raise UsageError(f"channel groups must be >= 1, got {groups}")
-    major = check_cudnn_major(cudnn_major)
+    major, fmt = check_cudnn_major(cudnn_major), check_memory_format(memory_format)
     if hw is None:
-        lt = reference_layer_times(net, precision, major)
+        lt = reference_layer_times(net, precision, major, fmt)
     else:
-        lt = layer_times(compile_counts(net), hw, precision, WEIGHT_BATCH, cudnn_major=major)
+        lt = layer_times(compile_counts(net), hw, precision, WEIGHT_BATCH, cudnn_major=major, memory_format=fmt)
         lt = LayerTimes(fwd=lt.fwd / WEIGHT_BATCH, bwd=lt.bwd / WEIGHT_BATCH)
     per_sample = lt.fwd + lt.bwd
     e = BYTES_PER_ELEMENT[precision]
@@ -185,6 +193,7 @@ def build_hypergraph(
         unit_channels=tuple(channels),
         unit_fwd_seconds=fwd_sec,
         cudnn_major=major,
+        memory_format=fmt,
     )
 
 

@@ -10,6 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
+from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import UsageError
 from ..hardware import Hardware
 from ..network import Network
@@ -178,14 +179,14 @@ def contiguous_partition(net: Network, hg: Hypergraph, parts: int) -> Partition 
 
 def network_hypergraph(
     net: Network, hw: Hardware | None, precision: str, parts: int, granularity: str,
-    cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> Hypergraph:
     """The hypergraph of ``net`` for a ``parts``-way split at ``granularity``, weighted by the
     compute times on ``hw`` (``None``: on the reference profile, whatever the profile priced)
-    with the grouped convolutions of cuDNN ``cudnn_major``."""
+    with the grouped convolutions of cuDNN ``cudnn_major`` and the activations in ``memory_format``."""
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
-    return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts), cudnn_major)
+    return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts), cudnn_major, memory_format)
 
 
 def network_partition(
@@ -197,12 +198,13 @@ def network_partition(
     epsilon: float = DEFAULT_EPSILON,
     seed: int = DEFAULT_SEED,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> Partition:
     """KaHyPar's ``parts``-way partition of ``net`` at ``granularity`` (cached per network,
     weights, ``parts``, granularity, ``epsilon`` and seed), its units weighted by their compute
     times on ``hw`` (``None``: on the reference profile, so the same for every profile) with
-    grouped convolutions as cuDNN ``cudnn_major`` runs them."""
+    grouped convolutions as cuDNN ``cudnn_major`` runs them and the activations in ``memory_format``."""
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
-    hg = network_hypergraph(net, hw, precision, parts, granularity, cudnn_major)
+    hg = network_hypergraph(net, hw, precision, parts, granularity, cudnn_major, memory_format)
     return hypergraph_partition(hg, parts, epsilon, seed)

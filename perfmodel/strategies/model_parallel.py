@@ -77,23 +77,26 @@ __all__ = ["GRANULARITY", "price_model_parallel", "mp_partition", "mp_terms", "m
 #: The hypergraph granularity ``mp=K`` plans are partitioned at (one vertex per layer).
 GRANULARITY = "layer"
 
-_PARTITIONS: weakref.WeakKeyDictionary[Network, dict[tuple[int, str, int], Partition]] = weakref.WeakKeyDictionary()
+_PartKey = tuple[int, str, int, str]  # parts, precision, cuDNN major, memory format
+_PARTITIONS: weakref.WeakKeyDictionary[Network, dict[_PartKey, Partition]] = weakref.WeakKeyDictionary()
 
 
 def mp_partition(ctx: Context, parts: int) -> Partition:
     """KaHyPar's ``parts``-way layer partition of the context's network, its layers weighted by
     their times on the reference profile (:data:`~perfmodel.hardware.REFERENCE_PROFILE`),
-    not the context's profile: one partition per (network, parts, precision, cuDNN), cached, so a
-    faster device or link prices the same parts and never a worse cut of them. The weights take
-    the context's cuDNN (grouped convolutions, :mod:`perfmodel.cost.grouped`): the software the
-    parts run with, unlike the device, changes which layers are heavy."""
+    not the context's profile: one partition per (network, parts, precision, cuDNN, memory
+    format), cached, so a faster device or link prices the same parts and never a worse cut of
+    them. The weights take the context's cuDNN (grouped convolutions, :mod:`perfmodel.cost.grouped`)
+    and memory format (transposes around tensor-core convolutions, :mod:`perfmodel.cost.layout`):
+    the software the parts run with, unlike the device, changes which layers are heavy."""
     per_net = _PARTITIONS.setdefault(ctx.net, {})
-    key = (parts, ctx.precision, ctx.cudnn_major)
+    key = (parts, ctx.precision, ctx.cudnn_major, ctx.memory_format)
     hit = per_net.get(key)
     if hit is None:
         try:
             hit = network_partition(
-                ctx.net, None, ctx.precision, parts, GRANULARITY, DEFAULT_EPSILON, DEFAULT_SEED, ctx.cudnn_major
+                ctx.net, None, ctx.precision, parts, GRANULARITY, DEFAULT_EPSILON, DEFAULT_SEED, ctx.cudnn_major,
+                ctx.memory_format,
             )
         except UsageError as exc:
             raise StrategyError(f"mp={parts}: {exc}") from None

@@ -12,12 +12,20 @@ runs them and re-exports their public names.
 
 from __future__ import annotations
 
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import UsageError
 from ..network import get_model
 from .measure_env import device_name, environment
 from .measure_result import LayerTiming, MeasureResult
 from .measure_timing import layer_timings, make_timer, median_time, precision_context
-from .measure_torch import TORCH_MISSING, TorchNotInstalledError, build_module, require_torch
+from .measure_torch import (
+    TORCH_MISSING,
+    TorchNotInstalledError,
+    build_module,
+    module_to_memory_format,
+    require_torch,
+    to_memory_format,
+)
 
 __all__ = [
     "TorchNotInstalledError",
@@ -25,6 +33,8 @@ __all__ = [
     "MeasureResult",
     "require_torch",
     "build_module",
+    "module_to_memory_format",
+    "to_memory_format",
     "measure",
     "DEVICES",
     "TORCH_MISSING",
@@ -42,8 +52,13 @@ def measure(
     image_size: int | None = None,
     warmup: int = 5,
     layers: bool = True,
+    memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> MeasureResult:
-    """Time training of zoo ``model`` on the local ``device`` (``cuda`` if available, else cpu)."""
+    """Time training of zoo ``model`` on the local ``device`` (``cuda`` if available, else cpu),
+    its activations and filters in ``memory_format`` (``nhwc``: ``torch.channels_last``, or
+    ``channels_last_3d`` for volumes; ``nchw``: PyTorch's default), which the result's
+    environment records."""
+    check_memory_format(memory_format)
     torch = require_torch()
     if batch < 1 or steps < 1 or warmup < 0:
         raise UsageError(f"measure: batch ({batch}) and steps ({steps}) must be >= 1, warm-up >= 0")
@@ -58,10 +73,10 @@ def measure(
     timer = make_timer(torch, device)
     dev = torch.device(device)
     torch.manual_seed(0)
-    module = build_module(net, torch).to(dev)
+    module = module_to_memory_format(torch, build_module(net, torch).to(dev), memory_format)
     module.train()
     opt = torch.optim.SGD(module.parameters(), lr=1e-3, momentum=0.9)
-    x = torch.randn(batch, *net.input_shape, device=dev)
+    x = to_memory_format(torch, torch.randn(batch, *net.input_shape, device=dev), memory_format)
 
     def step() -> None:
         with ctx:
@@ -73,7 +88,7 @@ def measure(
 
     step_s, step_ts = median_time(timer, step, warmup, steps)
     timings = (
-        layer_timings(net, torch, dev, device, precision, batch, timer, warmup, steps)
+        layer_timings(net, torch, dev, device, precision, batch, timer, warmup, steps, memory_format)
         if layers
         else ()
     )
@@ -89,5 +104,5 @@ def measure(
         step_s,
         tuple(step_ts),
         tuple(timings),
-        environment(torch, device),
+        {**environment(torch, device), "memory_format": memory_format},
     )

@@ -6,7 +6,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["LayerTiming", "MeasureResult"]
+from ..cost.layout import DEFAULT_MEMORY_FORMAT
+
+__all__ = ["LayerTiming", "MeasureResult", "layout_text"]
+
+
+def layout_text(fmt: str) -> str:
+    """How a measured row names its memory format: ``NHWC``/``NCHW`` in capitals, the words
+    :func:`perfmodel.validation.software_era.memory_format_of` reads back."""
+    torch_name = "torch.channels_last" if fmt == "nhwc" else "torch.contiguous_format"
+    return f"{fmt.upper()} ({torch_name})"
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,12 @@ class MeasureResult:
     environment: Mapping[str, str] = field(default_factory=dict)
 
     @property
+    def memory_format(self) -> str:
+        """The layout the run's model and inputs were in (``environment``; PyTorch's default, nchw,
+        for a result that does not say)."""
+        return self.environment.get("memory_format") or DEFAULT_MEMORY_FORMAT
+
+    @property
     def throughput_samples_per_s(self) -> float:
         return self.batch / self.step_time_s
 
@@ -45,6 +60,9 @@ class MeasureResult:
         env = self.environment
         # the framework names the cuDNN so `validate` prices the row with it (software_era rule 1)
         cudnn = f", cuDNN {env['cudnn_version']}" if env.get("cudnn_version") else ""
+        # and the layout, so it prices the transposes as run (software_era memory_format_of rule 1)
+        fmt = env.get("memory_format", "")
+        layout = f", {layout_text(fmt)}" if fmt else ""
         return {
             "model": self.model,
             "hardware": hardware,
@@ -55,7 +73,7 @@ class MeasureResult:
             "strategy": "dp=1",
             "measured_throughput": self.throughput_samples_per_s,
             "image_size": self.image_size,
-            "framework": f"PyTorch {env.get('torch', '?')}{cudnn} (perfmodel measure)",
+            "framework": f"PyTorch {env.get('torch', '?')}{cudnn}{layout} (perfmodel measure)",
             "source": f"perfmodel measure on {self.device_name} ({self.device}), "
             f"{env.get('date', '')}; median of {self.steps} steps after {self.warmup} warm-up",
             "step_time_s": self.step_time_s,
@@ -63,6 +81,7 @@ class MeasureResult:
             "driver": env.get("driver", ""),
             "cuda": env.get("cuda", ""),
             "cudnn": env.get("cudnn_version", ""),
+            "memory_format": fmt,
         }
 
     def to_dict(self) -> dict[str, Any]:

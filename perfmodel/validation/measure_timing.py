@@ -12,7 +12,7 @@ from ..errors import UsageError
 from ..hardware import PRECISIONS
 from ..network import Network
 from .measure_result import LayerTiming
-from .measure_torch import layer_module
+from .measure_torch import layer_module, module_to_memory_format, to_memory_format
 
 __all__ = ["Timer", "layer_timings", "make_timer", "median_time", "precision_context"]
 
@@ -82,20 +82,22 @@ def layer_timings(
     timer: Timer,
     warmup: int,
     reps: int,
+    memory_format: str = "nchw",
 ) -> list[LayerTiming]:
-    """Forward and backward seconds of every layer of ``net``, each alone on random inputs."""
+    """Forward and backward seconds of every layer of ``net``, each alone on random inputs, its
+    parameters and inputs laid out in ``memory_format`` (:func:`to_memory_format`)."""
     ctx = precision_context(torch, device, precision)
     out: list[LayerTiming] = []
     for layer in net.layers:
         mod, fn = layer_module(layer, torch)
         if mod is not None:
-            mod.to(dev)
+            module_to_memory_format(torch, mod.to(dev), memory_format)
         elif isinstance(fn, torch.nn.Module):
             fn.to(dev)
         if hasattr(fn, "train"):
             fn.train()
         inputs = [
-            torch.randn(batch, *s, device=dev, requires_grad=(name != "input"))
+            to_memory_format(torch, torch.randn(batch, *s, device=dev), memory_format).requires_grad_(name != "input")
             for name, s in zip(layer.inputs, layer.in_shapes, strict=True)
         ]
 

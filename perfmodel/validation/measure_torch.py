@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..cost.layout import check_memory_format
 from ..errors import UsageError
 from ..network import Network
 from ..network.layers import Layer
 
-__all__ = ["TORCH_MISSING", "TorchNotInstalledError", "build_module", "layer_module", "require_torch"]
+__all__ = ["TORCH_MISSING", "TorchNotInstalledError", "build_module", "layer_module", "require_torch",
+           "torch_memory_format", "to_memory_format", "module_to_memory_format"]
 
 TORCH_MISSING = (
     'torch is not installed: pip install torch (from a perfmodel checkout: pip install -e ".[torch]")'
@@ -29,6 +31,33 @@ def require_torch() -> Any:
     except ImportError:
         raise TorchNotInstalledError(TORCH_MISSING) from None
     return torch
+
+
+def torch_memory_format(torch: Any, fmt: str, ndim: int) -> Any:
+    """torch's layout for a tensor of ``ndim`` dimensions in perfmodel's memory format ``fmt``
+    (:mod:`perfmodel.cost.layout`): ``torch.channels_last`` for 4-D and ``torch.channels_last_3d``
+    for 5-D tensors under ``nhwc``; None where the tensor keeps PyTorch's default (``nchw``, and
+    tensors without spatial dimensions, which have no channels-last form)."""
+    if check_memory_format(fmt) == "nchw":
+        return None
+    return {4: torch.channels_last, 5: torch.channels_last_3d}.get(ndim)
+
+
+def to_memory_format(torch: Any, x: Any, fmt: str) -> Any:
+    """``x`` laid out in ``fmt`` (a copy when its strides change, ``x`` itself otherwise)."""
+    layout = torch_memory_format(torch, fmt, x.dim())
+    return x if layout is None else x.contiguous(memory_format=layout)
+
+
+def module_to_memory_format(torch: Any, module: Any, fmt: str) -> Any:
+    """``module`` with every 4-D and 5-D parameter (convolution filters) laid out in ``fmt``, as
+    ``module.to(memory_format=torch.channels_last)`` does for 4-D ones (PyTorch tutorial "Channels
+    Last Memory Format in PyTorch"), a network of 3-D convolutions in ``channels_last_3d``."""
+    for p in module.parameters():
+        layout = torch_memory_format(torch, fmt, p.dim())
+        if layout is not None:
+            p.data = p.data.contiguous(memory_format=layout)
+    return module
 
 
 def layer_module(layer: Layer, torch: Any) -> tuple[Any, Callable[..., Any]]:

@@ -1,0 +1,42 @@
+"""The answers' largest batch per GPU is searched with the software the prediction was priced with.
+
+A pipeline's stage split is the fastest of a few candidates that fits, and the candidates come
+from the layers' times, which the memory format and cuDNN change; so the memory of a plan, and
+the largest batch that fits, can depend on them. Oracle: :func:`largest_batch_per_gpu` on a
+context built with the prediction's own assumptions (searched from scratch, without the known
+point the answers reuse).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel import predict
+from perfmodel.hardware import load_hardware
+from perfmodel.network import get_model
+from perfmodel.report.answers import answers_for
+from perfmodel.strategies.headroom import largest_batch_per_gpu
+from perfmodel.strategies.predict import context
+
+HW = "a100-80gb-dgx"
+
+
+def test_predictions_carry_their_software() -> None:
+    p = predict("resnext50_32x4d", 4, "dp=4", HW, "amp", 32, cudnn_major=7, memory_format="nhwc")
+    assert (p.cudnn_major, p.memory_format) == (7, "nhwc")
+    d = predict("resnext50_32x4d", 4, "dp=4", HW, "amp", 32)
+    assert (d.cudnn_major, d.memory_format) == (9, "nchw")
+
+
+@pytest.mark.parametrize(("model", "spec", "precision", "software"), [
+    ("resnet50", "pp=4,mb=8", "amp", {"memory_format": "nhwc"}),
+    ("resnext50_32x4d", "pp=2,dp=2,mb=4", "fp32", {"cudnn_major": 7}),
+])
+def test_largest_batch_follows_the_predictions_software(model: str, spec: str, precision: str,
+                                                        software: dict[str, object]) -> None:
+    hw, net = load_hardware(HW), get_model(model)
+    p = predict(model, 4, spec, HW, precision, 32, **software)  # type: ignore[arg-type]
+    want = largest_batch_per_gpu(context(net, hw, precision, "sgd", **software), p.strategy)  # type: ignore[arg-type]
+    default = largest_batch_per_gpu(context(net, hw, precision, "sgd"), p.strategy)
+    assert want != default  # the software moves the answer here (so the test can tell)
+    assert answers_for(p, hw, net=net).memory.largest_batch_per_gpu == want
