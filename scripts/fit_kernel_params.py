@@ -3,7 +3,7 @@
 Usage: ``python scripts/fit_kernel_params.py [SET ...] [--only NAME,...] [--write] [--report] [--split]
 [--transfer FROM:TO] [--leave-out-model MODEL] [--lomo] [--starts N]`` (``--only memory``: fit just
 those numbers, the others kept at the profile's; ``--starts 8``: seven more seeded starts inside
-the bounds, the best optimum kept)
+the bounds, the best optimum kept, also in the ``--split`` and ``--transfer`` fits)
 
 For each generation, minimises the mean |log(predicted / measured)| over all rows of its
 sources (never per row) with Nelder-Mead, and prints the values to write into the profiles'
@@ -237,9 +237,10 @@ def _problem(r: KernelRow) -> tuple[object, ...]:
     return r.source, lay.kind, lay.in_shapes, lay.out_shape, lay.kernel, lay.stride, r.batch
 
 
-def split_check(name: str) -> None:
+def split_check(name: str, starts: int = 1) -> None:
     """Fit on the even problems (a layer shape at a batch, all its kernels) and score the odd
-    ones, then the reverse (numbers never written)."""
+    ones, then the reverse (numbers never written); each half's fit from the neutral start and,
+    with ``starts`` > 1, seeded draws inside the bounds (never the shipped values)."""
     precision = SETS[name][1]
     rows = set_rows(name)
     order: dict[tuple[object, ...], int] = {}
@@ -247,15 +248,16 @@ def split_check(name: str) -> None:
         order.setdefault(_problem(r), len(order))
     half = [[r for r in rows if order[_problem(r)] % 2 == lo] for lo in (0, 1)]
     for lo in (0, 1):
-        v = fit(name, half[lo], quiet=True, neutral=True)
+        v = fit(name, half[lo], quiet=True, neutral=True, starts=starts)
         _print_scores(f"fit on {'even' if lo == 0 else 'odd'} problems, scored on the others",
                       mape_by_kind(half[1 - lo], precision, v))
 
 
-def transfer_check(src: str, dst: str) -> None:
+def transfer_check(src: str, dst: str, starts: int = 1) -> None:
     """Score ``dst``'s rows with ``src``'s fitted numbers on ``dst``'s own profile (SMs, peaks,
-    bandwidth): only the kernel kinds ``src`` has rows of (the others' numbers ``src`` never fits)."""
-    v = fit(src, quiet=True, neutral=True)
+    bandwidth): only the kernel kinds ``src`` has rows of (the others' numbers ``src`` never fits);
+    ``src`` fitted from the neutral start and ``starts`` - 1 seeded draws inside the bounds."""
+    v = fit(src, quiet=True, neutral=True, starts=starts)
     kinds = {_kind(r) for r in set_rows(src)}
     rows = [r for r in set_rows(dst) if _kind(r) in kinds]
     if not rows:
@@ -378,7 +380,8 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write the fitted numbers into the profiles (WRITES)")
     ap.add_argument("--only", metavar="NAME,...", default="", help="fit just these numbers (e.g. memory)")
     ap.add_argument("--starts", type=int, default=1, metavar="N",
-                    help="also start from N - 1 seeded points inside the bounds, keep the best (default 1)")
+                    help="also start from N - 1 seeded points inside the bounds, keep the best; --split and "
+                         "--transfer fits too, from the neutral start (default 1)")
     ap.add_argument("--leave-out-model", metavar="MODEL", default="",
                     help="fit without MODEL's rows (PipeDream network), score them per op")
     a = ap.parse_args()
@@ -387,7 +390,7 @@ def main() -> None:
         ap.error(f"--starts must be at least 1 (got {a.starts})")
     if a.transfer:
         src, _, dst = a.transfer.partition(":")
-        transfer_check(src, dst)
+        transfer_check(src, dst, a.starts)
         return
     if a.leave_out_model:
         for n in a.sets or ["volta-fp32"]:
@@ -404,7 +407,7 @@ def main() -> None:
         if a.report:
             report(n, v)
         if a.split:
-            split_check(n)
+            split_check(n, a.starts)
 
 
 if __name__ == "__main__":
