@@ -81,6 +81,9 @@ NEUSIGHT_FITS = {
     "ampere-fp32": ("conv", "linear", "memory", "tile_half_intensity", "winograd_gain", "winograd_transform_flops"),
     "hopper-fp32": ("linear", "tile_half_intensity"),
 }
+#: Nelder-Mead's iteration cap per start: a start far from an optimum (a seeded draw) may stop
+#: here, short of one (pascal-fp32 --starts 6 on 2026-11-24: both draws checked stopped at it)
+MAXITER = 1000
 #: (the fitted numbers and their bounds, PARAMS, LATENCY_PARAMS, TC_PARAMS and UNIT, are in
 #: perfmodel.validation.fit_bounds; LATENCY_PARAMS are fitted only when named with --only)
 COMPUTE = ("conv", "linear", "memory")
@@ -189,8 +192,11 @@ def fit(
     x0 = neutral_start(precision, free) if neutral else [
         (getattr(hw0.compute[precision], p[0]) if p[0] in COMPUTE else getattr(hw0.kernels, p[0]))
         / UNIT.get(p[0], 1.0) for p in free]
+    capped: list[bool] = []  # per start: whether the simplex stopped at MAXITER, short of an optimum
+
     def local(start: np.ndarray) -> tuple[np.ndarray, float]:
-        sol = minimize(loss, start, method="Nelder-Mead", options={"maxiter": 1000, "xatol": 1e-3, "fatol": 1e-4})
+        sol = minimize(loss, start, method="Nelder-Mead", options={"maxiter": MAXITER, "xatol": 1e-3, "fatol": 1e-4})
+        capped.append(int(sol.nit) >= MAXITER)
         return sol.x, float(sol.fun)
 
     bounds = [(p[1] / UNIT.get(p[0], 1.0), p[2] / UNIT.get(p[0], 1.0)) for p in free]
@@ -201,8 +207,12 @@ def fit(
         mape = float(np.mean(np.abs(pred - meas) / meas) * 100)
         print(f"{name}: {len(rows)} rows, mean |log ratio| {best.loss:.3f}, MAPE {mape:.1f}%")
         if starts > 1:
-            print(f"  {starts} starts, losses " + " ".join(f"{x:.4f}" for x in best.start_losses)
-                  + f"; best from start {best.best_start} (0 = {'neutral' if neutral else 'profile'} values)")
+            print(f"  {starts} starts, losses " + " ".join(f"{x:.4f}{'*' * c}" for x, c in
+                                                           zip(best.start_losses, capped, strict=True))
+                  + f"; best from start {best.best_start} (0 = {'neutral' if neutral else 'profile'} values)"
+                  + (f"; * stopped at the {MAXITER}-iteration cap, not at an optimum" if any(capped) else ""))
+        elif capped[0]:
+            print(f"  stopped at the {MAXITER}-iteration cap, not at an optimum")
         for k, val in v.items():
             print(f"  {k} = {val:.3g}")
     return v

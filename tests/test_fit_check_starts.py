@@ -49,3 +49,14 @@ def test_transfer_fits_the_source_neutrally_with_the_starts(
     fit.transfer_check("volta-amp", "pascal-fp32", 3)
     assert [(c["name"], c["neutral"], c["starts"]) for c in calls] == [("volta-amp", True, 3)]
     assert "volta-amp numbers on pascal-fp32" in capsys.readouterr().out
+
+
+def test_a_start_stopped_at_the_iteration_cap_is_marked(
+    fit: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # two iterations cannot reach an optimum from either start: both losses carry the mark
+    monkeypatch.setattr(fit, "MAXITER", 2)
+    fit.fit("volta-amp", only=("conv",), starts=2)
+    out = capsys.readouterr().out
+    assert "stopped at the 2-iteration cap" in out
+    assert len([x for x in out.split("losses ")[1].split(";")[0].split() if x.endswith("*")]) == 2
