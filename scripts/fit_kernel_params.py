@@ -81,8 +81,10 @@ NEUSIGHT_FITS = {
     "ampere-fp32": ("conv", "linear", "memory", "tile_half_intensity", "winograd_gain", "winograd_transform_flops"),
     "hopper-fp32": ("linear", "tile_half_intensity"),
 }
-#: Nelder-Mead's iteration cap per start: a start far from an optimum (a seeded draw) may stop
-#: here, short of one (pascal-fp32 --starts 6 on 2026-11-24: both draws checked stopped at it)
+#: Nelder-Mead's iteration cap per start: a start far from an optimum (a seeded draw, the neutral
+#: start) may stop here, short of one. 2026-11-24: pascal-fp32 --starts 6 draws 1, 4 and 5 and
+#: volta-fp32's neutral start and draw 3 stopped at it; rerun with a cap of 4000 each converged
+#: (1065-2263 iterations) to a loss no lower than the profile start's (P100 0.230, V100 0.218)
 MAXITER = 1000
 #: (the fitted numbers and their bounds, PARAMS, LATENCY_PARAMS, TC_PARAMS and UNIT, are in
 #: perfmodel.validation.fit_bounds; LATENCY_PARAMS are fitted only when named with --only)
