@@ -3,7 +3,7 @@
 Usage: ``python scripts/fit_kernel_params.py [SET ...] [--only NAME,...] [--write] [--report] [--split]
 [--transfer FROM:TO] [--leave-out-model MODEL] [--lomo] [--starts N]`` (``--only memory``: fit just
 those numbers, the others kept at the profile's; ``--starts 8``: seven more seeded starts inside
-the bounds, the best optimum kept)
+the bounds, the best optimum kept, also in the ``--split`` and ``--transfer`` fits)
 
 For each generation, minimises the mean |log(predicted / measured)| over all rows of its
 sources (never per row) with Nelder-Mead, and prints the values to write into the profiles'
@@ -81,6 +81,11 @@ NEUSIGHT_FITS = {
     "ampere-fp32": ("conv", "linear", "memory", "tile_half_intensity", "winograd_gain", "winograd_transform_flops"),
     "hopper-fp32": ("linear", "tile_half_intensity"),
 }
+#: Nelder-Mead's iteration cap per start: a start far from an optimum (a seeded draw, the neutral
+#: start) may stop here, short of one. 2026-11-24: pascal-fp32 --starts 6 draws 1, 4 and 5 and
+#: volta-fp32's neutral start and draw 3 stopped at it; rerun with a cap of 4000 each converged
+#: (1065-2263 iterations) to a loss no lower than the profile start's (P100 0.230, V100 0.218)
+MAXITER = 1000
 #: (the fitted numbers and their bounds, PARAMS, LATENCY_PARAMS, TC_PARAMS and UNIT, are in
 #: perfmodel.validation.fit_bounds; LATENCY_PARAMS are fitted only when named with --only)
 COMPUTE = ("conv", "linear", "memory")
@@ -189,8 +194,11 @@ def fit(
     x0 = neutral_start(precision, free) if neutral else [
         (getattr(hw0.compute[precision], p[0]) if p[0] in COMPUTE else getattr(hw0.kernels, p[0]))
         / UNIT.get(p[0], 1.0) for p in free]
+    capped: list[bool] = []  # per start: whether the simplex stopped at MAXITER, short of an optimum
+
     def local(start: np.ndarray) -> tuple[np.ndarray, float]:
-        sol = minimize(loss, start, method="Nelder-Mead", options={"maxiter": 1000, "xatol": 1e-3, "fatol": 1e-4})
+        sol = minimize(loss, start, method="Nelder-Mead", options={"maxiter": MAXITER, "xatol": 1e-3, "fatol": 1e-4})
+        capped.append(int(sol.nit) >= MAXITER)
         return sol.x, float(sol.fun)
 
     bounds = [(p[1] / UNIT.get(p[0], 1.0), p[2] / UNIT.get(p[0], 1.0)) for p in free]
@@ -201,8 +209,12 @@ def fit(
         mape = float(np.mean(np.abs(pred - meas) / meas) * 100)
         print(f"{name}: {len(rows)} rows, mean |log ratio| {best.loss:.3f}, MAPE {mape:.1f}%")
         if starts > 1:
-            print(f"  {starts} starts, losses " + " ".join(f"{x:.4f}" for x in best.start_losses)
-                  + f"; best from start {best.best_start} (0 = {'neutral' if neutral else 'profile'} values)")
+            print(f"  {starts} starts, losses " + " ".join(f"{x:.4f}{'*' * c}" for x, c in
+                                                           zip(best.start_losses, capped, strict=True))
+                  + f"; best from start {best.best_start} (0 = {'neutral' if neutral else 'profile'} values)"
+                  + (f"; * stopped at the {MAXITER}-iteration cap, not at an optimum" if any(capped) else ""))
+        elif capped[0]:
+            print(f"  stopped at the {MAXITER}-iteration cap, not at an optimum")
         for k, val in v.items():
             print(f"  {k} = {val:.3g}")
     return v
@@ -237,9 +249,10 @@ def _problem(r: KernelRow) -> tuple[object, ...]:
     return r.source, lay.kind, lay.in_shapes, lay.out_shape, lay.kernel, lay.stride, r.batch
 
 
-def split_check(name: str) -> None:
+def split_check(name: str, starts: int = 1) -> None:
     """Fit on the even problems (a layer shape at a batch, all its kernels) and score the odd
-    ones, then the reverse (numbers never written)."""
+    ones, then the reverse (numbers never written); each half's fit from the neutral start and,
+    with ``starts`` > 1, seeded draws inside the bounds (never the shipped values)."""
     precision = SETS[name][1]
     rows = set_rows(name)
     order: dict[tuple[object, ...], int] = {}
@@ -247,15 +260,16 @@ def split_check(name: str) -> None:
         order.setdefault(_problem(r), len(order))
     half = [[r for r in rows if order[_problem(r)] % 2 == lo] for lo in (0, 1)]
     for lo in (0, 1):
-        v = fit(name, half[lo], quiet=True, neutral=True)
+        v = fit(name, half[lo], quiet=True, neutral=True, starts=starts)
         _print_scores(f"fit on {'even' if lo == 0 else 'odd'} problems, scored on the others",
                       mape_by_kind(half[1 - lo], precision, v))
 
 
-def transfer_check(src: str, dst: str) -> None:
+def transfer_check(src: str, dst: str, starts: int = 1) -> None:
     """Score ``dst``'s rows with ``src``'s fitted numbers on ``dst``'s own profile (SMs, peaks,
-    bandwidth): only the kernel kinds ``src`` has rows of (the others' numbers ``src`` never fits)."""
-    v = fit(src, quiet=True, neutral=True)
+    bandwidth): only the kernel kinds ``src`` has rows of (the others' numbers ``src`` never fits);
+    ``src`` fitted from the neutral start and ``starts`` - 1 seeded draws inside the bounds."""
+    v = fit(src, quiet=True, neutral=True, starts=starts)
     kinds = {_kind(r) for r in set_rows(src)}
     rows = [r for r in set_rows(dst) if _kind(r) in kinds]
     if not rows:
@@ -378,7 +392,8 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write the fitted numbers into the profiles (WRITES)")
     ap.add_argument("--only", metavar="NAME,...", default="", help="fit just these numbers (e.g. memory)")
     ap.add_argument("--starts", type=int, default=1, metavar="N",
-                    help="also start from N - 1 seeded points inside the bounds, keep the best (default 1)")
+                    help="also start from N - 1 seeded points inside the bounds, keep the best; --split and "
+                         "--transfer fits too, from the neutral start (default 1)")
     ap.add_argument("--leave-out-model", metavar="MODEL", default="",
                     help="fit without MODEL's rows (PipeDream network), score them per op")
     a = ap.parse_args()
@@ -387,7 +402,7 @@ def main() -> None:
         ap.error(f"--starts must be at least 1 (got {a.starts})")
     if a.transfer:
         src, _, dst = a.transfer.partition(":")
-        transfer_check(src, dst)
+        transfer_check(src, dst, a.starts)
         return
     if a.leave_out_model:
         for n in a.sets or ["volta-fp32"]:
@@ -404,7 +419,7 @@ def main() -> None:
         if a.report:
             report(n, v)
         if a.split:
-            split_check(n)
+            split_check(n, a.starts)
 
 
 if __name__ == "__main__":
