@@ -46,8 +46,6 @@ about a minute per model).
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import re
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,8 +53,9 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from perfmodel.hardware import Hardware, load_hardware, load_profile
+from perfmodel.hardware import load_hardware
 from perfmodel.validation.fit_bounds import LATENCY_PARAMS, PARAMS, TC_PARAMS, UNIT
+from perfmodel.validation.fit_values import COMPUTE, neutral_start, set_in_table, with_values
 from perfmodel.validation.kernel_rows import KernelRow, load_rows
 from perfmodel.validation.kernels import price_rows
 from perfmodel.validation.multistart import best_of, start_points
@@ -88,7 +87,6 @@ NEUSIGHT_FITS = {
 MAXITER = 1000
 #: (the fitted numbers and their bounds, PARAMS, LATENCY_PARAMS, TC_PARAMS and UNIT, are in
 #: perfmodel.validation.fit_bounds; LATENCY_PARAMS are fitted only when named with --only)
-COMPUTE = ("conv", "linear", "memory")
 _V100 = ("v100-16gb-dgx1", "v100-32gb-dgx1", "v100-32gb-dgx2", "abci-v100-16gb")
 _AMPERE = ("a100-40gb-dgx", "a100-40gb-pcie", "a100-80gb-dgx", "a100-80gb-pcie")
 _HOPPER = ("h100-80gb-dgx", "h100-80gb-pcie", "h200-141gb-dgx")
@@ -136,32 +134,6 @@ def priced(rows: Sequence[KernelRow], precision: str, v: dict[str, float]) -> np
     """Predicted seconds of ``rows``, each on its own profile with the numbers ``v``."""
     profiles = {r.profile: with_values(load_hardware(r.profile), precision, v) for r in rows}
     return price_rows(rows, profiles, before=False)[0]
-
-
-def with_values(hw0: Hardware, precision: str, v: dict[str, float]) -> Hardware:
-    """``hw0`` with the fitted numbers ``v`` (compute efficiencies at ``precision``, kernel params)."""
-    comp = dict(hw0.compute)
-    comp[precision] = dataclasses.replace(hw0.compute[precision], **{k: v[k] for k in COMPUTE if k in v})
-    kern = dataclasses.replace(hw0.kernels, **{k: v[k] for k in v if k not in COMPUTE})  # type: ignore[arg-type]
-    return dataclasses.replace(hw0, compute=comp, kernels=kern)
-
-
-def neutral_start(precision: str, free: Sequence[tuple[str, float, float]]) -> list[float]:
-    """A starting point owing nothing to a fit on the scored rows: the template profile's
-    analytical compute efficiencies at ``precision`` (hardware_profiles/template.toml: fp32 CUDA
-    cores, or the tensor-core defaults for the other precisions) and every other number at the
-    middle of its bounds (the geometric middle where the bounds span more than a decade: a
-    latency, a slot count, a split cap), in the optimiser's units (:data:`UNIT`). The template's
-    ``[efficiency.kernels]`` values are not used: they are the Volta fit (KernelParams defaults)."""
-    tmpl = load_profile(PROFILE_DIR / "template.toml").compute["fp32" if precision == "fp32" else "amp"]
-    x0 = []
-    for name, lo, hi in free:
-        if name in COMPUTE:
-            v = float(getattr(tmpl, name))
-        else:
-            v = float(np.sqrt(lo * hi)) if lo > 0 and hi > 10 * lo else (lo + hi) / 2
-        x0.append(v / UNIT.get(name, 1.0))
-    return x0
 
 
 def fit(
@@ -328,25 +300,6 @@ def lomo_check(name: str) -> None:
               f"{100 * float(np.mean(np.abs(pred_out[ix] / meas[ix] - 1))):5.1f}")
 
 
-def _set_in_table(text: str, table: str, key: str, value: float, note: str) -> str:
-    """``text`` (a profile) with ``key = value  # note`` in ``[table]`` (replaced, or added at its end)."""
-    head = re.search(rf"^\[{re.escape(table)}\][^\n]*\n", text, re.M)
-    if head is None:
-        raise SystemExit(f"no [{table}] table to write {key} into")
-    nxt = re.search(r"^\[", text[head.end():], re.M)
-    end = head.end() + (nxt.start() if nxt else len(text[head.end():]))
-    body = text[head.end():end]
-    line = f"{key} = {value:.3g}".ljust(39) + f" # {note}"
-    pat = re.compile(rf"^{re.escape(key)}\s*=.*$", re.M)
-    if pat.search(body):
-        body = pat.sub(line, body, count=1)
-    else:
-        src = re.search(r"^source\s*=", body, re.M)
-        cut = src.start() if src else len(body.rstrip("\n")) + 1
-        body = body[:cut] + line + "\n" + body[cut:]
-    return text[:head.end()] + body + text[end:]
-
-
 def _owned_elsewhere(name: str, prof: str, key: str) -> bool:
     """Whether ``key`` of profile ``prof`` is fitted by the profile's own generation's set, not ``name``."""
     own = OWN_SET.get(prof)
@@ -368,12 +321,12 @@ def write(name: str, v: dict[str, float]) -> None:
                 precs = tuple(load_hardware(prof).compute) if key == "memory" and prof in compute_profiles \
                     else compute_profiles.get(prof, ())
                 for prec in precs:
-                    text = _set_in_table(text, f"efficiency.compute.{prec}", key, val, note)
+                    text = set_in_table(text, f"efficiency.compute.{prec}", key, val, note)
             elif prof in kernel_profiles and not _owned_elsewhere(name, prof, key):
-                text = _set_in_table(text, "efficiency.kernels", key, val, note)
+                text = set_in_table(text, "efficiency.kernels", key, val, note)
         if name == "volta-fp32" and prof in OWN_SET and "tile_half_intensity" in v:
             # the tensor-core efficiencies these profiles borrow (volta-amp) are fitted with Volta's I_1/2
-            text = _set_in_table(text, "efficiency.kernels", "tile_half_intensity_tensor_cores",
+            text = set_in_table(text, "efficiency.kernels", "tile_half_intensity_tensor_cores",
                                  v["tile_half_intensity"], f"{note} (Volta's tile_half_intensity)")
         load_hardware(prof)  # still a valid profile before it is replaced
         tmp = path.with_suffix(".toml.tmp")

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from types import ModuleType
 
 import numpy as np
 import pytest
-from cli_helpers import load_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.hardware import Hardware, load_hardware
+from perfmodel.validation.fit_values import set_in_table
 from perfmodel.validation.kernel_rows import KernelRow, conv_layer, load_rows
 from perfmodel.validation.kernels import price_rows
 
@@ -124,21 +123,15 @@ def test_more_sms_never_take_more_time(shape, batch: int, factor: int, precision
     assert np.all(big <= base * (1 + 1e-9)), (base, big)
 
 
-def _fit_script() -> ModuleType:
-    """scripts/fit_kernel_params.py as a module (scripts/ is not a package)."""
-    return load_file("scripts/fit_kernel_params.py", "fit_kernel_params")
-
-
-def test_fit_script_writes_each_number_into_its_table_only() -> None:
+def test_profile_writer_puts_each_number_into_its_table_only() -> None:
     # the lead re-runs `fit_kernel_params.py ... --write` at merge: a key is replaced in its own
     # table (not the same key of another precision), added before the table's source when missing
-    fit = _fit_script()
     text = (
         "[efficiency.compute.fp32]\nconv = 0.5\nlinear = 1.0\n\n[efficiency.compute.amp]\nconv = 0.7\n\n"
         '[efficiency.kernels]\nsm_count = 80\nsource = "x"\n'
     )
-    out = fit._set_in_table(text, "efficiency.compute.amp", "conv", 0.6543, "note")
-    out = fit._set_in_table(out, "efficiency.kernels", "winograd_gain", 3.0, "note")
+    out = set_in_table(text, "efficiency.compute.amp", "conv", 0.6543, "note")
+    out = set_in_table(out, "efficiency.kernels", "winograd_gain", 3.0, "note")
     assert "conv = 0.5\n" in out and "conv = 0.654" in out and "conv = 0.7" not in out
     assert out.index("winograd_gain = 3") < out.index('source = "x"') and out.count("winograd_gain") == 1
 
