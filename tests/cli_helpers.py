@@ -11,7 +11,7 @@ import pytest
 
 from perfmodel.cli import main
 
-__all__ = ["run_main", "load_file", "ROOT"]
+__all__ = ["run_main", "run_main_once", "load_file", "ROOT"]
 
 #: the repository root (scripts/, tools/ and examples/ are not packages)
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +24,19 @@ def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     out, err = capsys.readouterr()
     code = exc.value.code
     return (0 if code is None else code if isinstance(code, int) else 1), out, err
+
+
+_ONCE: dict[tuple[str, ...], tuple[int, str, str]] = {}
+
+
+def run_main_once(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """:func:`run_main` of a read-only command whose output depends only on ``argv`` (and the
+    shipped data), run once per test session: ``validate --kernels`` takes ~16 s on 2 cores and
+    several test modules read its JSON."""
+    key = tuple(argv)
+    if key not in _ONCE:
+        _ONCE[key] = run_main(argv, capsys)
+    return _ONCE[key]
 
 
 def load_file(relative: str, name: str) -> ModuleType:

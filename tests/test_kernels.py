@@ -23,7 +23,7 @@ from perfmodel.strategies.explain import explain_plan
 from perfmodel.strategies.predict import context
 from perfmodel.strategies.spec import parse_strategy
 from perfmodel.validation.kernels import score_kernels
-from tests.cli_helpers import run_main
+from tests.cli_helpers import run_main, run_main_once
 
 MODELS = ("resnet50", "vgg16", "efficientnet_b0", "densenet121", "inception_v3", "resnext50_32x4d", "unet")
 
@@ -135,7 +135,7 @@ def test_kernel_scores_beat_the_layer_roofline() -> None:
 
 
 def test_validate_kernels_command(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_main(["validate", "--kernels", "--format", "json"], capsys)
+    code, out, _ = run_main_once(["validate", "--kernels", "--format", "json"], capsys)
     assert code == 0
     d = json.loads(out)
     assert {"deepbench", "pipedream", "neusight"} <= {r["source"] for r in d["kernels"]}

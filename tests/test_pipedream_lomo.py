@@ -19,7 +19,7 @@ from perfmodel.validation.kernel_rows import (
 )
 from perfmodel.validation.kernels import price_rows
 from perfmodel.validation.pipedream_lomo import PipeDreamNumbers, derive, held_out_prices, prologue_rule, with_numbers
-from tests.cli_helpers import run_main
+from tests.cli_helpers import run_main_once
 
 HW = load_hardware("v100-16gb-dgx1")
 #: small models with pooling, dropout, residual adds and concatenations: quick to refit
@@ -89,7 +89,7 @@ def test_other_sources_have_no_held_out_price() -> None:
 
 
 def test_validate_kernels_reports_the_held_out_score(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_main(["validate", "--kernels", "--format", "json"], capsys)
+    code, out, _ = run_main_once(["validate", "--kernels", "--format", "json"], capsys)
     assert code == 0
     d = json.loads(out)
     pipe = {r["op"]: r for r in d["kernels"] if r["source"] == "pipedream"}
