@@ -17,7 +17,7 @@ from ..search.plan import plan
 from ..strategies.spec import Strategy
 from .args import check_batches, check_gpus, check_kinds, check_optimizer, check_precision, check_strategy, check_top
 from .loading import available_kinds, load_hardware, load_model
-from .rows import as_list, text_columns
+from .rows import as_list, software_attrs, text_columns
 from .sweeps import sweep
 
 __all__ = ["predict_frame", "plan_frame"]
@@ -136,9 +136,6 @@ def plan_frame(
         global_batch=r.global_batch,
         gpus=gpus,
         baseline=best.speedup_baseline,
-        cudnn_major=cudnn_major,
-        cudnn=best.assumptions["cudnn"],
-        memory_format=memory_format,
-        memory_format_assumption=best.assumptions["memory_format"],
+        **software_attrs(best.cudnn_major, best.memory_format),
     )
     return df
