@@ -115,8 +115,13 @@ class PartitionReport:
     heaviest_unit_over_bound: float
     notes: dict[str, str] = field(default_factory=dict)
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
-    assumptions: dict[str, str] = field(default_factory=dict)
     memory_format: str = DEFAULT_MEMORY_FORMAT
+
+    @property
+    def assumptions(self) -> dict[str, str]:
+        """The software the units' weights assume, in words."""
+        return {"cudnn": cudnn_assumption(self.cudnn_major),
+                "memory_format": memory_format_assumption(self.memory_format)}
 
     @property
     def balanced(self) -> bool:
@@ -272,7 +277,6 @@ def partition_report(
         heaviest_unit_over_bound=float(hg.unit_weights.max()) / bound,
         notes=notes,
         cudnn_major=major,
-        assumptions={"cudnn": cudnn_assumption(major), "memory_format": memory_format_assumption(fmt)},
         memory_format=fmt,
     )
 

@@ -50,13 +50,13 @@ def reference_hardware() -> Hardware:
 
 
 def reference_layer_times(net: Network, precision: str, cudnn_major: int = DEFAULT_CUDNN_MAJOR,
-                          memory_format: str = DEFAULT_MEMORY_FORMAT) -> LayerTimes:
-    """Forward and backward seconds per sample of every layer on the reference profile, taken at
-    :data:`WEIGHT_BATCH` samples (:func:`~perfmodel.cost.compute.layer_times`), grouped
-    convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`), activations
-    in ``memory_format`` (:mod:`perfmodel.cost.layout`)."""
-    lt = layer_times(compile_counts(net), reference_hardware(), precision, WEIGHT_BATCH, cudnn_major=cudnn_major,
-                     memory_format=memory_format)
+                          memory_format: str = DEFAULT_MEMORY_FORMAT, hw: Hardware | None = None) -> LayerTimes:
+    """Forward and backward seconds per sample of every layer on ``hw`` (None: the reference
+    profile), taken at :data:`WEIGHT_BATCH` samples (:func:`~perfmodel.cost.compute.layer_times`),
+    grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`),
+    activations in ``memory_format`` (:mod:`perfmodel.cost.layout`)."""
+    lt = layer_times(compile_counts(net), hw or reference_hardware(), precision, WEIGHT_BATCH,
+                     cudnn_major=cudnn_major, memory_format=memory_format)
     return LayerTimes(fwd=lt.fwd / WEIGHT_BATCH, bwd=lt.bwd / WEIGHT_BATCH)
 
 
@@ -156,11 +156,7 @@ def build_hypergraph(
     if g < 1:
         raise UsageError(f"channel groups must be >= 1, got {groups}")
     major, fmt = check_cudnn_major(cudnn_major), check_memory_format(memory_format)
-    if hw is None:
-        lt = reference_layer_times(net, precision, major, fmt)
-    else:
-        lt = layer_times(compile_counts(net), hw, precision, WEIGHT_BATCH, cudnn_major=major, memory_format=fmt)
-        lt = LayerTimes(fwd=lt.fwd / WEIGHT_BATCH, bwd=lt.bwd / WEIGHT_BATCH)
+    lt = reference_layer_times(net, precision, major, fmt, hw)
     per_sample = lt.fwd + lt.bwd
     e = BYTES_PER_ELEMENT[precision]
     splits = channel_split(net, g)
