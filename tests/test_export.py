@@ -219,7 +219,8 @@ def test_a_gpu_run_records_the_cudnn_it_loaded_and_validate_prices_with_it(tmp_p
     r = dataclasses.replace(_run_result("cuda", 0.002), cudnn_version="7.6.5")
     append_rows(out, [measurement_row(_plan("dp=2", 2), r), measurement_row(_plan("dp=2", 2), _run_result("cpu"))])
     with_cudnn, without = load_measurements([out]).rows
-    assert with_cudnn.framework.endswith("cuDNN 7.6.5") and cudnn_major_of(with_cudnn) == 7
+    assert with_cudnn.framework == "PyTorch 2.x, cuDNN 7.6.5, NCHW (torch.contiguous_format)"
+    assert cudnn_major_of(with_cudnn) == 7
     assert "cuDNN" not in without.framework
 
 

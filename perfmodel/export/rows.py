@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..validation.measure_result import layout_text
+from ..validation.measure_result import framework_text
 from .plan import ExportPlan
 
 __all__ = ["RunResult", "measurement_row", "append_rows", "SOURCE"]
@@ -71,8 +71,7 @@ def measurement_row(plan: ExportPlan, r: RunResult) -> dict[str, object]:
         "optimizer": plan.optimizer,
         "memory_format": plan.memory_format,
         # the cuDNN and the layout, which validate prices the row with (software_era.py, rule 1 of each)
-        "framework": f"PyTorch {r.torch_version}, {layout_text(plan.memory_format)}"
-        + (f", cuDNN {r.cudnn_version}" if r.cudnn_version else ""),
+        "framework": framework_text(r.torch_version, r.cudnn_version, plan.memory_format),
         "source": SOURCE,
         "notes": "; ".join(notes),
         "device": r.device,

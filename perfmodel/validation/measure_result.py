@@ -8,7 +8,7 @@ from typing import Any
 
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 
-__all__ = ["LayerTiming", "MeasureResult", "layout_text"]
+__all__ = ["LayerTiming", "MeasureResult", "layout_text", "framework_text"]
 
 
 def layout_text(fmt: str) -> str:
@@ -16,6 +16,15 @@ def layout_text(fmt: str) -> str:
     :func:`perfmodel.validation.software_era.memory_format_of` reads back."""
     torch_name = "torch.channels_last" if fmt == "nhwc" else "torch.contiguous_format"
     return f"{fmt.upper()} ({torch_name})"
+
+
+def framework_text(torch_version: str, cudnn_version: str = "", memory_format: str = "") -> str:
+    """A measured row's framework: ``PyTorch v``, the cuDNN it loaded and the layout it ran when
+    known, in the words :mod:`perfmodel.validation.software_era` reads back (rule 1 of each), so
+    ``validate`` prices the row's grouped convolutions and transposes as they ran."""
+    cudnn = f", cuDNN {cudnn_version}" if cudnn_version else ""
+    layout = f", {layout_text(memory_format)}" if memory_format else ""
+    return f"PyTorch {torch_version}{cudnn}{layout}"
 
 
 @dataclass(frozen=True)
@@ -58,11 +67,6 @@ class MeasureResult:
     def measurement_row(self, hardware: str = "unspecified") -> dict[str, object]:
         """The run as one row of the measurement format (``perfmodel validate`` reads it)."""
         env = self.environment
-        # the framework names the cuDNN so `validate` prices the row with it (software_era rule 1)
-        cudnn = f", cuDNN {env['cudnn_version']}" if env.get("cudnn_version") else ""
-        # and the layout, so it prices the transposes as run (software_era memory_format_of rule 1)
-        fmt = env.get("memory_format", "")
-        layout = f", {layout_text(fmt)}" if fmt else ""
         return {
             "model": self.model,
             "hardware": hardware,
@@ -73,7 +77,8 @@ class MeasureResult:
             "strategy": "dp=1",
             "measured_throughput": self.throughput_samples_per_s,
             "image_size": self.image_size,
-            "framework": f"PyTorch {env.get('torch', '?')}{cudnn}{layout} (perfmodel measure)",
+            "framework": framework_text(env.get("torch", "?"), env.get("cudnn_version", ""),
+                                        env.get("memory_format", "")) + " (perfmodel measure)",
             "source": f"perfmodel measure on {self.device_name} ({self.device}), "
             f"{env.get('date', '')}; median of {self.steps} steps after {self.warmup} warm-up",
             "step_time_s": self.step_time_s,
@@ -81,7 +86,7 @@ class MeasureResult:
             "driver": env.get("driver", ""),
             "cuda": env.get("cuda", ""),
             "cudnn": env.get("cudnn_version", ""),
-            "memory_format": fmt,
+            "memory_format": env.get("memory_format", ""),
         }
 
     def to_dict(self) -> dict[str, Any]:
