@@ -9,17 +9,12 @@ of the same samples); the row they write must make ``validate`` price it channel
 
 from __future__ import annotations
 
-import ast
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from perfmodel.cli import main
 from perfmodel.export import ExportPlan, export_plan
 from perfmodel.export.rows import RunResult, append_rows, measurement_row
 from perfmodel.network import get_model
@@ -30,23 +25,15 @@ from perfmodel.validation.software_era import memory_format_of
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.distributed.pipelining")
 
+from export_helpers import export_program, reference_run, torchrun  # noqa: E402
+
 from perfmodel.export.runtime import Segment, build_pieces, synthetic_batch  # noqa: E402
-from perfmodel.validation.measure import build_module  # noqa: E402
 
 HW = "a100-80gb-dgx"
 
 
 def _export(tmp: Path, spec: str, gpus: int, fmt: str | None) -> tuple[Path, ExportPlan]:
-    prog = tmp / "train_plan.py"
-    argv = ["export", "tiny_cnn", "-n", str(gpus), "-s", spec, "-B", "16", "--image-size", "16",
-            "--precision", "fp32", "-o", str(prog), "--format", "json"]
-    with pytest.raises(SystemExit) as e:
-        main(argv + ([] if fmt is None else ["--memory-format", fmt]))
-    assert e.value.code == 0
-    tree = ast.parse(prog.read_text())
-    node = next(n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "PLAN")
-    assert node.value is not None
-    return prog, ExportPlan.from_dict(ast.literal_eval(node.value))
+    return export_program(tmp, spec, gpus, ["--format", "json", *([] if fmt is None else ["--memory-format", fmt])])
 
 
 def test_the_plan_carries_the_priced_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,41 +75,12 @@ def test_every_stage_runs_its_convolutions_in_the_format(fmt: str, spec: str, gp
     assert set(seen) == {(fmt, fmt)}
 
 
-def _reference(plan: ExportPlan, steps: int) -> list[float]:
-    """One process, NCHW, the unsplit network: the loss of every step."""
-    net = get_model(plan.model, plan.image_size)
-    torch.manual_seed(plan.seed)
-    model = build_module(net, torch)
-    opt = torch.optim.SGD(model.parameters(), lr=plan.lr, momentum=0.9)
-    pieces = []
-    for replica in range(plan.dp):
-        x, y = synthetic_batch(net, plan.global_batch // plan.dp, plan.seed + replica, "cpu")
-        pieces += list(zip(x.chunk(plan.mb), y.chunk(plan.mb), strict=True))
-    losses = []
-    for _ in range(steps):
-        total = 0.0
-        for x, y in pieces:
-            loss = torch.nn.functional.cross_entropy(model(x), y) / len(pieces)
-            loss.backward()
-            total += float(loss.detach())
-        opt.step()
-        opt.zero_grad()
-        losses.append(total)
-    return losses
-
-
 @pytest.mark.parametrize(("spec", "gpus"), [("dp=2,mb=2", 2), ("pp=2,mb=4", 2)])
 def test_an_nhwc_program_trains_like_one_process_and_its_row_says_nhwc(spec: str, gpus: int, tmp_path: Path) -> None:
     prog, plan = _export(tmp_path, spec, gpus, "nhwc")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}", str(prog),
-           "--device", "cpu", "--backend", "gloo", "--steps", "2", "--warmup", "1",
-           "--output", str(tmp_path / "measured.csv"), "--summary", str(tmp_path / "summary.json")]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "NHWC" in r.stdout
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["losses"] == pytest.approx(_reference(plan, 3), rel=1e-5, abs=1e-6)
+    out, summary = torchrun(tmp_path, prog, gpus, 2, 1)
+    assert "NHWC" in out
+    assert summary["losses"] == pytest.approx(reference_run(plan, 3)[0], rel=1e-5, abs=1e-6)
     (row,) = load_measurements([tmp_path / "measured.csv"]).rows
     assert memory_format_of(row) == "nhwc" and row.columns["memory_format"] == "nhwc"
 

@@ -9,25 +9,21 @@ loss sequence (and, stage by stage, its weights).
 
 from __future__ import annotations
 
-import ast
-import json
-import os
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from perfmodel.cli import main
 from perfmodel.validation import load_measurements, validate
 from perfmodel.validation.devices import CPU_ROLE
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.distributed.pipelining")
 
+from export_helpers import export_program, reference_run, torchrun  # noqa: E402
+
 from perfmodel.export import ExportPlan  # noqa: E402
-from perfmodel.export.runtime import build_network, synthetic_batch  # noqa: E402
+from perfmodel.export.runtime import build_network  # noqa: E402
 from perfmodel.export.stages import cut_tensors  # noqa: E402
 from perfmodel.network import NetBuilder, Network, get_model  # noqa: E402
 from perfmodel.validation.measure import build_module  # noqa: E402
@@ -38,59 +34,17 @@ WARMUP, STEPS = 1, 2
 CASES = [("dp=2,mb=2", 2), ("pp=2,mb=4", 2), ("pp=2,dp=2,mb=2,schedule=1f1b,recompute=true", 4)]
 
 
-def _export(tmp: Path, spec: str, gpus: int) -> tuple[Path, ExportPlan]:
-    prog = tmp / "train_plan.py"
-    argv = ["export", "tiny_cnn", "-n", str(gpus), "-s", spec, "-B", "16", "--image-size", "16",
-            "--precision", "fp32", "-o", str(prog)]
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    assert e.value.code == 0
-    tree = ast.parse(prog.read_text())
-    node = next(n for n in tree.body if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", "") == "PLAN")
-    assert node.value is not None
-    return prog, ExportPlan.from_dict(ast.literal_eval(node.value))
-
-
 def _torchrun(tmp: Path, prog: Path, gpus: int) -> dict[str, object]:
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={gpus}", str(prog),
-           "--device", "cpu", "--backend", "gloo", "--steps", str(STEPS), "--warmup", str(WARMUP),
-           "--output", str(tmp / "measured.csv"), "--summary", str(tmp / "summary.json"),
-           "--save-weights", str(tmp / "weights.pt")]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=tmp)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "measured" in r.stdout and "predicted" in r.stdout
-    summary: dict[str, object] = json.loads((tmp / "summary.json").read_text())
+    out, summary = torchrun(tmp, prog, gpus, STEPS, WARMUP, ["--save-weights", str(tmp / "weights.pt")])
+    assert "measured" in out and "predicted" in out
     return summary
-
-
-def _reference(plan: ExportPlan, steps: int) -> tuple[list[float], dict[str, object]]:
-    net = get_model(plan.model, plan.image_size)
-    torch.manual_seed(plan.seed)
-    model = build_module(net, torch)
-    opt = torch.optim.SGD(model.parameters(), lr=plan.lr, momentum=0.9)
-    pieces = []
-    for replica in range(plan.dp):
-        x, y = synthetic_batch(net, plan.global_batch // plan.dp, plan.seed + replica, "cpu")
-        pieces += list(zip(x.chunk(plan.mb), y.chunk(plan.mb), strict=True))
-    losses = []
-    for _ in range(steps):
-        total = 0.0
-        for x, y in pieces:
-            loss = torch.nn.functional.cross_entropy(model(x), y) / len(pieces)
-            loss.backward()
-            total += float(loss.detach())
-        opt.step()
-        opt.zero_grad()
-        losses.append(total)
-    return losses, {k: p.detach().clone() for k, p in model.named_parameters()}
 
 
 @pytest.mark.parametrize(("spec", "gpus"), CASES)
 def test_exported_plan_trains_like_one_process_and_is_scored(spec, gpus, tmp_path):
-    prog, plan = _export(tmp_path, spec, gpus)
+    prog, plan = export_program(tmp_path, spec, gpus)
     summary = _torchrun(tmp_path, prog, gpus)
-    losses, weights = _reference(plan, WARMUP + STEPS)
+    losses, weights = reference_run(plan, WARMUP + STEPS)
     assert summary["losses"] == pytest.approx(losses, rel=1e-5, abs=1e-6)
     assert losses[-1] < losses[0]  # it trains
     files = sorted(tmp_path.glob("weights*.pt"))
