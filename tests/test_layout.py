@@ -70,44 +70,44 @@ def _two_convs() -> tuple[NetBuilder, str]:
     return b, b.conv(x, 128, 3, stride=2, padding=1, bias=False, name="c1")
 
 
+X, Y = 64 * 56 * 56, 128 * 28 * 28  # c1's input and output elements per sample
+
+
+def _c1_deltas(precision: str, batch: float) -> tuple[np.ndarray, np.ndarray, float, float, int]:
+    """On the two-conv net: NCHW minus NHWC forward and backward seconds per layer, the seconds
+    to read and write one element per sample of the batch once (the activations' bytes over the
+    memory bandwidth), one launch's seconds, and c1's index."""
+    b, _ = _two_convs()
+    net, prof = b.build(), load_hardware(HW)
+    cc = compile_counts(net)
+    nchw = layer_times(cc, prof, precision, batch, memory_format="nchw")
+    nhwc = layer_times(cc, prof, precision, batch, memory_format="nhwc")
+    bw = prof.device.memory_bandwidth_bytes_per_s * prof.compute[precision].memory
+    e = 2.0 if precision in HALF_PRECISIONS else 4.0  # fp16/bf16 activations, else fp32
+    i = [layer.name for layer in net.layers].index("c1")
+    return nchw.fwd - nhwc.fwd, nchw.bwd - nhwc.bwd, 2 * batch * e / bw, prof.kernel_launch_s, i
+
+
 def test_nchw_adds_exactly_the_transposes_of_a_hand_counted_conv() -> None:
     """c1 (64x56x56 -> 128x28x28, not the first layer): forward transposes x in and y out,
     the data gradient dy in and dx out, the weight gradient x and dy in: each tensor read and
     written once at the memory efficiency, one launch each."""
-    b, _ = _two_convs()
-    net, prof, batch = b.build(), load_hardware(HW), 256.0
-    cc = compile_counts(net)
-    nchw = layer_times(cc, prof, "amp", batch, memory_format="nchw")
-    nhwc = layer_times(cc, prof, "amp", batch, memory_format="nhwc")
-    x, y = 64 * 56 * 56, 128 * 28 * 28
-    bw = prof.device.memory_bandwidth_bytes_per_s * prof.compute["amp"].memory
-    e, tau = 2.0, prof.kernel_launch_s  # fp16 activations
-    i = [layer.name for layer in net.layers].index("c1")
-    fwd = 2 * (x + y) * batch * e / bw + 2 * tau
-    bwd = 2 * 2 * (x + y) * batch * e / bw + 4 * tau
-    assert nchw.fwd[i] - nhwc.fwd[i] == pytest.approx(fwd, rel=1e-9)
-    assert nchw.bwd[i] - nhwc.bwd[i] == pytest.approx(bwd, rel=1e-9)
+    d_fwd, d_bwd, rw, tau, i = _c1_deltas("amp", 256.0)
+    assert d_fwd[i] == pytest.approx((X + Y) * rw + 2 * tau, rel=1e-9)
+    assert d_bwd[i] == pytest.approx(2 * (X + Y) * rw + 4 * tau, rel=1e-9)
     # the first convolution computes no data gradient: its backward pays the weight gradient's only
     x0 = y0 = 64 * 56 * 56
-    assert nchw.bwd[0] - nhwc.bwd[0] == pytest.approx(2 * (x0 + y0) * batch * e / bw + 2 * tau, rel=1e-9)
-    assert nchw.fwd[1] == nhwc.fwd[1]  # the ReLU is no convolution
+    assert d_bwd[0] == pytest.approx((x0 + y0) * rw + 2 * tau, rel=1e-9)
+    assert d_fwd[1] == 0.0  # the ReLU is no convolution
 
 
 def test_tf32_weight_gradients_run_natively_in_nchw() -> None:
     """TF32 (tensorflow/tensorflow PR #58054: NHWC helps only the forward and the data gradient):
     c1's backward pays the data gradient's transposes and not the weight gradient's; fp32 bytes."""
-    b, _ = _two_convs()
-    net, prof, batch = b.build(), load_hardware(HW), 64.0
-    cc = compile_counts(net)
-    nchw = layer_times(cc, prof, "tf32", batch, memory_format="nchw")
-    nhwc = layer_times(cc, prof, "tf32", batch, memory_format="nhwc")
-    x, y = 64 * 56 * 56, 128 * 28 * 28
-    bw = prof.device.memory_bandwidth_bytes_per_s * prof.compute["tf32"].memory
-    e, tau = 4.0, prof.kernel_launch_s
-    i = [layer.name for layer in net.layers].index("c1")
-    assert nchw.fwd[i] - nhwc.fwd[i] == pytest.approx(2 * (x + y) * batch * e / bw + 2 * tau, rel=1e-9)
-    assert nchw.bwd[i] - nhwc.bwd[i] == pytest.approx(2 * (x + y) * batch * e / bw + 2 * tau, rel=1e-9)
-    assert nchw.bwd[0] == nhwc.bwd[0]  # the first layer's backward is its weight gradient alone
+    d_fwd, d_bwd, rw, tau, i = _c1_deltas("tf32", 64.0)
+    assert d_fwd[i] == pytest.approx((X + Y) * rw + 2 * tau, rel=1e-9)
+    assert d_bwd[i] == pytest.approx((X + Y) * rw + 2 * tau, rel=1e-9)
+    assert d_bwd[0] == 0.0  # the first layer's backward is its weight gradient alone
 
 
 def test_no_tensor_cores_no_transposes() -> None:
