@@ -136,12 +136,19 @@ class LayerKernels:
 View = tuple[float, float, float, bool, float]
 
 
-def _conv_views(layer: Layer) -> tuple[dict[str, View], tuple[int, ...], tuple[int, ...]]:
+def _underlying(layer: Layer) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(input, output) shapes of the convolution underlying ``layer``: its own, or for a
+    transposed layer those of the convolution whose input is the layer's output."""
+    if layer.kind == "conv_transpose":
+        return layer.out_shape, layer.in_shape
+    return layer.in_shape, layer.out_shape
+
+
+def _conv_views(layer: Layer) -> dict[str, View]:
     """(m, n, k, m grows with batch, activation elements) of the three kernels of the convolution
-    underlying ``layer`` (for a transposed layer the convolution whose input is the layer's output),
-    and that convolution's input and output spatial extents."""
+    underlying ``layer`` (:func:`_underlying`)."""
     g, area = layer.groups, math.prod(layer.kernel)
-    x, y = (layer.out_shape, layer.in_shape) if layer.kind == "conv_transpose" else (layer.in_shape, layer.out_shape)
+    x, y = _underlying(layer)
     c, kk = x[0], y[0]
     out_sp = numel(y[1:])
     act = numel(layer.in_shape) + layer.out_elems
@@ -150,7 +157,7 @@ def _conv_views(layer: Layer) -> tuple[dict[str, View], tuple[int, ...], tuple[i
         "wgrad": (kk / g, c / g * area, out_sp, False, act),
         # implicit GEMM over the zero-inserted output gradient (cuDNN BWD_DATA_ALGO_1)
         "dgrad": (out_sp, c / g, kk / g * area * zero_insert_factor(layer.stride), True, act),
-    }, tuple(x[1:]), tuple(y[1:])
+    }
 
 
 def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
@@ -167,7 +174,7 @@ def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
         if not first:
             views["dgrad"] = (1, fi, fo, True, fi + fo)
         return views
-    conv, _, _ = _conv_views(layer)
+    conv = _conv_views(layer)
     if layer.kind == "conv_transpose":
         conv = {"fwd": conv["dgrad"], "dgrad": conv["fwd"], "wgrad": conv["wgrad"]}
     if first:
@@ -176,7 +183,7 @@ def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
 
 
 def _dgrad_sum_view(layer: Layer) -> tuple[float, float]:
-    """(n, k) of the data-gradient kernel of the convolution underlying ``layer`` (:func:`_conv_views`)
+    """(n, k) of the data-gradient kernel of the convolution underlying ``layer`` (:func:`_underlying`)
     computed as a sum of matrix products.
 
     cuDNN's ``CUDNN_CONVOLUTION_BWD_DATA_ALGO_0`` (cuDNN API reference,
@@ -186,9 +193,8 @@ def _dgrad_sum_view(layer: Layer) -> tuple[float, float]:
     into the input gradient at its filter tap: the same ``m`` as the implicit view, ``n =
     C*R*S``, ``k = K`` per group, the forward's FLOPs. Where ``C`` is small (a 1- or 3-channel
     first layer) its ``n`` fills the tiles that the implicit view's ``n = C`` cannot."""
-    c = (layer.out_shape if layer.kind == "conv_transpose" else layer.in_shape)[0]
-    kk = (layer.in_shape if layer.kind == "conv_transpose" else layer.out_shape)[0]
-    return c / layer.groups * math.prod(layer.kernel), kk / layer.groups
+    x, y = _underlying(layer)
+    return x[0] / layer.groups * math.prod(layer.kernel), y[0] / layer.groups
 
 
 def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]:
