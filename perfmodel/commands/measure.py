@@ -53,6 +53,11 @@ def predicted_times(
     return [(float(f), float(b)) for f, b in zip(lt.fwd, lt.bwd, strict=True)], step
 
 
+def _assumptions(r: MeasureResult, cudnn_note: str) -> dict[str, str]:
+    """What the predictions beside the measurement assume: the cuDNN and the run's memory format."""
+    return {"cudnn": cudnn_note, "memory_format": memory_format_assumption(r.memory_format)}
+
+
 def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None = None) -> pd.DataFrame:
     recs: list[dict[str, Any]] = []
     for i, lt in enumerate(r.layers):
@@ -187,7 +192,7 @@ def measure_cmd(
         d["measurement_row"] = row
         if predicted is not None:
             d["cudnn_major"] = priced_major
-            d["assumptions"] = {"cudnn": cudnn_note, "memory_format": memory_format_assumption(r.memory_format)}
+            d["assumptions"] = _assumptions(r, cudnn_note)
             d["predicted_step_time_s"] = step_pred
             for lt, (pf, pb) in zip(d["layers"], predicted, strict=True):
                 lt["predicted_forward_s"], lt["predicted_backward_s"] = pf, pb
@@ -212,8 +217,7 @@ def measure_cmd(
         lines.append("hardware column: 'unspecified' (give --hardware NAME to make the row validatable)")
     lines.append(f"environment: {env}")
     if step_pred is not None:
-        layout = memory_format_assumption(r.memory_format)
-        lines += ["assumptions:", f"  cudnn: {cudnn_note}", f"  memory_format: {layout}"]
+        lines += ["assumptions:", *(f"  {k}: {v}" for k, v in _assumptions(r, cudnn_note).items())]
     if output is not None:
         lines.append(f"wrote {output} and {output.with_suffix('.layers.csv')}")
     emit("\n".join(lines))
