@@ -31,7 +31,8 @@ KERNEL_ASSUMPTIONS = (
     "kernels (TF32 off) on P100, V100, A100, H100, "
     "priced on the closest shipped profile (perfmodel/data/KERNELS.md). Each source's rows are priced with "
     "the cuDNN they were measured with (grouped convolutions, perfmodel/cost/grouped.py): DeepBench P100 6, "
-    "V100 7; PipeDream 7; NeuSight 8."
+    "V100 7; PipeDream 7; NeuSight 8. ampere_gemm: A100 fp16 (cuBLASLt, Azure) and bf16 (torch.matmul, "
+    "LLMCompass, host-timed: its own 21 us overhead added, rows under 0.1 ms not scored) GEMMs on a100-80gb-dgx."
 )
 
 

@@ -4,7 +4,8 @@ Files (``perfmodel/data/kernels_*.csv``; provenance in ``perfmodel/data/KERNELS.
 DeepBench convolution (forward, backward-data, backward-filter) and GEMM kernels on P100 and
 V100; PipeDream's per-layer forward and backward times of 11 CNNs in PyTorch training (V100,
 fp32); NeuSight forward convolution and linear kernels on P100, V100, A100 and H100, and
-element-wise kernels (relu, add, mul) on A100 (fp32, TF32 off). Each measured time becomes a
+element-wise kernels (relu, add, mul) on A100 (fp32, TF32 off); A100 fp16/bf16 tensor-core GEMMs
+(Azure's cuBLASLt and LLMCompass's ``torch.matmul`` tables). Each measured time becomes a
 :class:`KernelRow`: a one-layer problem, which kernel (or phase) was timed, the profile and
 precision that price it, and the seconds measured.
 """
@@ -71,6 +72,8 @@ _PROFILE = {
     "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
     "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie",
     "NVIDIA H100 80GB HBM3": "h100-80gb-dgx",
+    "NVIDIA A100-SXM4-80GB": "a100-80gb-dgx",
+    "NVIDIA A100 80GB (SXM)": "a100-80gb-dgx",
 }
 #: cuDNN major version each source measured with (:mod:`perfmodel.cost.grouped`): DeepBench's
 #: Specs sheets (its ``specs.csv``: P100 cuDNN 6.0.21, V100-SXM2 7.6.2.24); PipeDream's stated
@@ -79,7 +82,15 @@ _PROFILE = {
 CUDNN_MAJOR = {"P100": 6, "V100-SXM2 (DGX-1)": 7, "pipedream": 7, "neusight": 8}
 #: DeepBench precision sheet -> perfmodel precision.
 _PRECISION = {"fp32": "fp32", "fp16_tensorcore": "amp"}
-SOURCES = ("deepbench", "pipedream", "neusight")
+SOURCES = ("deepbench", "pipedream", "neusight", "ampere_gemm")
+#: LLMCompass times each ``torch.matmul`` on the host around one call and a synchronize
+#: (``software_model/matmul.py``, median of its runs); its own A100 comparison adds 21 us of
+#: "GPU launch kernel overhead and PyTorch overhead" to a kernel time (``ae/figure5/ab/
+#: test_matmul.py``: ``+ 2.1e-5``): added to those rows' prices, and rows under 0.1 ms not scored.
+LLMCOMPASS_HOST_S = 21e-6
+HOST_TIMED_MIN_S = 0.1e-3
+#: kernels_ampere_gemm.csv source -> (label, host seconds in the measured window)
+_GEMM_ORIGIN = {"azure_nd_a100_v4": ("Azure ND A100 v4", 0.0), "llmcompass": ("LLMCompass", LLMCOMPASS_HOST_S)}
 
 
 @dataclass(frozen=True)
@@ -356,10 +367,24 @@ def _neusight() -> Iterator[KernelRow]:
                         1, float(d["latency_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR["neusight"])
 
 
+def _ampere_gemm() -> Iterator[KernelRow]:
+    """A100 tensor-core GEMMs (fp16 cuBLASLt, bf16 ``torch.matmul``): C(MxN) = A(MxK) B(KxN), a
+    linear layer of K inputs and N outputs over M rows, as DeepBench's GEMMs."""
+    for d in _open("kernels_ampere_gemm.csv"):
+        label, host_s = _GEMM_ORIGIN[d["source"]]
+        t = float(d["time_ms"]) * 1e-3
+        if host_s and t < HOST_TIMED_MIN_S:
+            continue
+        m, n, k = int(d["M"]), int(d["N"]), int(d["K"])
+        yield KernelRow("ampere_gemm", f"{d['gpu']} ({label})", _PROFILE[d["gpu"]],
+                        {"fp16": "amp", "bf16": "bf16"}[d["precision"]], "gemm", "fwd", linear_layer(k, n), True,
+                        m, t, host_s=host_s)
+
+
 def load_rows(sources: tuple[str, ...] = SOURCES) -> list[KernelRow]:
     """Every shipped measured kernel/layer time of ``sources`` as :class:`KernelRow`."""
     out: list[KernelRow] = []
-    gens = {"deepbench": _deepbench, "pipedream": _pipedream, "neusight": _neusight}
+    gens = {"deepbench": _deepbench, "pipedream": _pipedream, "neusight": _neusight, "ampere_gemm": _ampere_gemm}
     for s in sources:
         out.extend(gens[s]())
     return out

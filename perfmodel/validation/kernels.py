@@ -131,11 +131,11 @@ def price_rows(
 
 
 def _group_key(r: KernelRow, detail: bool) -> tuple[str, str, str]:
-    gpu = f"{r.gpu} {r.precision}" if r.source == "deepbench" else r.gpu
+    gpu = f"{r.gpu} {r.precision}" if r.source in ("deepbench", "ampere_gemm") else r.gpu
     if detail:
         return r.source, gpu, r.op
     op = r.op if r.source == "neusight" else r.op.split(" ")[0] + " " + r.what[6:]
-    if r.source == "deepbench":
+    if r.source in ("deepbench", "ampere_gemm"):
         op = "gemm" if r.op == "gemm" else f"conv {r.what}"
     return r.source, gpu, op
 
