@@ -60,14 +60,17 @@ PIPEDREAM_MIN_S = 0.1e-3
 #: elements all take 26-33 us, kernels_neusight_elementwise.csv), which would dominate them.
 NEUSIGHT_ELEMENTWISE_MIN_S = 0.1e-3
 
-#: GPU name in each file -> (shipped profile, note). The profile is the closest shipped one;
-#: PCIe V100/P100 cards have ~10% lower clocks than the SXM2 profiles (said in the report).
+#: GPU name in each file -> the shipped profile of that card (NeuSight's P100 and V100 are the
+#: PCIe cards: ``p100-16gb-pcie``, ``v100-32gb-pcie``, whose datasheet peaks are 9.3 and 14
+#: TFLOPS against the SXM2 cards' 10.6 and 15.7; the kernel-model numbers are the generation's).
+#: DeepBench's P100 (form factor not stated) and PipeDream's GPU (not recorded) keep the SXM2
+#: profiles their generations' numbers were fitted on.
 _PROFILE = {
     "V100-SXM2 (DGX-1)": "v100-16gb-dgx1",
     "P100": "p100-16gb-nvlink",
     "pipedream": "v100-16gb-dgx1",
-    "Tesla P100-PCIE-16GB": "p100-16gb-nvlink",
-    "Tesla V100-PCIE-32GB": "v100-32gb-dgx1",
+    "Tesla P100-PCIE-16GB": "p100-16gb-pcie",
+    "Tesla V100-PCIE-32GB": "v100-32gb-pcie",
     "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
     "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie",
     "NVIDIA H100 80GB HBM3": "h100-80gb-dgx",
