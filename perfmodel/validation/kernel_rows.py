@@ -22,6 +22,7 @@ import numpy as np
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..errors import DataError
 from ..network.layers import Layer
+from .neusight_window import window_floor_s
 
 __all__ = [
     "KernelRow",
@@ -110,8 +111,9 @@ class KernelRow:
     #: profiler's prologue :data:`PIPEDREAM_FWD_PROLOGUE_S` plus ``host_s``)
     extra_hidden_s: float = 0.0
     #: host seconds of the module's own forward work before its first launch beyond the profiler
-    #: overhead removed from ``measured_s`` (PipeDream forward rows: :func:`module_host_s`), added
-    #: to the price: the GPU idles through it
+    #: overhead removed from ``measured_s`` (PipeDream forward rows: :func:`module_host_s`; NeuSight
+    #: rows: the host work inside its timing window, :mod:`.neusight_window`), added to the price:
+    #: the GPU idles through it
     host_s: float = 0.0
     #: the cuDNN major version the row was measured with (:data:`CUDNN_MAJOR`)
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
@@ -341,12 +343,13 @@ def _neusight() -> Iterator[KernelRow]:
         c, k, hw = int(d["in_channels"]), int(d["out_channels"]), int(d["input_hw"])
         layer = conv_layer(c, hw, hw, k, 3, 3, (1, 1), (1, 1))
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "conv 3x3 fwd", "fwd", layer, True,
-                        int(d["batch"]), float(d["latency_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR["neusight"])
+                        int(d["batch"]), float(d["latency_ms"]) * 1e-3, host_s=window_floor_s(d["gpu"], "conv"),
+                        cudnn_major=CUDNN_MAJOR["neusight"])
     for d in _open("kernels_neusight_linear.csv"):
         rows = int(d["B"]) * int(d["M"])
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "linear fwd", "fwd",
                         linear_layer(int(d["N"]), int(d["K"])), True, rows, float(d["latency_ms"]) * 1e-3,
-                        cudnn_major=CUDNN_MAJOR["neusight"])
+                        host_s=window_floor_s(d["gpu"], "linear"), cudnn_major=CUDNN_MAJOR["neusight"])
     for d in _open("kernels_neusight_elementwise.csv"):
         # one PyTorch element-wise kernel on a (B, H) fp32 tensor: relu, or add/mul of two tensors
         if float(d["latency_ms"]) * 1e-3 < NEUSIGHT_ELEMENTWISE_MIN_S:
@@ -356,7 +359,8 @@ def _neusight() -> Iterator[KernelRow]:
         layer = (Layer(name="relu", kind="act", inputs=("x",), in_shapes=((n,),), out_shape=(n,), fn="relu")
                  if op == "relu" else _elems_layer(op, n, 2))
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", f"{op} fwd", "layer_fwd", layer, False,
-                        1, float(d["latency_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR["neusight"])
+                        1, float(d["latency_ms"]) * 1e-3, host_s=window_floor_s(d["gpu"], op),
+                        cudnn_major=CUDNN_MAJOR["neusight"])
 
 
 def load_rows(sources: tuple[str, ...] = SOURCES) -> list[KernelRow]:
