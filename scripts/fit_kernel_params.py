@@ -87,7 +87,9 @@ NEUSIGHT_FITS = {
 MAXITER = 1000
 #: (the fitted numbers and their bounds, PARAMS, LATENCY_PARAMS, TC_PARAMS and UNIT, are in
 #: perfmodel.validation.fit_bounds; LATENCY_PARAMS are fitted only when named with --only)
-_V100 = ("v100-16gb-dgx1", "v100-32gb-dgx1", "v100-32gb-dgx2", "abci-v100-16gb")
+_V100 = ("v100-16gb-dgx1", "v100-32gb-dgx1", "v100-32gb-dgx2", "abci-v100-16gb", "v100-32gb-pcie")
+#: the Pascal profiles: the P100 SXM2 and PCIe cards (GP100) and the P40 (GP102)
+_PASCAL = ("p100-16gb-nvlink", "p100-16gb-pcie", "p40-24gb-pcie")
 _AMPERE = ("a100-40gb-dgx", "a100-40gb-pcie", "a100-80gb-dgx", "a100-80gb-pcie")
 _HOPPER = ("h100-80gb-dgx", "h100-80gb-pcie", "h200-141gb-dgx")
 _LATER = _AMPERE + _HOPPER
@@ -103,8 +105,7 @@ OWN_SET = {**{p: "ampere-fp32" for p in _AMPERE}, **{p: "hopper-fp32" for p in _
 WRITES: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
     "volta-fp32": ({p: ("fp32", "tf32", "bf16") for p in _V100}, _V100 + _LATER),
     "volta-amp": ({**{p: ("amp",) for p in _V100}, **{p: ("amp", "bf16") for p in _LATER}}, _V100 + _LATER),
-    "pascal-fp32": ({p: ("fp32", "tf32", "amp", "bf16") for p in ("p100-16gb-nvlink", "p40-24gb-pcie")},
-                    ("p100-16gb-nvlink", "p40-24gb-pcie")),
+    "pascal-fp32": ({p: ("fp32", "tf32", "amp", "bf16") for p in _PASCAL}, _PASCAL),
     "ampere-fp32": ({p: ("fp32",) for p in _AMPERE}, _AMPERE),
     "hopper-fp32": ({p: ("fp32",) for p in _HOPPER}, _HOPPER),
 }

@@ -39,6 +39,8 @@ EXPECTED_PROFILES = {
     "p100-16gb-nvlink",
     "p40-24gb-pcie",
     "abci-v100-16gb",
+    "p100-16gb-pcie",
+    "v100-32gb-pcie",
 }
 #: GPUs with tensor cores: their fp16 peak must exceed fp32 by far.
 TENSOR_CORE_GPUS = ("V100", "A100", "H100", "H200")

@@ -114,7 +114,8 @@ def test_faster_device_is_never_slower(model: str, batch: int, precision: str, s
     assert np.all(b.fwd <= a.fwd * (1 + 1e-12)) and np.all(b.bwd <= a.bwd * (1 + 1e-12))
 
 
-@pytest.mark.parametrize("hw", ["a100-40gb-pcie", "a100-80gb-pcie", "h100-80gb-pcie"])
+@pytest.mark.parametrize(
+    "hw", ["a100-40gb-pcie", "a100-80gb-pcie", "h100-80gb-pcie", "p100-16gb-pcie", "v100-32gb-pcie"])
 def test_pcie_profiles(hw: str) -> None:
     p = load_hardware(hw)
     assert p.gpus_per_node == 8 and p.intra.topology == "pcie" and p.max_nodes == 1

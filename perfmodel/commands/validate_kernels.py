@@ -15,7 +15,7 @@ __all__ = ["emit_kernel_scores", "KERNEL_ASSUMPTIONS"]
 
 #: What the kernel scores compare (printed with every output).
 KERNEL_ASSUMPTIONS = (
-    "GPU time of the kernel model (host dispatch excluded: the sources time kernels); 'before' is "
+    "GPU time of the kernel model (host dispatch excluded where the source times kernels); 'before' is "
     "the per-layer roofline of perfmodel 0.1.0 on the same profiles. DeepBench: one cuDNN/cuBLAS call per row (P100, "
     "V100-SXM2). PipeDream: per-layer forward/backward of PyTorch training on a V100-class GPU, "
     f"minus {PIPEDREAM_FWD_OVERHEAD_S * 1e3:.2f} ms forward / {PIPEDREAM_BWD_OVERHEAD_S * 1e3:.2f} ms "
@@ -29,7 +29,10 @@ KERNEL_ASSUMPTIONS = (
     "derived from the "
     "other models' rows; the other numbers are shared with DeepBench's fit. NeuSight: forward fp32 "
     "kernels (TF32 off) on P100, V100, A100, H100, "
-    "priced on the closest shipped profile (perfmodel/data/KERNELS.md). Each source's rows are priced with "
+    "each priced on its card's profile (the P100/V100 on the PCIe ones; perfmodel/data/KERNELS.md) plus the "
+    "host dispatch its CUDA-event window holds (the GPU's and op's smallest time in NeuSight's collection, "
+    "perfmodel/validation/neusight_window.py; none for A100 80GB linear/element-wise and H100, which "
+    "measured no small problem). Each source's rows are priced with "
     "the cuDNN they were measured with (grouped convolutions, perfmodel/cost/grouped.py): DeepBench P100 6, "
     "V100 7; PipeDream 7; NeuSight 8. ampere_gemm: A100 fp16 (cuBLASLt, Azure) and bf16 (torch.matmul, "
     "LLMCompass, host-timed: its own 21 us overhead added, rows under 0.1 ms not scored) GEMMs on a100-80gb-dgx."

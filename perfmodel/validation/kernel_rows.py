@@ -23,6 +23,7 @@ import numpy as np
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..errors import DataError
 from ..network.layers import Layer
+from .neusight_window import window_floor_s
 
 __all__ = [
     "KernelRow",
@@ -61,14 +62,17 @@ PIPEDREAM_MIN_S = 0.1e-3
 #: elements all take 26-33 us, kernels_neusight_elementwise.csv), which would dominate them.
 NEUSIGHT_ELEMENTWISE_MIN_S = 0.1e-3
 
-#: GPU name in each file -> (shipped profile, note). The profile is the closest shipped one;
-#: PCIe V100/P100 cards have ~10% lower clocks than the SXM2 profiles (said in the report).
+#: GPU name in each file -> the shipped profile of that card (NeuSight's P100 and V100 are the
+#: PCIe cards: ``p100-16gb-pcie``, ``v100-32gb-pcie``, whose datasheet peaks are 9.3 and 14
+#: TFLOPS against the SXM2 cards' 10.6 and 15.7; the kernel-model numbers are the generation's).
+#: DeepBench's P100 (form factor not stated) and PipeDream's GPU (not recorded) keep the SXM2
+#: profiles their generations' numbers were fitted on.
 _PROFILE = {
     "V100-SXM2 (DGX-1)": "v100-16gb-dgx1",
     "P100": "p100-16gb-nvlink",
     "pipedream": "v100-16gb-dgx1",
-    "Tesla P100-PCIE-16GB": "p100-16gb-nvlink",
-    "Tesla V100-PCIE-32GB": "v100-32gb-dgx1",
+    "Tesla P100-PCIE-16GB": "p100-16gb-pcie",
+    "Tesla V100-PCIE-32GB": "v100-32gb-pcie",
     "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
     "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie",
     "NVIDIA H100 80GB HBM3": "h100-80gb-dgx",
@@ -118,8 +122,9 @@ class KernelRow:
     #: profiler's prologue :data:`PIPEDREAM_FWD_PROLOGUE_S` plus ``host_s``)
     extra_hidden_s: float = 0.0
     #: host seconds of the module's own forward work before its first launch beyond the profiler
-    #: overhead removed from ``measured_s`` (PipeDream forward rows: :func:`module_host_s`), added
-    #: to the price: the GPU idles through it
+    #: overhead removed from ``measured_s`` (PipeDream forward rows: :func:`module_host_s`; NeuSight
+    #: rows: the host work inside its timing window, :mod:`.neusight_window`), added to the price:
+    #: the GPU idles through it
     host_s: float = 0.0
     #: the cuDNN major version the row was measured with (:data:`CUDNN_MAJOR`)
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
@@ -349,12 +354,13 @@ def _neusight() -> Iterator[KernelRow]:
         c, k, hw = int(d["in_channels"]), int(d["out_channels"]), int(d["input_hw"])
         layer = conv_layer(c, hw, hw, k, 3, 3, (1, 1), (1, 1))
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "conv 3x3 fwd", "fwd", layer, True,
-                        int(d["batch"]), float(d["latency_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR["neusight"])
+                        int(d["batch"]), float(d["latency_ms"]) * 1e-3, host_s=window_floor_s(d["gpu"], "conv"),
+                        cudnn_major=CUDNN_MAJOR["neusight"])
     for d in _open("kernels_neusight_linear.csv"):
         rows = int(d["B"]) * int(d["M"])
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "linear fwd", "fwd",
                         linear_layer(int(d["N"]), int(d["K"])), True, rows, float(d["latency_ms"]) * 1e-3,
-                        cudnn_major=CUDNN_MAJOR["neusight"])
+                        host_s=window_floor_s(d["gpu"], "linear"), cudnn_major=CUDNN_MAJOR["neusight"])
     for d in _open("kernels_neusight_elementwise.csv"):
         # one PyTorch element-wise kernel on a (B, H) fp32 tensor: relu, or add/mul of two tensors
         if float(d["latency_ms"]) * 1e-3 < NEUSIGHT_ELEMENTWISE_MIN_S:
@@ -364,7 +370,8 @@ def _neusight() -> Iterator[KernelRow]:
         layer = (Layer(name="relu", kind="act", inputs=("x",), in_shapes=((n,),), out_shape=(n,), fn="relu")
                  if op == "relu" else _elems_layer(op, n, 2))
         yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", f"{op} fwd", "layer_fwd", layer, False,
-                        1, float(d["latency_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR["neusight"])
+                        1, float(d["latency_ms"]) * 1e-3, host_s=window_floor_s(d["gpu"], op),
+                        cudnn_major=CUDNN_MAJOR["neusight"])
 
 
 def _ampere_gemm() -> Iterator[KernelRow]:
