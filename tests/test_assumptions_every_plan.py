@@ -50,7 +50,8 @@ def oracle_compute(p: Prediction, model: str, precision: str, major: int, fmt: s
         plan = split_plan(net, mode, n)
         cc = compile_counts(net)
         lt = layer_times(replace(cc, params=cc.params * plan.f_par), load_hardware(HW), precision, m,
-                         counts=split_counts(cc, plan, m), cudnn_major=major, memory_format=fmt)
+                         counts=split_counts(cc, plan, m), cudnn_major=major, memory_format=fmt,
+                         shares=plan.tensor_shares)
         return [float((lt.fwd + lt.bwd).sum())]
     if s.sp_degree > 1:
         tiled_links = set(p.details["spatial_links"])
