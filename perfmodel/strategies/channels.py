@@ -200,18 +200,13 @@ def _check(s: Strategy) -> tuple[str, int]:
 
 def split_counts(cc: CompiledCounts, plan: SplitPlan, batch: float) -> dict[str, np.ndarray]:
     """Counts of the busiest GPU of a split for ``batch`` samples: each layer scaled by the
-    fractions of it that GPU does (FLOPs), reads and writes (activation traffic) and keeps
-    (outputs); saved activations, which depend on what every tensor's readers hold, are left
-    to :func:`price_channel_split`."""
+    fractions of it that GPU does (FLOPs) and keeps (outputs); the bytes its kernels move are
+    priced per tensor from :attr:`SplitPlan.tensor_shares` (:mod:`perfmodel.cost.shares`), and
+    saved activations, which depend on what every tensor's readers hold, are left to
+    :func:`price_channel_split`."""
     ev = cc.evaluate(batch)
-    mm = np.array([k in MATMUL_KINDS for k in cc.kinds])
     scaled = {k: ev[k] * plan.f_work for k in ("fwd_flops", "fwd_matmul_flops", "bwd_input_flops", "bwd_weight_flops")}
     out = ev["out_elems"]
-    fwd_mem = ev["fwd_mem_elems"]
-    mm_fwd = (fwd_mem - out) * plan.f_in + out * plan.f_out  # input read + output written
-    ratio = np.divide(ev["bwd_mem_elems"], fwd_mem, out=np.zeros_like(fwd_mem), where=fwd_mem > 0)
-    scaled["fwd_mem_elems"] = np.where(mm, mm_fwd, fwd_mem * plan.f_work)
-    scaled["bwd_mem_elems"] = np.where(mm, mm_fwd * ratio, ev["bwd_mem_elems"] * plan.f_work)
     scaled["out_elems"] = out * plan.f_out
     scaled["saved_extra_bytes"] = ev["saved_extra_bytes"] * plan.f_out
     return scaled
