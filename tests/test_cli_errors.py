@@ -509,6 +509,15 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("partition", "resnet50 -k 2 --memory-format nhcw", 2, "'nhcw' is not one of 'nchw', 'nhwc'"),
     ("partition", "tiny_cnn -k 2 --memory-format channels_last", 2, "'channels_last' is not one of 'nchw', 'nhwc'"),
     ("measure", "tiny_cnn --device cpu --memory-format NHWC", 2, "'NHWC' is not one of 'nchw', 'nhwc'"),
+    # a cuDNN that never ran on the profile's GPU (perfmodel/cost/cudnn_gpus.py, NVIDIA's release notes)
+    (P, "resnet50 -n 1 -s dp=1 --cudnn 7", 2, "cuDNN 7 cannot run on a100-80gb-dgx's NVIDIA A100-SXM4-80GB "
+     "(Ampere needs cuDNN >= 8"),
+    ("plan", "resnet50 -n 8 -H h100-80gb-dgx --cudnn 7", 2, "Hopper needs cuDNN >= 8"),
+    ("explain", "resnet50 -n 1 -s dp=1 -H v100-16gb-dgx1 --cudnn 6", 2, "choose --cudnn 7, 8 or 9"),
+    ("scale", "resnet50 --gpus 1,8 -H h200-141gb-dgx --cudnn 5", 2, "choose --cudnn 8 or 9"),
+    ("compare", "resnet50 -n 8 -H v100-16gb-dgx1,a100-80gb-dgx --cudnn 7", 2, "cuDNN 7 cannot run on a100-80gb-dgx"),
+    ("export", "resnet50 -n 8 -s dp=8 -o {out}.py --cudnn 7", 2, "(Ampere needs cuDNN >= 8"),
+    ("partition", "resnet50 -k 2 --cudnn 6", 2, "cuDNN 6 cannot run on a100-80gb-dgx"),
 ]
 
 

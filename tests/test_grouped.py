@@ -167,13 +167,13 @@ def test_pipedream_resnext_rows_held_out() -> None:
 
 def test_explain_states_the_era_and_matches_predict(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["resnext50_32x4d", "-n", "2", "-s", "pp=2,mb=4", "-H", "v100-16gb-dgx1", "--precision", "fp32"]
-    code, out, err = run_main(["explain", *args, "--cudnn", "6"], capsys)
+    code, out, err = run_main(["explain", *args, "--cudnn", "7"], capsys)
     assert code == 0, err
-    assert "cuDNN 6.x: grouped convolutions (1 < groups < channels) run one kernel per group" in out
+    assert "cuDNN 7.x: grouped convolutions (1 < groups < channels) run one kernel per group" in out
     line = next(x for x in out.splitlines() if x.startswith("T_step = ") and "predict:" in x)
     step_ms = float(line.split()[2])
     assert line.endswith(f"(predict: {step_ms:.4f} ms)")
-    old = predict("resnext50_32x4d", 2, "pp=2,mb=4", "v100-16gb-dgx1", "fp32", 32, cudnn_major=6)
+    old = predict("resnext50_32x4d", 2, "pp=2,mb=4", "v100-16gb-dgx1", "fp32", 32, cudnn_major=7)
     new = predict("resnext50_32x4d", 2, "pp=2,mb=4", "v100-16gb-dgx1", "fp32", 32)
     assert step_ms == pytest.approx(old.iteration_time_s * 1e3, abs=1e-4)
     assert old.iteration_time_s > new.iteration_time_s

@@ -33,7 +33,7 @@ from perfmodel.validation.software_era import cudnn_major_of
 from tests.cli_helpers import run_main
 
 MODEL = "resnext50_32x4d"  # grouped 3x3 convolutions: cuDNN 7 and 9 price them differently
-HW = "a100-80gb-dgx"
+HW = "v100-16gb-dgx1"  # Volta: cuDNN 7.6.5 and 9 both ran on it (an A100 needs cuDNN >= 8)
 BATCH = 8
 
 
@@ -67,7 +67,7 @@ def fake_torch(cudnn: int | None, hip: str | None = None) -> Any:
     return SimpleNamespace(
         __version__="2.3.1+cu121",
         version=SimpleNamespace(cuda="12.1", hip=hip),
-        cuda=SimpleNamespace(get_device_name=lambda _i: "NVIDIA A100-SXM4-80GB"),
+        cuda=SimpleNamespace(get_device_name=lambda _i: "Tesla V100-SXM2-16GB"),
         backends=SimpleNamespace(cudnn=SimpleNamespace(version=lambda: cudnn)),
         get_num_threads=lambda: 8,
     )
@@ -89,7 +89,7 @@ def test_environment_records_the_loaded_cudnn(nvidia_smi: None) -> None:
     env = environment(fake_torch(8902), "cuda")
     assert env["cudnn"] == "8902" and env["cudnn_version"] == "8.9.2"
     assert (env["torch"], env["cuda"], env["gpu"], env["driver"]) == (
-        "2.3.1+cu121", "12.1", "NVIDIA A100-SXM4-80GB", "550.54.15")
+        "2.3.1+cu121", "12.1", "Tesla V100-SXM2-16GB", "550.54.15")
     assert environment(fake_torch(90100), "cuda")["cudnn_version"] == "9.1.0"
 
 

@@ -21,7 +21,7 @@ from perfmodel.strategies.model_parallel import mp_partition
 from tests.cli_helpers import run_main
 
 MODEL = "resnext50_32x4d"
-HW = "a100-80gb-dgx"
+HW = "v100-16gb-dgx1"  # Volta: cuDNN 7 (grouped loops) and 9 both ran on it
 
 
 def grouped_layers(name: str = MODEL) -> np.ndarray:
@@ -79,11 +79,12 @@ def test_partition_report_rejects_unknown_cudnn(bad: Any) -> None:
 
 
 def test_cli_partition_cudnn(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_main(["partition", MODEL, "-k", "2", "--cudnn", "7", "--format", "json"], capsys)
+    code, out, err = run_main(["partition", MODEL, "-k", "2", "-H", HW, "--cudnn", "7", "--format", "json"], capsys)
     assert code == 0, err
     d = json.loads(out)
     assert d["cudnn_major"] == 7 and "cuDNN 7.x" in d["assumptions"]["cudnn"]
-    assert d["part_loads_s"] == pytest.approx(list(partition_report(MODEL, 2, cudnn_major=7).hypergraph.part_loads_s))
+    assert d["part_loads_s"] == pytest.approx(
+        list(partition_report(MODEL, 2, hardware=HW, cudnn_major=7).hypergraph.part_loads_s))
     code, out, err = run_main(["partition", MODEL, "-k", "2"], capsys)
     assert code == 0, err
     assert "assumptions:\n  cudnn: cuDNN 9.x" in out

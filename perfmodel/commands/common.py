@@ -62,7 +62,7 @@ def cudnn_option(f: F) -> F:
     return click.option("--cudnn", "cudnn_major", type=click.Choice([str(m) for m in CUDNN_MAJORS]),
                         default=str(DEFAULT_CUDNN_MAJOR), show_default=True, callback=lambda _c, _p, v: int(v),
                         help="cuDNN major version of the run's framework: before 8, grouped convolutions "
-                        "(ResNeXt) run one kernel per group.")(f)
+                        "(ResNeXt) run one kernel per group. Volta needs >= 7, Ampere and Hopper >= 8.")(f)
 
 
 def memory_format_option(f: F) -> F:

@@ -17,6 +17,7 @@ from .grouped import DEFAULT_CUDNN_MAJOR
 from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tensor_cores
 from .kernels import network_kernels
 from .layout import DEFAULT_MEMORY_FORMAT, with_transposes
+from .shares import TensorShares
 from .work import KernelWork, kernel_work
 
 #: Precisions whose activations are 16-bit: their CUDA-core kernels (depthwise convolutions)
@@ -80,11 +81,13 @@ class ShapeRules:
                    memory_format)
 
 
-def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Each layer's counts over its per-sample counts on the whole tensor: micro-batch x tile
-    fraction (x the held share of a filter/channel split, taken as a share of the rows)."""
+def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray], shares: TensorShares | None) -> np.ndarray:
+    """Each layer's output counts over its per-sample counts on the whole tensor, less the
+    output's share of a filter/channel split (``shares``, priced per tensor by
+    :func:`~perfmodel.cost.work.kernel_work`): micro-batch x tile fraction."""
     full = cc.evaluate(1.0)["out_elems"]
-    return np.asarray(counts["out_elems"], dtype=float) / np.where(full > 0, full, 1.0)
+    ratio = np.asarray(counts["out_elems"], dtype=float) / np.where(full > 0, full, 1.0)
+    return ratio if shares is None else ratio / shares.y
 
 
 def layer_seconds(
@@ -94,6 +97,7 @@ def layer_seconds(
     v: ComputeValues,
     batch: Num = 1.0,
     rules: ShapeRules | None = None,
+    shares: TensorShares | None = None,
 ) -> tuple[Any, Any]:
     """Forward and backward seconds of every layer: one formula for numbers and symbols.
 
@@ -105,17 +109,19 @@ def layer_seconds(
     a number, ``rules.batch_value`` when it is a symbol (the expression is then linear in
     ``batch`` with the shape efficiencies of that micro-batch). With numbers it returns two
     arrays (vectorised over layers); with symbols, two lists of per-layer sympy expressions
-    (:func:`~perfmodel.cost.kernel_model.phase_times`).
+    (:func:`~perfmodel.cost.kernel_model.phase_times`). ``shares``: each tensor's and the FLOPs'
+    share on one GPU of a filter/channel split (:mod:`perfmodel.cost.shares`), whose ``counts``
+    hold the output's share.
     """
     rules = rules or ShapeRules(KernelParams(), False)
     symbolic = is_symbolic(batch, *v.as_tuple())
     b_num = rules.batch_value if is_symbolic(batch) else float(batch)
     if b_num is None:
         raise ValueError("layer_seconds: a symbolic batch needs rules.batch_value (the micro-batch)")
-    scale = _scale(cc, counts) * b_num
+    scale = _scale(cc, counts, shares) * b_num
     lk = network_kernels(cc.network)
-    work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major)
-    work = with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format, rules.half_precision)
+    work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major, shares)
+    work = with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format, rules.half_precision, shares)
     conv, _, _ = kind_masks(cc)
     ew_f = np.asarray(counts["fwd_flops"]) - np.asarray(counts["fwd_matmul_flops"])
     ew_b = np.asarray(counts["bwd_input_flops"]) - np.minimum(counts["bwd_input_flops"], counts["fwd_matmul_flops"])
@@ -165,6 +171,7 @@ def layer_times(
     counts: dict[str, np.ndarray] | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    shares: TensorShares | None = None,
 ) -> LayerTimes:
     """Per-layer forward and backward seconds for ``batch`` samples on one tile.
 
@@ -174,9 +181,9 @@ def layer_times(
     plus a launch gap per kernel, and no faster than the host dispatches its ops
     (:mod:`perfmodel.cost.kernel_model`). The formula is :func:`layer_seconds` on the
     profile's :class:`ComputeValues`, with the grouped-convolution kernels of cuDNN ``cudnn_major``
-    and the activations in ``memory_format``.
+    and the activations in ``memory_format``; ``shares`` those of a filter/channel split's GPU.
     """
     ev = counts if counts is not None else cc.evaluate(batch, s_d, s_h, s_w)
     rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major, memory_format=memory_format)
-    fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, rules)
+    fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, rules, shares)
     return LayerTimes(fwd=np.asarray(fwd, dtype=float), bwd=np.asarray(bwd, dtype=float))

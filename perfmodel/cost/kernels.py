@@ -131,6 +131,10 @@ class LayerKernels:
     #: the output gradient (data gradient), of the underlying convolution; 1 for linear layers
     x_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
     dy_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: per sample, the input and output activation elements of a convolution or linear layer (the
+    #: tensors its GEMM kernels read and write: ``mm_elems`` is their sum; zero for other layers)
+    x_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    y_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 View = tuple[float, float, float, bool, float]
@@ -268,12 +272,15 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     transposed = np.zeros(L, dtype=bool)
     win = np.zeros((3, L))
     loads = np.ones((2, L))
+    xy = np.zeros((2, L))
     for i, layer in enumerate(layers):
         win[:, i] = _window_kernel(layer)
         cols["groups"][i] = layer.groups
         cols["sd"][i] = layer.spatial_dims
         if layer.kind in ("conv", "conv_transpose", "linear"):
             cols["c_in"][i], cols["c_out"][i] = layer.in_shape[0], layer.out_shape[0]
+            xy[:, i] = ((layer.in_shape[0], layer.out_shape[0]) if layer.kind == "linear"
+                        else (numel(layer.in_shape), layer.out_elems))  # as _gemm_views' elements
             for s, (mm_, nn_, kk_, grows, act) in _gemm_views(layer, first[i]).items():
                 m[s][i], n[s][i], k[s][i], mb[s][i], el[s][i] = mm_, nn_, kk_, grows, act
             conv[i] = layer.kind != "linear"
@@ -309,7 +316,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
         host_ops_fwd=cols["hf"], host_ops_bwd=cols["hb"], spatial_dims=cols["sd"],
         names=tuple(layer.name for layer in layers),
         window_threads_fwd=win[0], window_loads_fwd=win[1], window_stride_fwd=win[2],
-        x_loads=loads[0], dy_loads=loads[1],
+        x_loads=loads[0], dy_loads=loads[1], x_elems=xy[0], y_elems=xy[1],
     )
 
 

@@ -36,6 +36,10 @@ batch relies on), and at a training batch they are small against the activations
 samples per GPU: 25.6M parameters, 77M elements over the three calls, against 5.6G activation
 elements transposed per step, 1.4%).
 
+On one GPU of a filter or channel split each tensor is transposed at its own share
+(:mod:`.shares`: a filter split reads the whole gathered input, a channel split writes a partial
+sum of the whole output), the same elements the convolution's kernels read and write.
+
 Exempt: depthwise convolutions (``groups == channels``), which PyTorch runs with its own CUDA
 kernels on the NCHW tensor and this model prices on the CUDA cores (:mod:`.depthwise`: the fp16 or
 channels-last layers PyTorch hands to cuDNN, ``use_cudnn_depthwise`` in ``Convolution.cpp``, run
@@ -60,6 +64,7 @@ import numpy as np
 
 from ..errors import UsageError
 from .kernels import LayerKernels
+from .shares import TensorShares, operand_elems
 from .work import KernelWork
 
 __all__ = ["MEMORY_FORMATS", "DEFAULT_MEMORY_FORMAT", "check_memory_format", "memory_format_assumption",
@@ -94,15 +99,17 @@ def transposed_layers(lk: LayerKernels, tensor_cores: bool, memory_format: str) 
 
 
 def with_transposes(work: KernelWork, lk: LayerKernels, scale: np.ndarray, tensor_cores: bool,
-                    memory_format: str, half_precision: bool = True) -> KernelWork:
+                    memory_format: str, half_precision: bool = True,
+                    shares: TensorShares | None = None) -> KernelWork:
     """``work`` plus the transposes of NCHW tensor-core convolutions: per present GEMM kernel (the
-    weight gradient only in fp16/bf16, ``half_precision``; module docstring), its activation
-    elements (input + output, per sample times ``scale``) read and written once, and two
-    launches; ``work`` itself where no layer transposes."""
+    weight gradient only in fp16/bf16, ``half_precision``; module docstring), its two tensors
+    (x and y, dy and dx, x and dy: per sample times ``scale``, each at its share of a
+    filter/channel split, :func:`~.shares.operand_elems`, as the kernel's own operands) read and
+    written once, and two launches; ``work`` itself where no layer transposes."""
     mask = transposed_layers(lk, tensor_cores, memory_format)
     if not mask.any():
         return work
-    act = np.where(mask, lk.mm_elems["fwd"], 0.0) * np.asarray(scale, dtype=float)  # x + y per call
+    act = np.where(mask, operand_elems(lk, scale, shares), 0.0)  # x + y per call
     calls_f = (lk.n["fwd"] > 0).astype(float)
     calls_b = (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0) * float(half_precision)
     return dataclasses.replace(

@@ -19,6 +19,7 @@ from .efficiency import gemm_shape_efficiency, pad_channels, winograd_gain, wino
 from .formulas import Num
 from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups, looped_efficiency
 from .kernels import MM_SLOTS, LayerKernels
+from .shares import TensorShares, operand_elems
 
 __all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR", "window_path_loads", "SECTOR_BYTES"]
 
@@ -88,9 +89,14 @@ def kernel_work(
     tensor_cores: bool,
     half_precision: bool = False,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
+    shares: TensorShares | None = None,
 ) -> KernelWork:
     """The work of every kernel when each layer's per-sample counts are multiplied by ``scale``
-    (the micro-batch times the fraction of the layer's extent its tile holds).
+    (the micro-batch times the fraction of the layer's extent its tile holds), on one GPU of a
+    filter/channel split where ``shares`` (:mod:`.shares`): the GEMM and depthwise kernels do
+    ``shares.work`` of the FLOPs (taken on the batch side of the GEMM, as a tile's), the GEMM
+    kernels move each tensor at its share (:func:`~.shares.operand_elems`), and the memory-bound
+    and window kernels, which act on the output, ``shares.y`` of it.
 
     ``tensor_cores``: the precision runs on tensor cores (channels padded to 8, no Winograd);
     ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two outputs'
@@ -98,6 +104,7 @@ def kernel_work(
     cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`).
     """
     scale = np.asarray(scale, dtype=float)
+    work_scale, out_scale = (scale, scale) if shares is None else (scale * shares.work, scale * shares.y)
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
     gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
     pad_in = np.where(lk.c_in > 0, pad_channels(lk.c_in, tensor_cores) / np.maximum(lk.c_in, 1), 1.0)
@@ -106,13 +113,14 @@ def kernel_work(
     pad_c, pad_k = np.where(lk.transposed, pad_out, pad_in), np.where(lk.transposed, pad_in, pad_out)
     flops: dict[str, np.ndarray] = {}
     cc: dict[str, np.ndarray] = {}
-    dw = depthwise_flops(lk, kp, scale, half_precision)
+    dw = depthwise_flops(lk, kp, work_scale, half_precision)
+    operands = operand_elems(lk, scale, shares)
     mm_elems: dict[str, np.ndarray] = {}
     kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major)  # groups one kernel's tiles cover
     for s in MM_SLOTS:
         present = lk.n[s] > 0
-        m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
-        k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * scale)
+        m = np.where(lk.m_batch[s], lk.m[s] * work_scale, lk.m[s])
+        k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * work_scale)
         role = _roles(lk, s)  # which of the underlying convolution's kernels slot s runs
         n = lk.n[s] * np.where(role == "fwd", pad_k, pad_c)
         direct = 2 * lk.groups * m * n * k
@@ -127,21 +135,21 @@ def kernel_work(
         flops[s] = np.where(present & ~lk.depthwise, np.where(wino, np.minimum(implicit, fast), implicit), 0.0)
         # depthwise kernels run on CUDA cores, priced per output element (perfmodel.cost.depthwise)
         cc[s] = np.where(present & lk.depthwise, dw[s], 0.0)
-        mm_elems[s] = np.where(present, lk.mm_elems[s] * scale, 0.0)
+        mm_elems[s] = np.where(present, operands, 0.0)
     return KernelWork(
         flops=flops,
         cc_flops=cc,
         mm_elems=mm_elems,
-        mem_elems_fwd=lk.mem_elems_fwd * scale,
-        mem_elems_bwd=lk.mem_elems_bwd * scale,
-        mem_extra_bytes_fwd=lk.mem_bytes_extra_fwd * scale,
-        mem_extra_bytes_bwd=lk.mem_bytes_extra_bwd * scale,
+        mem_elems_fwd=lk.mem_elems_fwd * out_scale,
+        mem_elems_bwd=lk.mem_elems_bwd * out_scale,
+        mem_extra_bytes_fwd=lk.mem_bytes_extra_fwd * out_scale,
+        mem_extra_bytes_bwd=lk.mem_bytes_extra_bwd * out_scale,
         launches_fwd=lk.launches_fwd + extra_launches(lk.groups, lk.depthwise, cudnn_major, lk.n["fwd"] > 0),
         launches_bwd=lk.launches_bwd + extra_launches(
             lk.groups, lk.depthwise, cudnn_major, (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0)),
         host_ops_fwd=lk.host_ops_fwd,
         host_ops_bwd=lk.host_ops_bwd,
-        window_loads_fwd=window_path_loads(lk, kp, scale, 2.0 if half_precision else 4.0),
+        window_loads_fwd=window_path_loads(lk, kp, out_scale, 2.0 if half_precision else 4.0),
     )
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..cost.collectives import link_params
 from ..cost.compute import layer_times
+from ..cost.shares import TensorShares
 from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
 from ..network.counts import CompiledCounts, saved_storages
@@ -56,6 +57,11 @@ class SplitPlan:
     exchanges: list[Exchange] = field(default_factory=list)
     replicated: list[str] = field(default_factory=list)
     shares: tuple[LayerSplit, ...] = ()
+
+    @property
+    def tensor_shares(self) -> TensorShares:
+        """Each layer's input, output and FLOP shares on the busiest GPU (:mod:`perfmodel.cost.shares`)."""
+        return TensorShares(self.f_in, self.f_out, self.f_work)
 
 
 def _part(c: int, n: int) -> float:
@@ -194,18 +200,13 @@ def _check(s: Strategy) -> tuple[str, int]:
 
 def split_counts(cc: CompiledCounts, plan: SplitPlan, batch: float) -> dict[str, np.ndarray]:
     """Counts of the busiest GPU of a split for ``batch`` samples: each layer scaled by the
-    fractions of it that GPU does (FLOPs), reads and writes (activation traffic) and keeps
-    (outputs); saved activations, which depend on what every tensor's readers hold, are left
-    to :func:`price_channel_split`."""
+    fractions of it that GPU does (FLOPs) and keeps (outputs); the bytes its kernels move are
+    priced per tensor from :attr:`SplitPlan.tensor_shares` (:mod:`perfmodel.cost.shares`), and
+    saved activations, which depend on what every tensor's readers hold, are left to
+    :func:`price_channel_split`."""
     ev = cc.evaluate(batch)
-    mm = np.array([k in MATMUL_KINDS for k in cc.kinds])
     scaled = {k: ev[k] * plan.f_work for k in ("fwd_flops", "fwd_matmul_flops", "bwd_input_flops", "bwd_weight_flops")}
     out = ev["out_elems"]
-    fwd_mem = ev["fwd_mem_elems"]
-    mm_fwd = (fwd_mem - out) * plan.f_in + out * plan.f_out  # input read + output written
-    ratio = np.divide(ev["bwd_mem_elems"], fwd_mem, out=np.zeros_like(fwd_mem), where=fwd_mem > 0)
-    scaled["fwd_mem_elems"] = np.where(mm, mm_fwd, fwd_mem * plan.f_work)
-    scaled["bwd_mem_elems"] = np.where(mm, mm_fwd * ratio, ev["bwd_mem_elems"] * plan.f_work)
     scaled["out_elems"] = out * plan.f_out
     scaled["saved_extra_bytes"] = ev["saved_extra_bytes"] * plan.f_out
     return scaled
@@ -233,7 +234,8 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     * compute: each layer's counts scaled by the fraction of work the busiest GPU does
       (``ceil(F/N)/F`` of a filter-split layer, ``ceil(C/N)/C`` of a channel-split one, the
       held fraction for per-channel layers on split tensors, whole for replicated layers),
-      priced by the roofline of :func:`perfmodel.cost.compute.layer_times`.
+      priced by the roofline of :func:`perfmodel.cost.compute.layer_times` with each tensor's
+      bytes at its own share (:attr:`SplitPlan.tensor_shares`, :mod:`perfmodel.cost.shares`).
     * memory: weights, gradients and optimizer state of the shard (ParaDL's ``W/p``);
       activations at the size held (split tensors ``ceil(C/N)/C``, replicated ones whole),
       plus in filter mode the gathered copy of every all-gathered tensor, which its readers
@@ -250,7 +252,8 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     m_t = per_replica / s.mb  # time at the mean micro-batch (memory at the largest, ``scaled``)
     lt = ctx.scaled(layer_times(replace(ctx.cc, params=params), ctx.hw, ctx.precision, m_t,
                                 counts=scaled if m_t == m else _gpu_counts(ctx, plan, m_t),
-                                cudnn_major=ctx.cudnn_major, memory_format=ctx.memory_format))
+                                cudnn_major=ctx.cudnn_major, memory_format=ctx.memory_format,
+                                shares=plan.tensor_shares))
     val = Valuation(ctx.values, link_params(ctx.hw), m_t, s.mb)
     terms, total_comm, dp_group = split_terms(ctx, s, mode, n, plan.exchanges, lt.fwd, lt.bwd, params, val)
     split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)

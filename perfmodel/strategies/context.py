@@ -9,6 +9,7 @@ import numpy as np
 
 from ..cost.collectives import Group
 from ..cost.compute import ComputeValues, LayerTimes, layer_times
+from ..cost.cudnn_gpus import check_cudnn_for_gpu
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import BatchSplitError, UsageError
@@ -85,11 +86,16 @@ class Context:
 
 
 def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_scale: float = 1.0,
-            cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT) -> Context:
+            cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
+            reference: bool = False) -> Context:
     """The pricing context (layer seconds times ``compute_scale``, :attr:`Context.compute_scale`;
     grouped convolutions as cuDNN ``cudnn_major`` runs them; activations in ``memory_format``);
-    unknown precisions, optimizers, cuDNN versions and memory formats are usage errors."""
+    unknown precisions, optimizers, cuDNN versions and memory formats are usage errors, and so is
+    a cuDNN that never ran on ``hw``'s GPU (:mod:`perfmodel.cost.cudnn_gpus`) unless ``reference``
+    (a shipped profile that only ranks candidates for another profile's plan, no run of its own)."""
     check_cudnn_major(cudnn_major)
+    if not reference:
+        check_cudnn_for_gpu(int(cudnn_major), hw)
     check_memory_format(memory_format)
     if precision not in PRECISIONS:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")

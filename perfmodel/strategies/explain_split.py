@@ -44,7 +44,8 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
     mode, n = ("channel", s.channel) if s.channel > 1 else ("filter", s.filter)
     plan = split_plan(ctx.net, mode, n)
     params = ctx.cc.params * plan.f_par
-    fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM], split_counts(ctx.cc, plan, 1.0), params)
+    fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM], split_counts(ctx.cc, plan, 1.0), params,
+                           plan.tensor_shares)
     val = symbol_valuation(values)
     terms, _, _ = split_terms(ctx, s, mode, n, plan.exchanges, fwd, bwd, params, val)
     group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)

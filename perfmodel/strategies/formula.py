@@ -17,6 +17,7 @@ import sympy as sp
 
 from ..cost.collectives import Group, link_params, link_symbols, ring_tier
 from ..cost.compute import ComputeValues, ShapeRules, layer_seconds
+from ..cost.shares import TensorShares
 from ..errors import ProfileError, UsageError
 from ..hardware.ranges import RANGES, check_value, describe
 from .context import Context
@@ -272,18 +273,20 @@ def layer_exprs(
     batch_value: float,
     counts: dict[str, np.ndarray] | None = None,
     params: np.ndarray | None = None,
+    shares: TensorShares | None = None,
 ) -> tuple[list[Any], list[Any]]:
     """Forward and backward time of every layer as expressions: :func:`layer_seconds` on symbols.
 
     Every count is linear in the batch, so the count of ``batch`` samples is ``batch`` times
     the per-sample count on the tile (the same counts, evaluated at ``b = 1``), or of
-    ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split);
+    ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split, each
+    tensor's share in ``shares``);
     ``batch_value`` is the micro-batch the kernels' shape efficiencies are taken at.
     """
     ev = counts if counts is not None else ctx.cc.evaluate(1.0, *grid)
     weights = params if params is not None else ctx.cc.params
     rules = ShapeRules.of(ctx.hw, ctx.precision, batch_value, ctx.cudnn_major, ctx.memory_format)
-    fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch, rules)
+    fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch, rules, shares)
     return list(fwd), list(bwd)
 
 

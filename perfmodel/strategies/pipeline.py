@@ -243,7 +243,7 @@ def _reference_context(ctx: Context, name: str) -> Context:
         if len(_REF_CONTEXTS) > 64:
             _REF_CONTEXTS.clear()
         hit = (ctx.net, context(ctx.net, load_hardware(name), ctx.precision, ctx.optimizer, 1.0, ctx.cudnn_major,
-                               ctx.memory_format))
+                               ctx.memory_format, reference=True))
         _REF_CONTEXTS[key] = hit
     return hit[1]
 

@@ -1,0 +1,77 @@
+"""Which cuDNN major versions ever ran on each GPU architecture: impossible pairs are usage errors.
+
+A plan priced with a cuDNN that never supported its GPU describes no run, so ``--cudnn`` (and
+``cudnn_major=``) is checked against the profile's GPU, recognised from its device name:
+
+* **Pascal** (P100, P40): every major perfmodel prices (5-9). tf_cnn_benchmarks' 2017 P100 rows
+  ran cuDNN 5.1 (TensorFlow's benchmarks page), DeepBench's P100 sheets cuDNN 6.0.21 (its
+  ``specs.csv``), and the cuDNN 9.0.0 Support Matrix still lists NVIDIA Pascal (compute
+  capability 6.0/6.1).
+* **Volta** (V100): cuDNN >= 7. cuDNN 7.0.1 release notes: "the first release to support the
+  Volta GPU architecture" and "the first to support the Tensor Core operations".
+* **Ampere** (A100): cuDNN >= 8. The cuDNN Support Matrix (8.2.2 edition, covering 8.0.0 onwards)
+  lists the "NVIDIA Ampere GPU architecture" only for cuDNN 8 with CUDA 11; its cuDNN 7.6.x rows
+  list Turing, Volta, Xavier, Pascal, Maxwell and Kepler.
+* **Hopper** (H100, H200): cuDNN >= 8. The cuDNN 8.9.1 Support Matrix lists NVIDIA Hopper
+  (compute capability 9.0); the 8.4.0 one (April 2022) does not list it, so the first 8.x minor
+  with Hopper lies between 8.4.1 and 8.9.1 (not pinned here: perfmodel prices majors).
+
+A device name none of these patterns match (a user's own profile of another GPU) is not checked.
+:data:`~perfmodel.cost.grouped.DEFAULT_CUDNN_MAJOR` (9) runs on all four, so a default is never
+rejected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from ..hardware import Hardware
+from .grouped import CUDNN_MAJORS
+
+__all__ = ["GpuArchitecture", "ARCHITECTURES", "architecture_of", "check_cudnn_for_gpu"]
+
+
+@dataclass(frozen=True)
+class GpuArchitecture:
+    """A GPU generation: the device names it covers, the oldest cuDNN major that ran on it, and
+    where that is stated."""
+
+    name: str
+    pattern: str
+    min_cudnn_major: int
+    source: str
+
+
+ARCHITECTURES: tuple[GpuArchitecture, ...] = (
+    GpuArchitecture("Pascal", r"\b(?:Tesla\s+)?P(?:100|40|4)\b", 5,
+                    "cuDNN 9.0.0 Support Matrix lists Pascal; 2017 P100 runs used cuDNN 5.1"),
+    GpuArchitecture("Volta", r"\bV100\b|\bTITAN V\b", 7, "cuDNN 7.0.1 release notes"),
+    GpuArchitecture("Ampere", r"\bA(?:100|30|40|10)\b", 8,
+                    "cuDNN Support Matrix: Ampere from cuDNN 8.0 with CUDA 11, absent from 7.6.x"),
+    GpuArchitecture("Hopper", r"\bH(?:100|200|800)\b|\bGH200\b", 8,
+                    "cuDNN 8.9.1 Support Matrix lists Hopper, 8.4.0's does not"),
+)
+
+
+def architecture_of(device_name: str) -> GpuArchitecture | None:
+    """The architecture of a profile's GPU from its device name (``NVIDIA A100-SXM4-80GB``), or None."""
+    for arch in ARCHITECTURES:
+        if re.search(arch.pattern, device_name, re.IGNORECASE):
+            return arch
+    return None
+
+
+def check_cudnn_for_gpu(major: int, hw: Hardware) -> int:
+    """``major`` if cuDNN ``major`` ever ran on profile ``hw``'s GPU, else a
+    :class:`~perfmodel.errors.UsageError` with the minimum, its source and the valid choices."""
+    arch = architecture_of(hw.device.name)
+    if arch is None or major >= arch.min_cudnn_major:
+        return major
+    valid = [m for m in CUDNN_MAJORS if m >= arch.min_cudnn_major]
+    choices = ", ".join(map(str, valid[:-1])) + f" or {valid[-1]}" if len(valid) > 1 else str(valid[0])
+    raise UsageError(
+        f"cuDNN {major} cannot run on {hw.name}'s {hw.device.name} ({arch.name} needs cuDNN >= {arch.min_cudnn_major}: "
+        f"{arch.source}); choose --cudnn {choices}"
+    )
