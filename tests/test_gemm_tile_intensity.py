@@ -85,3 +85,14 @@ def test_volta_write_leaves_later_generations_their_own_intensity(fit: ModuleTyp
         assert fit._owned_elsewhere("volta-fp32", prof, "tile_half_intensity_gemm")
         assert load_hardware(prof).kernels.tile_half_intensity_gemm is None
     assert not fit._owned_elsewhere("volta-fp32", "v100-16gb-dgx1", "tile_half_intensity_gemm")
+
+
+def test_gemm_residual_tool_scores_what_validate_scores() -> None:
+    tool = load_file("tools/gemm_residuals.py", "gemm_residuals_tool")
+    df = tool.frame()
+    rows = [r for r in load_rows(("deepbench",)) if r.op == "gemm"]
+    assert len(df) == len(rows) == 480  # P100 fp32, V100 fp32 and fp16 tensor cores, 160 each
+    d = df[(df.gpu == "P100") & (df.prec == "fp32")]
+    assert set(d.tt) == {"NN", "NT", "TN"} and len(d) == 160
+    # the TFLOP/s columns are the FLOPs over the times: no row beats the P100's 10.6 TFLOP/s datasheet peak
+    assert (d.meas_tflops < 10.6).all() and (d.pred_tflops < 10.6).all()
