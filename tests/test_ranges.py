@@ -55,6 +55,7 @@ FIELDS = {
     "depthwise_output_flops": "efficiency.kernels.depthwise_output_flops",
     "depthwise_wgrad_flops": "efficiency.kernels.depthwise_wgrad_flops",
     "tile_half_intensity_tensor_cores": "efficiency.kernels.tile_half_intensity_tensor_cores",
+    "tile_half_intensity_gemm": "efficiency.kernels.tile_half_intensity_gemm",
 }
 
 

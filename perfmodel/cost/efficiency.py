@@ -65,7 +65,7 @@ _TABLES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def gemm_shape_efficiency(
-    m: np.ndarray, n: np.ndarray, k: np.ndarray, groups: np.ndarray, sms: int, half_intensity: float,
+    m: np.ndarray, n: np.ndarray, k: np.ndarray, groups: np.ndarray, sms: int, half_intensity: np.ndarray | float,
     split_k: np.ndarray | bool = True, store_passes: np.ndarray | float = 1.0, split_rate: float = 1.0,
     m_loads: np.ndarray | float = 1.0, n_loads: np.ndarray | float = 1.0, max_split: np.ndarray | float = np.inf,
     split_passes: np.ndarray | float = 2.0, spread: np.ndarray | bool = False,
@@ -106,12 +106,14 @@ def gemm_shape_efficiency(
       documentation notes of GEMMs with small K ("Efficient GEMM in CUDA": the epilogue's
       cost is amortised over the mainloop's K iterations). The rate is ``I / (I + I_1/2)``
       (the roofline of one tile; Williams, Waterman & Patterson, "Roofline", CACM 2009),
-      ``I_1/2 = half_intensity`` a per-generation parameter.
+      ``I_1/2 = half_intensity`` a per-generation parameter (per problem: cuBLAS GEMMs and
+      implicit-GEMM convolutions may differ, :mod:`.tile_intensity`).
     """
     m = np.asarray(m, dtype=float)[None]
     n = np.asarray(n, dtype=float)[None]
     k = np.maximum(np.asarray(k, dtype=float), 1.0)[None]
     groups = np.asarray(groups, dtype=float)[None]
+    half = np.asarray(half_intensity, dtype=float)[None]
     ml, nl = np.asarray(m_loads, dtype=float)[None], np.asarray(n_loads, dtype=float)[None]
     cap = np.maximum(np.floor(np.asarray(max_split, dtype=float)), 1.0)[None]
     spread_at = np.asarray(spread, dtype=bool)[None]
@@ -129,7 +131,7 @@ def gemm_shape_efficiency(
         executed = waves * slots * tm * tn * kb
         stores = np.where(split > 1, passes[1], passes[0])
         intensity = tm * tn * kb / ((ml * tm + nl * tn) * kb + stores * tm * tn)
-        rate = intensity / (intensity + half_intensity) * np.where(split > 1, split_rate, 1.0)
+        rate = intensity / (intensity + half) * np.where(split > 1, split_rate, 1.0)
         best = np.maximum(best, np.max(useful / executed * rate, axis=0))
     return np.asarray(np.clip(best, 1e-6, 1.0))
 

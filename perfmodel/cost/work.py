@@ -20,6 +20,7 @@ from .formulas import Num
 from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups, looped_efficiency
 from .kernels import MM_SLOTS, LayerKernels
 from .shares import TensorShares, operand_elems
+from .tile_intensity import layer_half_intensity
 
 __all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR", "window_path_loads", "SECTOR_BYTES"]
 
@@ -159,7 +160,7 @@ def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarra
     """The shape efficiency of GEMM slot ``s`` (of the groups one kernel covers, ``kg``); for a
     data gradient the better of the implicit GEMM and the sum of products, as cuDNN picks."""
     m, n, k = mnk
-    half = kp.half_intensity(tensor_cores)  # the shape rule's I_1/2 on these cores
+    half = layer_half_intensity(kp, lk.conv, tensor_cores)  # the shape rule's I_1/2 per layer
     split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
     shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half,
                     split_k=~lk.conv if s != "wgrad" else True, **_slot_rules(lk, kp, s, role, split_eff))
@@ -196,7 +197,7 @@ def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray, sp
 
 
 def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pad: np.ndarray,
-                          kp: KernelParams, kg: np.ndarray, half: float) -> np.ndarray:
+                          kp: KernelParams, kg: np.ndarray, half: np.ndarray) -> np.ndarray:
     """Shape efficiency of the data gradient as a sum of matrix products (``dgrad_sum_n`` x
     ``dgrad_sum_k``, :func:`~perfmodel.cost.kernels.layer_kernels`), relative to the implicit
     view's FLOPs ``direct``: it does the forward's FLOPs, not the zero-inserted data gradient's

@@ -67,7 +67,8 @@ _KERNEL_KEYS = {"sm_count", "tile_half_intensity", "winograd_gain", "winograd_mi
                 "wgrad_split_efficiency_tensor_cores", "depthwise_efficiency",
                 "host_op_s", "step_overhead_s", "source", "memory_latency_s", "threads_per_sm",
                 "sector_slots_per_sm", "depthwise_output_flops", "depthwise_wgrad_flops", "wgrad_max_split",
-                "wgrad_tile_passes", "dgrad_atomic_flops", "tile_half_intensity_tensor_cores"}
+                "wgrad_tile_passes", "dgrad_atomic_flops", "tile_half_intensity_tensor_cores",
+                "tile_half_intensity_gemm"}
 _COMPUTE_KEYS = set(PRECISIONS) | {"source"}
 _PRECISION_KEYS = {"conv", "linear", "memory", "half_work_flops", "source"}
 

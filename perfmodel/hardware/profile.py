@@ -164,11 +164,18 @@ class KernelParams:
     #: profile borrowing another generation's tensor-core efficiencies keeps the I_1/2 they were
     #: fitted with (Ampere/Hopper: Volta's), not its own CUDA-core fit's
     tile_half_intensity_tensor_cores: float | None = None
+    #: the tile intensity I_1/2 of cuBLAS GEMMs (linear layers) on CUDA cores where it differs from
+    #: the convolutions' above; None: the same (perfmodel.cost.tile_intensity); fitted per generation
+    tile_half_intensity_gemm: float | None = None
 
-    def half_intensity(self, tensor_cores: bool) -> float:
-        """I_1/2 of the shape rule for kernels on tensor cores or on CUDA cores."""
+    def half_intensity(self, tensor_cores: bool, gemm: bool = False) -> float:
+        """I_1/2 of the shape rule for kernels on tensor cores or on CUDA cores (``gemm``: of a
+        cuBLAS GEMM rather than an implicit-GEMM convolution)."""
         tc = self.tile_half_intensity_tensor_cores
-        return tc if tensor_cores and tc is not None else self.tile_half_intensity
+        if tensor_cores:
+            return tc if tc is not None else self.tile_half_intensity
+        g = self.tile_half_intensity_gemm
+        return g if gemm and g is not None else self.tile_half_intensity
 
     def __post_init__(self) -> None:
         if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
@@ -191,6 +198,8 @@ class KernelParams:
                   wgrad_tile_passes=self.wgrad_tile_passes, dgrad_atomic_flops=self.dgrad_atomic_flops)
         if self.tile_half_intensity_tensor_cores is not None:
             _in_range("efficiency.kernels", tile_half_intensity_tensor_cores=self.tile_half_intensity_tensor_cores)
+        if self.tile_half_intensity_gemm is not None:
+            _in_range("efficiency.kernels", tile_half_intensity_gemm=self.tile_half_intensity_gemm)
 
 
 @dataclass(frozen=True)

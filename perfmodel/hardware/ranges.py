@@ -57,6 +57,7 @@ RANGES: dict[str, Range] = {
     # the kernel model's per-generation numbers ([efficiency.kernels]; sm_count is an integer field)
     "tile_half_intensity": Range(0.0, 1e4, "0 to 1e4 FLOP/byte", open_low=True),
     "tile_half_intensity_tensor_cores": Range(0.0, 1e4, "0 to 1e4 FLOP/byte", open_low=True),
+    "tile_half_intensity_gemm": Range(0.0, 1e4, "0 to 1e4 FLOP/byte", open_low=True),
     "winograd_gain": Range(0.0, 100.0, "0 to 100", open_low=True),
     "winograd_min_channels": Range(0.0, 1e6, "0 to 1e6 channels", open_low=True),
     "winograd_transform_flops": Range(0.0, 1e6, "0 to 1e6 FLOP per pixel and channel"),

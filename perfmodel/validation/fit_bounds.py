@@ -24,6 +24,8 @@ PARAMS: tuple[tuple[str, float, float], ...] = (
     # atomic add of a data gradient's sum of products (perfmodel/cost/work.py), FLOP-equivalents
     # at the matmul peak: 0 (free) to 1000 (an L2 atomic rate ~1/1000 of the FMA rate)
     ("dgrad_atomic_flops", 0.0, 1000.0),
+    # I_1/2 of cuBLAS GEMMs on CUDA cores (perfmodel/cost/tile_intensity.py), as the convolutions' above
+    ("tile_half_intensity_gemm", 0.5, 64.0),
 )
 #: the latency bound of window kernels (only PipeDream's pooling rows inform them)
 LATENCY_PARAMS: tuple[tuple[str, float, float], ...] = (
