@@ -15,11 +15,12 @@ import numpy as np
 
 from ..hardware.profile import KernelParams
 from .depthwise import depthwise_flops
-from .efficiency import gemm_shape_efficiency, pad_channels, winograd_gain, winograd_mask
+from .efficiency import gemm_shape_efficiency, winograd_gain, winograd_mask
 from .formulas import Num
 from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups, looped_efficiency
 from .kernels import MM_SLOTS, LayerKernels
 from .shares import TensorShares, operand_elems
+from .tensor_core import ChannelPads, channel_pads, pad_slot, pad_sum_view
 from .tile_intensity import layer_half_intensity
 
 __all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR", "window_path_loads", "SECTOR_BYTES"]
@@ -99,7 +100,8 @@ def kernel_work(
     kernels move each tensor at its share (:func:`~.shares.operand_elems`), and the memory-bound
     and window kernels, which act on the output, ``shares.y`` of it.
 
-    ``tensor_cores``: the precision runs on tensor cores (channels padded to 8, no Winograd);
+    ``tensor_cores``: the precision runs on tensor cores (channels padded, :mod:`perfmodel.cost.tensor_core`;
+    no Winograd);
     ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two outputs'
     work per fp32 lane (packed half2; :mod:`perfmodel.cost.depthwise`); ``cudnn_major``: the
     cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`).
@@ -108,10 +110,7 @@ def kernel_work(
     work_scale, out_scale = (scale, scale) if shares is None else (scale * shares.work, scale * shares.y)
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
     gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
-    pad_in = np.where(lk.c_in > 0, pad_channels(lk.c_in, tensor_cores) / np.maximum(lk.c_in, 1), 1.0)
-    pad_out = np.where(lk.c_out > 0, pad_channels(lk.c_out, tensor_cores) / np.maximum(lk.c_out, 1), 1.0)
-    # channel padding of the underlying convolution's C and K (a transposed layer's are swapped)
-    pad_c, pad_k = np.where(lk.transposed, pad_out, pad_in), np.where(lk.transposed, pad_in, pad_out)
+    pads = channel_pads(lk, tensor_cores)  # the underlying convolution's C and K, padded on tensor cores
     flops: dict[str, np.ndarray] = {}
     cc: dict[str, np.ndarray] = {}
     dw = depthwise_flops(lk, kp, work_scale, half_precision)
@@ -123,9 +122,9 @@ def kernel_work(
         m = np.where(lk.m_batch[s], lk.m[s] * work_scale, lk.m[s])
         k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * work_scale)
         role = _roles(lk, s)  # which of the underlying convolution's kernels slot s runs
-        n = lk.n[s] * np.where(role == "fwd", pad_k, pad_c)
+        m, n, k = pad_slot(lk, pads, s, role, (m, lk.n[s], k))
         direct = 2 * lk.groups * m * n * k
-        eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pad_c, direct)
+        eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pads, direct)
         # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
         implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
@@ -156,7 +155,7 @@ def kernel_work(
 
 def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray,
                      mnk: tuple[np.ndarray, np.ndarray, np.ndarray], tensor_cores: bool, kg: np.ndarray,
-                     pad_c: np.ndarray, direct: np.ndarray) -> np.ndarray:
+                     pads: ChannelPads, direct: np.ndarray) -> np.ndarray:
     """The shape efficiency of GEMM slot ``s`` (of the groups one kernel covers, ``kg``); for a
     data gradient the better of the implicit GEMM and the sum of products, as cuDNN picks."""
     m, n, k = mnk
@@ -167,7 +166,7 @@ def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarra
     eff = looped_efficiency(shape, lk.groups, kg)
     if s == "wgrad":
         return eff
-    alt = np.where(role == "dgrad", _dgrad_sum_efficiency(lk, m, direct, pad_c, kp, kg, half), 0.0)
+    alt = np.where(role == "dgrad", _dgrad_sum_efficiency(lk, m, direct, pads, kp, kg, half), 0.0)
     best: np.ndarray = np.maximum(eff, alt)
     return best
 
@@ -196,7 +195,7 @@ def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray, sp
     return {"m_loads": np.where(role == "fwd", lk.x_loads, lk.dy_loads)}
 
 
-def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pad: np.ndarray,
+def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pads: ChannelPads,
                           kp: KernelParams, kg: np.ndarray, half: np.ndarray) -> np.ndarray:
     """Shape efficiency of the data gradient as a sum of matrix products (``dgrad_sum_n`` x
     ``dgrad_sum_k``, :func:`~perfmodel.cost.kernels.layer_kernels`), relative to the implicit
@@ -210,7 +209,7 @@ def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, p
     ``dgrad_atomic_flops / (2 K)``: a product over few filters ``K`` (a 1-channel first layer's
     ``n = R*S`` columns, DeepSpeech's 32-filter 5x10 layers) is bound by its atomics. Zero where
     the layer has no such view; ``kg`` the groups one kernel covers, ``half`` the shape rule's I_1/2."""
-    n, k = lk.dgrad_sum_n * pad, lk.dgrad_sum_k
+    n, k = pad_sum_view(lk, pads)
     has = n > 0
     n, k = np.where(has, n, 1.0), np.where(has, k, 1.0)
     shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half, split_k=False,
