@@ -41,9 +41,10 @@ from importlib import resources
 import numpy as np
 
 from perfmodel.hardware import load_hardware
-from perfmodel.validation.kernel_rows import PIPEDREAM_FWD_PROLOGUE_S, KernelRow, load_rows, module_host_s, robust_line
+from perfmodel.validation.kernel_rows import PIPEDREAM_FWD_PROLOGUE_S, KernelRow, load_rows, module_host_s
 from perfmodel.validation.kernels import price_rows
 from perfmodel.validation.pipedream_lomo import PipeDreamNumbers, held_out_prices, prologue_rule
+from perfmodel.validation.robust_line import robust_line
 
 PROFILE = "v100-16gb-dgx1"
 #: layer type in the profiles -> op name the scorer uses

@@ -15,10 +15,10 @@ from perfmodel.validation.kernel_rows import (
     KernelRow,
     load_rows,
     module_host_s,
-    robust_line,
 )
 from perfmodel.validation.kernels import price_rows
 from perfmodel.validation.pipedream_lomo import PipeDreamNumbers, derive, held_out_prices, prologue_rule, with_numbers
+from perfmodel.validation.robust_line import robust_line
 from tests.cli_helpers import run_main_once
 
 HW = load_hardware("v100-16gb-dgx1")

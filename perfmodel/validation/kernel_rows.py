@@ -24,6 +24,7 @@ from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..errors import DataError
 from ..network.layers import Layer
 from .neusight_window import window_floor_s
+from .robust_line import robust_line
 
 __all__ = [
     "KernelRow",
@@ -35,7 +36,6 @@ __all__ = [
     "PIPEDREAM_FWD_PROLOGUE_S",
     "SOURCES",
     "module_host_s",
-    "robust_line",
 ]
 
 #: PipeDream's profiler wraps every module in hooks and a ``torch.cuda.synchronize()``; issue 14
@@ -278,18 +278,6 @@ def _untimed_work(graph: dict[str, dict[str, str]], batch: int) -> dict[tuple[st
         if readers.get(name, 0) > 1 and before is not None:
             work.setdefault((f"node{before}", "bwd"), []).append(("fwd", _elems_layer("add", elems(d), 2)))
     return {key: tuple(v) for key, v in work.items()}
-
-
-def robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Intercept and slope of the least absolute deviations line through ``(x, y)`` (iteratively
-    reweighted least squares; residuals below 1e-4 in ``y``'s unit weigh as 1e-4)."""
-    a = np.vstack([np.ones_like(x), x]).T
-    w = np.ones_like(y)
-    coef = np.zeros(2)
-    for _ in range(50):
-        coef = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)[0]
-        w = 1 / np.sqrt(np.maximum(np.abs(y - a @ coef), 1e-4))
-    return float(coef[0]), float(coef[1])
 
 
 #: PipeDream layer type -> the op name of its rows (first word of :attr:`KernelRow.op`)
