@@ -23,7 +23,7 @@ import numpy as np
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..errors import DataError
 from ..network.layers import Layer
-from .neusight_window import window_floor_s
+from .neusight_window import window_floor
 from .robust_line import robust_line
 
 __all__ = [
@@ -122,12 +122,14 @@ class KernelRow:
     #: profiler's prologue :data:`PIPEDREAM_FWD_PROLOGUE_S` plus ``host_s``)
     extra_hidden_s: float = 0.0
     #: host seconds of the module's own forward work before its first launch beyond the profiler
-    #: overhead removed from ``measured_s`` (PipeDream forward rows: :func:`module_host_s`; NeuSight
-    #: rows: the host work inside its timing window, :mod:`.neusight_window`), added to the price:
-    #: the GPU idles through it
+    #: overhead removed from ``measured_s`` (PipeDream forward rows: :func:`module_host_s`),
+    #: added to the price: the GPU idles through it
     host_s: float = 0.0
     #: the cuDNN major version the row was measured with (:data:`CUDNN_MAJOR`)
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
+    #: the source's fastest problem of this GPU and op, whose measured time is the host work and
+    #: small kernel every row's timing window holds (NeuSight: :mod:`.neusight_window`); None if none
+    window_floor: KernelRow | None = None
 
 
 def _open(name: str) -> Iterator[dict[str, str]]:
@@ -337,29 +339,35 @@ def _pipedream() -> Iterator[KernelRow]:
                                 CUDNN_MAJOR["pipedream"])
 
 
-def _neusight() -> Iterator[KernelRow]:
-    for d in _open("kernels_neusight_conv.csv"):
-        c, k, hw = int(d["in_channels"]), int(d["out_channels"]), int(d["input_hw"])
-        layer = conv_layer(c, hw, hw, k, 3, 3, (1, 1), (1, 1))
-        yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "conv 3x3 fwd", "fwd", layer, True,
-                        int(d["batch"]), float(d["latency_ms"]) * 1e-3, host_s=window_floor_s(d["gpu"], "conv"),
-                        cudnn_major=CUDNN_MAJOR["neusight"])
-    for d in _open("kernels_neusight_linear.csv"):
-        rows = int(d["B"]) * int(d["M"])
-        yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", "linear fwd", "fwd",
-                        linear_layer(int(d["N"]), int(d["K"])), True, rows, float(d["latency_ms"]) * 1e-3,
-                        host_s=window_floor_s(d["gpu"], "linear"), cudnn_major=CUDNN_MAJOR["neusight"])
-    for d in _open("kernels_neusight_elementwise.csv"):
-        # one PyTorch element-wise kernel on a (B, H) fp32 tensor: relu, or add/mul of two tensors
-        if float(d["latency_ms"]) * 1e-3 < NEUSIGHT_ELEMENTWISE_MIN_S:
-            continue
-        n = int(d["B"]) * int(d["H"])
-        op = d["op"]
+def _neusight_row(gpu: str, op: str, dims: tuple[int, ...], t: float) -> KernelRow:
+    """NeuSight's ``op`` (conv, linear, relu, add, mul) on ``gpu`` over the problem ``dims``
+    (:data:`~.neusight_window.WINDOW_FLOOR`'s order), measured ``t`` seconds, with its window floor."""
+    floor = window_floor(gpu, op)
+    low = None if floor is None or dims == floor[1] else _neusight_row(gpu, op, floor[1], floor[0])
+    if op == "conv":
+        layer, what, first, batch, name = conv_layer(dims[1], dims[3], dims[3], dims[2], 3, 3, (1, 1), (1, 1)), \
+            "fwd", True, dims[0], "conv 3x3 fwd"
+    elif op == "linear":
+        layer, what, first, batch, name = linear_layer(dims[1], dims[2]), "fwd", True, dims[0], "linear fwd"
+    else:  # one PyTorch element-wise kernel on a (B, H) fp32 tensor: relu, or add/mul of two tensors
+        n = dims[0]
         layer = (Layer(name="relu", kind="act", inputs=("x",), in_shapes=((n,),), out_shape=(n,), fn="relu")
                  if op == "relu" else _elems_layer(op, n, 2))
-        yield KernelRow("neusight", d["gpu"], _PROFILE[d["gpu"]], "fp32", f"{op} fwd", "layer_fwd", layer, False,
-                        1, float(d["latency_ms"]) * 1e-3, host_s=window_floor_s(d["gpu"], op),
-                        cudnn_major=CUDNN_MAJOR["neusight"])
+        what, first, batch, name = "layer_fwd", False, 1, f"{op} fwd"
+    return KernelRow("neusight", gpu, _PROFILE[gpu], "fp32", name, what, layer, first, batch, t,
+                     cudnn_major=CUDNN_MAJOR["neusight"], window_floor=low)
+
+
+def _neusight() -> Iterator[KernelRow]:
+    for d in _open("kernels_neusight_conv.csv"):
+        conv = (int(d["batch"]), int(d["in_channels"]), int(d["out_channels"]), int(d["input_hw"]))
+        yield _neusight_row(d["gpu"], "conv", conv, float(d["latency_ms"]) * 1e-3)
+    for d in _open("kernels_neusight_linear.csv"):
+        gemm = (int(d["B"]) * int(d["M"]), int(d["N"]), int(d["K"]))
+        yield _neusight_row(d["gpu"], "linear", gemm, float(d["latency_ms"]) * 1e-3)
+    for d in _open("kernels_neusight_elementwise.csv"):
+        if float(d["latency_ms"]) * 1e-3 >= NEUSIGHT_ELEMENTWISE_MIN_S:
+            yield _neusight_row(d["gpu"], d["op"], (int(d["B"]) * int(d["H"]),), float(d["latency_ms"]) * 1e-3)
 
 
 def _ampere_gemm() -> Iterator[KernelRow]:

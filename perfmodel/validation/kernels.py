@@ -90,7 +90,24 @@ def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware, cudnn
             out[j] = bwd[j]
         else:
             out[j] = mm_time(w, r.what, params, v, eta)[j] + v.launch_s
-    return np.asarray(out + _extra_time(rows, precision, hw) + np.array([r.host_s for r in rows]))
+    out = out + _extra_time(rows, precision, hw) + np.array([r.host_s for r in rows])
+    return _with_window_floor(rows, out, precision, hw, cudnn_major)
+
+
+def _with_window_floor(rows: Sequence[KernelRow], priced: np.ndarray, precision: str, hw: Hardware,
+                       cudnn_major: int) -> np.ndarray:
+    """``priced`` with each row's timing-window floor (``KernelRow.window_floor``): the floor's
+    measured time less the model's time of its own problem is host work the window holds, added;
+    no row below the floor (:mod:`.neusight_window`)."""
+    idx = [j for j, r in enumerate(rows) if r.window_floor is not None]
+    if not idx:
+        return priced
+    floors = [f for f in (rows[j].window_floor for j in idx) if f is not None]
+    low = _kernel_model(floors, precision, hw, cudnn_major)
+    measured = np.array([f.measured_s for f in floors])
+    out = priced.copy()
+    out[idx] = np.maximum(measured, priced[idx] + np.maximum(measured - low, 0.0))
+    return out
 
 
 def _extra_time(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np.ndarray:

@@ -12,35 +12,37 @@ whatever their size (V100 linear layers 63.3-63.6 us from 2.3 to 78 MFLOP, P100 
 MFLOP, A100-PCIE-40GB 52.2-52.7 us from 28 to 92 MFLOP), so that floor is the window's host work.
 :data:`WINDOW_FLOOR_S` holds, per GPU and op, the smallest time of NeuSight's whole collection
 (``scripts/asplos/data/dataset/train/collect/<op>/p2.1.0/<gpu>.csv``, 1,750 to 6,460 rows each).
-The price of a row is that floor plus the kernel model's GPU time. That is an upper bound: the
-floor also holds the host work after the launch (until the end event is recorded), behind which
-a small kernel runs unseen (the floor rows above hide kernels of ~10 us), so a row whose kernel
-outlasts it is over-priced by that part. GPUs whose collection has no small problems (A100 80GB
-PCIe linear and element-wise, H100: test split only, every row tens of microseconds of kernel or
-more) have no floor and are priced on GPU time alone.
+Each row is priced as ``max(floor, GPU + floor - GPU(floor problem))``: the floor less the kernel
+model's time of the floor's own problem (its launch and small kernel, ~10 us) is the window's host
+work, added to the row's modelled time; no row is priced below the floor, which no measured row
+is. The host work after the launch (until the end event is recorded) can hide a small kernel,
+so that form is an upper bound for rows whose kernel outlasts it. GPUs whose collection has no
+small problems (A100 80GB PCIe linear and element-wise, H100: test split only, every row tens of
+microseconds of kernel or more) have no floor and are priced on GPU time alone, which lowers
+their error only where the host work would have shown.
 """
 
 from __future__ import annotations
 
-__all__ = ["WINDOW_FLOOR_S", "window_floor_s"]
+__all__ = ["WINDOW_FLOOR", "window_floor"]
 
-#: (CUDA device name, op) -> seconds: the smallest time of that GPU's op in NeuSight's collection
-#: (file above; the problem it was measured on in the comment: batch x C -> K at H x W for conv,
-#: B x M rows of N -> K for linear, B x H elements for element-wise ops).
-WINDOW_FLOOR_S: dict[tuple[str, str], float] = {
-    ("Tesla P100-PCIE-16GB", "conv"): 108.21e-6,  # 6 x 111 -> 188 at 8x8
-    ("Tesla V100-PCIE-32GB", "conv"): 68.37e-6,  # 3 x 16 -> 1092 at 8x8
-    ("NVIDIA A100 80GB PCIe", "conv"): 59.34e-6,  # 6 x 27 -> 285 at 5x5
-    ("Tesla P100-PCIE-16GB", "linear"): 89.27e-6,  # 1 x 60 of 55 -> 10739
-    ("Tesla V100-PCIE-32GB", "linear"): 63.25e-6,  # 1 x 261 of 5 -> 864
-    ("NVIDIA A100-PCIE-40GB", "linear"): 52.21e-6,  # 1 x 79 of 379 -> 642
-    ("NVIDIA A100-PCIE-40GB", "relu"): 30.02e-6,  # 127 x 168
-    ("NVIDIA A100-PCIE-40GB", "add"): 25.83e-6,  # 394 x 3781
-    ("NVIDIA A100-PCIE-40GB", "mul"): 25.27e-6,  # 127 x 168
+#: (CUDA device name, op) -> (seconds, problem): the smallest time of that GPU's op in NeuSight's
+#: collection (file above) and the problem it was measured on: (batch, C, K, H = W) for a 3x3
+#: conv, (rows, N, K) for linear (B x M rows of N -> K), (elements,) for element-wise (B x H).
+WINDOW_FLOOR: dict[tuple[str, str], tuple[float, tuple[int, ...]]] = {
+    ("Tesla P100-PCIE-16GB", "conv"): (108.21e-6, (6, 111, 188, 8)),
+    ("Tesla V100-PCIE-32GB", "conv"): (68.37e-6, (3, 16, 1092, 8)),
+    ("NVIDIA A100 80GB PCIe", "conv"): (59.34e-6, (6, 27, 285, 5)),
+    ("Tesla P100-PCIE-16GB", "linear"): (89.27e-6, (60, 55, 10739)),
+    ("Tesla V100-PCIE-32GB", "linear"): (63.25e-6, (261, 5, 864)),
+    ("NVIDIA A100-PCIE-40GB", "linear"): (52.21e-6, (79, 379, 642)),
+    ("NVIDIA A100-PCIE-40GB", "relu"): (30.02e-6, (127 * 168,)),
+    ("NVIDIA A100-PCIE-40GB", "add"): (25.83e-6, (394 * 3781,)),
+    ("NVIDIA A100-PCIE-40GB", "mul"): (25.27e-6, (127 * 168,)),
 }
 
 
-def window_floor_s(gpu: str, op: str) -> float:
-    """Host seconds inside NeuSight's timing window of ``op`` on ``gpu`` (the first word of the
-    row's op: conv, linear, relu, add, mul); 0 where the collection measured no small problem."""
-    return WINDOW_FLOOR_S.get((gpu, op), 0.0)
+def window_floor(gpu: str, op: str) -> tuple[float, tuple[int, ...]] | None:
+    """The floor of ``op`` on ``gpu`` (the first word of the row's op: conv, linear, relu, add,
+    mul) and its problem; None where the collection measured no small problem."""
+    return WINDOW_FLOOR.get((gpu, op))
