@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_properties import FASTER, REL, case, price, seeded
+from test_properties import FASTER, REL, case, price, seeded, step
 
 from perfmodel.errors import DataError, PerfmodelError
 from perfmodel.hardware import load_hardware, profile_names
@@ -42,11 +42,11 @@ def test_unet_pipeline_gets_faster_with_memory_bandwidth() -> None:
 @seeded(120)
 @given(case(kinds=("pipeline", "hybrid")), st.data())
 def test_faster_hardware_never_slows_an_automatic_split(c: tuple[Any, ...], data: st.DataObject) -> None:
-    p = price(c)
+    p = step(c)
     base = load_hardware(c[3])
     for key, factors in FASTER:
         factor = data.draw(st.sampled_from(factors), label=key)
-        q = price(c, base.what_if(**{key: factor}))
+        q = step(c, base.what_if(**{key: factor}))
         assert q.iteration_time_s <= p.iteration_time_s * (1 + REL), (
             f"{p.strategy.spec()} on {c[3]}: {key}={factor} {p.iteration_time_s:.6g} -> {q.iteration_time_s:.6g} s")
         if "balance_candidates" in p.details:

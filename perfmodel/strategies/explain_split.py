@@ -14,10 +14,10 @@ from ..cost.formulas import p2p
 from ..partition.hypergraph import Hypergraph
 from .channels import split_counts, split_plan
 from .context import Context, weight_group
+from .expr_code import compile_expr
 from .formula import (
     B_SYM,
     LINK,
-    MODULES,
     E,
     M,
     StepFormula,
@@ -137,7 +137,7 @@ def _mp_exchange(q: _Mp, body: Any, meaning: dict[str, str]) -> Any:
 def _mp_resimulate(q: _Mp) -> tuple[Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]], set[sp.Symbol]]:
     """The simulation run on the closed forms at any values, and the symbols it reads."""
     layer_args = sorted(set().union(*(x.free_symbols for x in q.fwd + q.bwd)), key=str)
-    layer_fn = sp.lambdify(layer_args, q.fwd + q.bwd, modules=MODULES)
+    layer_fn = compile_expr(layer_args, q.fwd + q.bwd)
     n_layers, seg, crit = len(q.fwd), q.seg, q.crit
     across_l = q.across.tolist()
     elems = seg.msg_elems.tolist()

@@ -22,6 +22,7 @@ from ..errors import ProfileError, UsageError
 from ..hardware.ranges import RANGES, check_value, describe
 from .context import Context
 from .dimension import Valuation
+from .expr_code import MODULES, compile_expr
 from .prediction import Prediction
 
 __all__ = [
@@ -126,8 +127,6 @@ def what_if_value(where: str, name: str, value: float, given: str) -> float:
         except ProfileError as e:
             raise UsageError(str(e)) from None
     return value
-
-MODULES: list[Any] = ["math", {"Max": max, "Min": min, "ceiling": math.ceil}]
 
 
 @dataclass(frozen=True)
@@ -242,7 +241,7 @@ def _lambdify(expr: Any) -> Callable[..., float]:
         value = float(expr)
         return lambda values: value
     free = sorted(expr.free_symbols, key=str)
-    fn = sp.lambdify(free, expr, modules=MODULES)
+    fn = compile_expr(free, expr)
     return lambda values: float(fn(*(values[x] for x in free)))
 
 

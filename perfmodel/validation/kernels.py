@@ -9,6 +9,7 @@ op kind, Hockney's n_1/2, no algorithm or shape rules). MAPE = mean(|pred - meas
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +19,11 @@ import numpy as np
 from ..cost.compute import HALF_PRECISIONS
 from ..cost.formulas import kernel_time
 from ..cost.kernel_model import ComputeValues, mm_time, phase_times, tensor_cores
-from ..cost.kernels import layer_kernels
+from ..cost.kernels import LayerKernels, layer_kernels
 from ..cost.work import kernel_work
 from ..hardware import Hardware, load_hardware
 from ..network.counts import COUNT_FIELDS, layer_coefficients
+from ..network.layers import Layer
 from ..units import BYTES_PER_ELEMENT
 from .kernel_rows import KernelRow, load_rows
 
@@ -74,8 +76,16 @@ def _roofline(rows: Sequence[KernelRow], precision: str, profile: str) -> np.nda
     return out
 
 
+@functools.lru_cache(maxsize=16)
+def _kernels_of(layers: tuple[Layer, ...], first: tuple[bool, ...]) -> LayerKernels:
+    """:func:`layer_kernels`, kept for the last few row sets: the descriptors depend on the
+    layers alone, and a fit or a leave-one-model-out score prices the same rows thousands of
+    times at other numbers (read-only: nothing writes into a :class:`LayerKernels`)."""
+    return layer_kernels(layers, first)
+
+
 def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware, cudnn_major: int) -> np.ndarray:
-    lk = layer_kernels([r.layer for r in rows], [r.first for r in rows])
+    lk = _kernels_of(tuple(r.layer for r in rows), tuple(r.first for r in rows))
     batch = np.array([r.batch for r in rows])
     params = np.array([float(r.layer.params) for r in rows])
     w = kernel_work(lk, hw.kernels, batch, tensor_cores(hw, precision), precision in HALF_PRECISIONS, cudnn_major)
@@ -119,7 +129,7 @@ def _extra_time(rows: Sequence[KernelRow], precision: str, hw: Hardware) -> np.n
     if not owner:
         return out
     extra = [e for r in rows for e in r.extra]
-    lk = layer_kernels([layer for _, layer in extra], [False] * len(extra))
+    lk = _kernels_of(tuple(layer for _, layer in extra), (False,) * len(extra))
     w = kernel_work(lk, hw.kernels, np.array([rows[j].batch for j in owner]), tensor_cores(hw, precision),
                     precision in HALF_PRECISIONS)
     v = ComputeValues.of(hw, precision)
