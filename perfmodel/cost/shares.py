@@ -101,5 +101,4 @@ def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
         lk, m=dims[0], n=dims[1], k=dims[2], c_in=c_in, c_out=c_out, groups=_whole(lk.groups * r_g),
         dgrad_sum_n=_whole(lk.dgrad_sum_n * r_c), dgrad_sum_k=_whole(lk.dgrad_sum_k * r_k),
         x_elems=x_elems, y_elems=y_elems,
-        mm_elems={s: np.where(lk.n[s] > 0, x_elems + y_elems, 0.0) for s in MM_SLOTS},
     )
