@@ -95,20 +95,3 @@ def test_nchw_transposes_each_tensor_at_its_share(mode: str, n: int) -> None:
     assert f_nchw[0] - f_nhwc[0] == pytest.approx(c0 * rw + 2 * tau, rel=1e-9)
     assert b_nchw[0] - b_nhwc[0] == pytest.approx(c0 * rw + 2 * tau, rel=1e-9)
     assert f_nchw[1] == f_nhwc[1] and b_nchw[1] == b_nhwc[1]  # the ReLU transposes nothing
-
-
-@pytest.mark.parametrize("n", [2, 4])
-def test_a_channel_split_does_its_share_of_the_flops(n: int) -> None:
-    """Channel split: each GPU multiplies ``ceil(C/n)`` of the input channels, so c1's GEMMs do
-    ``ceil(18/n)/18`` of the unsplit FLOPs (taken on the GEMM's batch side): the same effective
-    FLOPs as the unsplit layer at that fraction of the batch. A filter split likewise its
-    ``ceil(30/n)/30``."""
-    net = _net()
-    lk, kp = network_kernels(net), load_hardware(HW).kernels
-    for mode, share in (("channel", math.ceil(18 / n) / 18), ("filter", math.ceil(30 / n) / 30)):
-        plan = split_plan(net, mode, n)
-        assert plan.tensor_shares.work[2] == share
-        split = kernel_work(lk, kp, np.full(3, BATCH), True, True, shares=plan.tensor_shares)
-        fewer = kernel_work(lk, kp, np.full(3, BATCH * share), True, True)
-        for slot in ("fwd", "dgrad", "wgrad"):
-            assert split.flops[slot][2] == pytest.approx(fewer.flops[slot][2], rel=1e-12)

@@ -34,6 +34,7 @@ __all__ = [
     "kind_masks",
     "GRAD_BYTES_PER_PARAM",
     "HALF_PRECISIONS",
+    "OUT_SHARE",
 ]
 
 
@@ -81,13 +82,28 @@ class ShapeRules:
                    memory_format)
 
 
+#: The key under which a split GPU's counts record the output share they were scaled by
+#: (:func:`~perfmodel.strategies.channels.split_counts`).
+OUT_SHARE = "out_share"
+
+
 def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray], shares: TensorShares | None) -> np.ndarray:
     """Each layer's output counts over its per-sample counts on the whole tensor, less the
     output's share of a filter/channel split (``shares``, priced per tensor by
-    :func:`~perfmodel.cost.work.kernel_work`): micro-batch x tile fraction."""
+    :func:`~perfmodel.cost.work.kernel_work`): micro-batch x tile fraction.
+
+    With ``shares`` the counts must be the split GPU's, outputs at ``shares.y`` and that share
+    recorded under :data:`OUT_SHARE` (``split_counts``): whole counts would leave the output's
+    share out of the bytes, or (divided by it) price a whole layer per GPU. ``ValueError`` else."""
     full = cc.evaluate(1.0)["out_elems"]
     ratio = np.asarray(counts["out_elems"], dtype=float) / np.where(full > 0, full, 1.0)
-    return ratio if shares is None else ratio / shares.y
+    if shares is None:
+        return ratio
+    share = counts.get(OUT_SHARE)
+    if share is None or not np.allclose(share, shares.y, rtol=1e-12, atol=0.0):
+        raise ValueError(f"shares of a split need the split GPU's counts (split_counts, with '{OUT_SHARE}' equal "
+                         f"to shares.y); got {'none' if share is None else 'another share'}")
+    return np.asarray(ratio / shares.y)
 
 
 def layer_seconds(
@@ -181,8 +197,11 @@ def layer_times(
     plus a launch gap per kernel, and no faster than the host dispatches its ops
     (:mod:`perfmodel.cost.kernel_model`). The formula is :func:`layer_seconds` on the
     profile's :class:`ComputeValues`, with the grouped-convolution kernels of cuDNN ``cudnn_major``
-    and the activations in ``memory_format``; ``shares`` those of a filter/channel split's GPU.
+    and the activations in ``memory_format``; ``shares`` those of a filter/channel split's GPU,
+    which need that GPU's ``counts`` (``split_counts``; ``ValueError`` without them).
     """
+    if shares is not None and counts is None:
+        raise ValueError("layer_times: shares of a split need the split GPU's counts (pass counts=split_counts(...))")
     ev = counts if counts is not None else cc.evaluate(batch, s_d, s_h, s_w)
     rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major, memory_format=memory_format)
     fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, rules, shares)

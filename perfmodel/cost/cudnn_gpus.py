@@ -16,18 +16,20 @@ A plan priced with a cuDNN that never supported its GPU describes no run, so ``-
   (compute capability 9.0); the 8.4.0 one (April 2022) does not list it, so the first 8.x minor
   with Hopper lies between 8.4.1 and 8.9.1 (not pinned here: perfmodel prices majors).
 
-A device name none of these patterns match (a user's own profile of another GPU) is not checked.
+The generation comes from :func:`perfmodel.hardware.generation.generation` (the one recogniser,
+also the validation groups'); a device name it does not know, or a generation not listed here
+(Turing, Ada, Blackwell), is not checked.
 :data:`~perfmodel.cost.grouped.DEFAULT_CUDNN_MAJOR` (9) runs on all four, so a default is never
 rejected.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..hardware import Hardware
+from ..hardware.generation import generation
 from .grouped import CUDNN_MAJORS
 
 __all__ = ["GpuArchitecture", "ARCHITECTURES", "architecture_of", "check_cudnn_for_gpu"]
@@ -35,32 +37,30 @@ __all__ = ["GpuArchitecture", "ARCHITECTURES", "architecture_of", "check_cudnn_f
 
 @dataclass(frozen=True)
 class GpuArchitecture:
-    """A GPU generation: the device names it covers, the oldest cuDNN major that ran on it, and
-    where that is stated."""
+    """A GPU generation (:func:`~perfmodel.hardware.generation.generation`'s name in ``key``), the
+    oldest cuDNN major that ran on it, and where that is stated."""
 
     name: str
-    pattern: str
+    key: str
     min_cudnn_major: int
     source: str
 
 
 ARCHITECTURES: tuple[GpuArchitecture, ...] = (
-    GpuArchitecture("Pascal", r"\b(?:Tesla\s+)?P(?:100|40|4)\b", 5,
+    GpuArchitecture("Pascal", "pascal", 5,
                     "cuDNN 9.0.0 Support Matrix lists Pascal; 2017 P100 runs used cuDNN 5.1"),
-    GpuArchitecture("Volta", r"\bV100\b|\bTITAN V\b", 7, "cuDNN 7.0.1 release notes"),
-    GpuArchitecture("Ampere", r"\bA(?:100|30|40|10)\b", 8,
+    GpuArchitecture("Volta", "volta", 7, "cuDNN 7.0.1 release notes"),
+    GpuArchitecture("Ampere", "ampere", 8,
                     "cuDNN Support Matrix: Ampere from cuDNN 8.0 with CUDA 11, absent from 7.6.x"),
-    GpuArchitecture("Hopper", r"\bH(?:100|200|800)\b|\bGH200\b", 8,
+    GpuArchitecture("Hopper", "hopper", 8,
                     "cuDNN 8.9.1 Support Matrix lists Hopper, 8.4.0's does not"),
 )
 
 
 def architecture_of(device_name: str) -> GpuArchitecture | None:
     """The architecture of a profile's GPU from its device name (``NVIDIA A100-SXM4-80GB``), or None."""
-    for arch in ARCHITECTURES:
-        if re.search(arch.pattern, device_name, re.IGNORECASE):
-            return arch
-    return None
+    gen = generation(device_name)
+    return next((arch for arch in ARCHITECTURES if arch.key == gen), None)
 
 
 def check_cudnn_for_gpu(major: int, hw: Hardware) -> int:

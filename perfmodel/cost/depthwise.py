@@ -75,7 +75,7 @@ def depthwise_flops(lk: LayerKernels, kp: KernelParams, scale: np.ndarray,
     scale = np.asarray(scale, dtype=float)
     g, plane, mult, taps = lk.groups, lk.m["fwd"], lk.n["fwd"], lk.k["fwd"]
     outputs = g * plane * mult  # per sample
-    inputs = np.maximum(lk.mm_elems["fwd"] - outputs, 0.0)  # activations read + written, less the outputs
+    inputs = lk.x_elems  # per sample: the input gradient's elements
     tap = 2.0 / max(kp.depthwise_efficiency, _EFF_FLOOR)
     per_thread = kp.depthwise_output_flops
     lanes = np.where(plane > 0, np.ceil(plane / WGRAD_LANES) * WGRAD_LANES / np.maximum(plane, 1.0), 1.0)

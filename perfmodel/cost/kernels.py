@@ -84,8 +84,9 @@ class LayerKernels:
 
     GEMM slots ``s`` in :data:`MM_SLOTS`: ``m[s]``, ``n[s]``, ``k[s]`` (per group; ``m`` is per
     sample where ``m_batch[s]``, else ``k`` is), ``groups``; zero ``n`` means no such kernel.
-    ``mm_elems[s]`` the activation elements per sample the kernel reads and writes, ``c_in`` /
-    ``c_out`` the channels (for tensor-core alignment), ``winograd_shape`` where the
+    ``x_elems`` / ``y_elems`` the input and output activation elements per sample every GEMM
+    kernel of the layer reads and writes, ``c_in`` / ``c_out`` the channels (for tensor-core
+    alignment), ``winograd_shape`` where the
     Winograd rule may apply, ``depthwise`` where the depthwise rule does; ``dgrad_sum_n`` /
     ``dgrad_sum_k`` the data-gradient kernel's other GEMM view (:func:`_dgrad_sum_view`; zero:
     none); ``transposed``: the layer's forward slot holds its
@@ -99,7 +100,6 @@ class LayerKernels:
     n: dict[str, np.ndarray]
     k: dict[str, np.ndarray]
     m_batch: dict[str, np.ndarray]
-    mm_elems: dict[str, np.ndarray]
     groups: np.ndarray
     c_in: np.ndarray
     c_out: np.ndarray
@@ -132,12 +132,12 @@ class LayerKernels:
     x_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
     dy_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: per sample, the input and output activation elements of a convolution or linear layer (the
-    #: tensors its GEMM kernels read and write: ``mm_elems`` is their sum; zero for other layers)
+    #: tensors each of its GEMM kernels reads and writes; zero for other layers)
     x_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
     y_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
-View = tuple[float, float, float, bool, float]
+View = tuple[float, float, float, bool]
 
 
 def _underlying(layer: Layer) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -149,23 +149,22 @@ def _underlying(layer: Layer) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _conv_views(layer: Layer) -> dict[str, View]:
-    """(m, n, k, m grows with batch, activation elements) of the three kernels of the convolution
+    """(m, n, k, m grows with batch) of the three kernels of the convolution
     underlying ``layer`` (:func:`_underlying`)."""
     g, area = layer.groups, math.prod(layer.kernel)
     x, y = _underlying(layer)
     c, kk = x[0], y[0]
     out_sp = numel(y[1:])
-    act = numel(layer.in_shape) + layer.out_elems
     return {
-        "fwd": (out_sp, kk / g, c / g * area, True, act),
-        "wgrad": (kk / g, c / g * area, out_sp, False, act),
+        "fwd": (out_sp, kk / g, c / g * area, True),
+        "wgrad": (kk / g, c / g * area, out_sp, False),
         # implicit GEMM over the zero-inserted output gradient (cuDNN BWD_DATA_ALGO_1)
-        "dgrad": (out_sp, c / g, kk / g * area * zero_insert_factor(layer.stride), True, act),
+        "dgrad": (out_sp, c / g, kk / g * area * zero_insert_factor(layer.stride), True),
     }
 
 
 def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
-    """(m, n, k, m grows with batch, activation elements) of each GEMM kernel of ``layer``.
+    """(m, n, k, m grows with batch) of each GEMM kernel of ``layer``.
 
     A transposed convolution runs its underlying convolution's kernels with the roles of forward
     and data gradient swapped (PyTorch, ``aten/src/ATen/native/cudnn/ConvShared.cpp``:
@@ -174,9 +173,9 @@ def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
     ``cudnn_convolution_backward_weight`` with input and output gradient swapped)."""
     if layer.kind == "linear":
         fi, fo = layer.in_shape[0], layer.out_shape[0]
-        views: dict[str, View] = {"fwd": (1, fo, fi, True, fi + fo), "wgrad": (fo, fi, 1, False, fi + fo)}
+        views: dict[str, View] = {"fwd": (1, fo, fi, True), "wgrad": (fo, fi, 1, False)}
         if not first:
-            views["dgrad"] = (1, fi, fo, True, fi + fo)
+            views["dgrad"] = (1, fi, fo, True)
         return views
     conv = _conv_views(layer)
     if layer.kind == "conv_transpose":
@@ -261,7 +260,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     so it computes no data gradient)."""
     L = len(layers)
     z = {s: np.zeros(L) for s in MM_SLOTS}
-    m, n, k, el = ({s: a.copy() for s, a in z.items()} for _ in range(4))
+    m, n, k = ({s: a.copy() for s, a in z.items()} for _ in range(3))
     mb = {s: np.zeros(L, dtype=bool) for s in MM_SLOTS}
     cols = {c: np.zeros(L) for c in ("groups", "c_in", "c_out", "mf", "mb", "xf", "xb", "lf", "lb", "hf", "hb", "sd")}
     wino = np.zeros(L, dtype=bool)
@@ -280,9 +279,9 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
         if layer.kind in ("conv", "conv_transpose", "linear"):
             cols["c_in"][i], cols["c_out"][i] = layer.in_shape[0], layer.out_shape[0]
             xy[:, i] = ((layer.in_shape[0], layer.out_shape[0]) if layer.kind == "linear"
-                        else (numel(layer.in_shape), layer.out_elems))  # as _gemm_views' elements
-            for s, (mm_, nn_, kk_, grows, act) in _gemm_views(layer, first[i]).items():
-                m[s][i], n[s][i], k[s][i], mb[s][i], el[s][i] = mm_, nn_, kk_, grows, act
+                        else (numel(layer.in_shape), layer.out_elems))
+            for s, (mm_, nn_, kk_, grows) in _gemm_views(layer, first[i]).items():
+                m[s][i], n[s][i], k[s][i], mb[s][i] = mm_, nn_, kk_, grows
             conv[i] = layer.kind != "linear"
             transposed[i] = layer.kind == "conv_transpose"
             if conv[i]:  # the underlying convolution's operands (a transposed layer's forward is its dgrad)
@@ -307,7 +306,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
         cols["hf"][i] = 2 if layer.kind == "batchnorm" else 1  # + the num_batches_tracked increment
         cols["hb"][i] = 1
     return LayerKernels(
-        m=m, n=n, k=k, m_batch=mb, mm_elems=el, groups=cols["groups"], c_in=cols["c_in"],
+        m=m, n=n, k=k, m_batch=mb, groups=cols["groups"], c_in=cols["c_in"],
         c_out=cols["c_out"], winograd_shape=wino, out_h=out_hw[0], out_w=out_hw[1], depthwise=dw, conv=conv,
         dgrad_sum_n=sum_nk[0], dgrad_sum_k=sum_nk[1],
         transposed=transposed,

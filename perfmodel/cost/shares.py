@@ -17,17 +17,29 @@ gradient: x and dy in) moves ``|x| * share_x + |y| * share_y`` elements, as does
 NCHW<->NHWC transposes around it (:mod:`.layout`). :func:`operand_elems` is that count, the one
 place both use. Filters take their own share through the per-layer parameters the caller
 passes (``f_par``: ``ceil(F/n)/F`` or ``ceil(C/n)/C`` of the weights).
+
+The per-GPU problem of a split IS a smaller layer: ``ceil(F/n)`` filters (filter split),
+``ceil(C/n)`` input channels (channel split), or ``ceil(G/n)`` of the groups of a grouped
+convolution whose groups follow a split tensor. :func:`per_gpu_kernels` gives its kernel
+descriptors: the share of the underlying convolution's ``K`` (output channels) and ``C`` (input
+channels; swapped for a transposed layer) enters each GEMM view on its own side
+(:func:`~perfmodel.cost.kernels.layer_kernels`): forward ``n = K``, ``k = C*R*S``; data gradient
+``n = C``, ``k = K*R*S``; weight gradient ``m = K``, ``n = C*R*S``. So a filter split narrows
+the forward's columns, the data gradient's reduction and the weight gradient's rows, a channel
+split the forward's reduction, the data gradient's columns and the weight gradient's columns;
+the batch side (``N*P*Q``) stays whole, and the tensor-core padding sees the per-GPU channels.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels import LayerKernels
+from .kernels import MM_SLOTS, LayerKernels
 
-__all__ = ["TensorShares", "operand_elems"]
+__all__ = ["TensorShares", "operand_elems", "per_gpu_kernels"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,12 +51,6 @@ class TensorShares:
     y: np.ndarray
     work: np.ndarray
 
-    @classmethod
-    def whole(cls, layers: int) -> TensorShares:
-        """No split: every tensor and all the work."""
-        ones = np.ones(layers)
-        return cls(ones, ones, ones)
-
 
 def operand_elems(lk: LayerKernels, scale: np.ndarray, shares: TensorShares | None = None) -> np.ndarray:
     """Activation elements one GEMM kernel of each layer reads and writes (and one pair of
@@ -54,3 +60,45 @@ def operand_elems(lk: LayerKernels, scale: np.ndarray, shares: TensorShares | No
     if shares is None:
         return np.asarray((lk.x_elems + lk.y_elems) * scale)
     return np.asarray((lk.x_elems * shares.x + lk.y_elems * shares.y) * scale)
+
+
+#: Which side of each GEMM view the underlying convolution's ``K`` and ``C`` enter, per kernel
+#: (module docstring): ``(K side, C side)`` as indices into ``(m, n, k)``.
+_CHANNEL_SIDES = {"fwd": (1, 2), "dgrad": (2, 1), "wgrad": (0, 1)}
+
+
+def _whole(x: np.ndarray) -> np.ndarray:
+    """Channel counts times a ``ceil(C/n)/C`` share, made whole where rounding left them a hair off."""
+    r = np.round(x)
+    return np.asarray(np.where(np.abs(x - r) <= 1e-9 * np.maximum(np.abs(x), 1.0), r, x))
+
+
+def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
+    """The kernel descriptors of the smaller layers one GPU of a filter/channel split runs (module
+    docstring): the channels at their shares (``shares.x`` of the input's, ``shares.y`` of the
+    output's), each GEMM view narrowed on the side those channels enter, the groups of a grouped
+    layer that follows a split tensor (input and output at the same share) at that share, and the
+    activations each GEMM kernel moves at their tensors' shares. Memory-bound kernels are left
+    whole (:func:`~perfmodel.cost.work.kernel_work` prices them at the output's share)."""
+    c_in, c_out = _whole(lk.c_in * shares.x), _whole(lk.c_out * shares.y)
+    r_in = np.where(lk.c_in > 0, c_in / np.maximum(lk.c_in, 1.0), 1.0)
+    r_out = np.where(lk.c_out > 0, c_out / np.maximum(lk.c_out, 1.0), 1.0)
+    # a grouped layer on a split tensor keeps its channels per group and runs fewer groups
+    follows = (lk.groups > 1) & (r_in == r_out) & (r_in < 1.0)
+    r_g = np.where(follows, r_out, 1.0)
+    r_c = np.where(lk.transposed, r_out, r_in) / r_g  # per group, of the underlying convolution's C
+    r_k = np.where(lk.transposed, r_in, r_out) / r_g  # and of its K
+    dims: tuple[dict[str, np.ndarray], ...] = (dict(lk.m), dict(lk.n), dict(lk.k))
+    for s in MM_SLOTS:
+        role = np.where(lk.transposed, {"fwd": "dgrad", "dgrad": "fwd"}.get(s, s), s)
+        for r, (k_side, c_side) in _CHANNEL_SIDES.items():
+            at = role == r
+            for d in range(3):
+                ratio = np.where(at & (d == k_side), r_k, 1.0) * np.where(at & (d == c_side), r_c, 1.0)
+                dims[d][s] = _whole(dims[d][s] * ratio)
+    x_elems, y_elems = lk.x_elems * shares.x, lk.y_elems * shares.y
+    return dataclasses.replace(
+        lk, m=dims[0], n=dims[1], k=dims[2], c_in=c_in, c_out=c_out, groups=_whole(lk.groups * r_g),
+        dgrad_sum_n=_whole(lk.dgrad_sum_n * r_c), dgrad_sum_k=_whole(lk.dgrad_sum_k * r_k),
+        x_elems=x_elems, y_elems=y_elems,
+    )

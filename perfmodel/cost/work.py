@@ -19,7 +19,7 @@ from .efficiency import gemm_shape_efficiency, winograd_gain, winograd_mask
 from .formulas import Num
 from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups, looped_efficiency
 from .kernels import MM_SLOTS, LayerKernels
-from .shares import TensorShares, operand_elems
+from .shares import TensorShares, operand_elems, per_gpu_kernels
 from .tensor_core import ChannelPads, channel_pads, pad_slot, pad_sum_view
 from .tile_intensity import layer_half_intensity
 
@@ -95,9 +95,10 @@ def kernel_work(
 ) -> KernelWork:
     """The work of every kernel when each layer's per-sample counts are multiplied by ``scale``
     (the micro-batch times the fraction of the layer's extent its tile holds), on one GPU of a
-    filter/channel split where ``shares`` (:mod:`.shares`): the GEMM and depthwise kernels do
-    ``shares.work`` of the FLOPs (taken on the batch side of the GEMM, as a tile's), the GEMM
-    kernels move each tensor at its share (:func:`~.shares.operand_elems`), and the memory-bound
+    filter/channel split where ``shares`` (:mod:`.shares`): the GEMM and depthwise kernels are
+    those of the smaller layer that GPU runs (:func:`~.shares.per_gpu_kernels`: ``ceil(F/n)``
+    filters or ``ceil(C/n)`` input channels on the GEMM side they enter, padded as such on tensor
+    cores), moving each tensor at its share (:func:`~.shares.operand_elems`), and the memory-bound
     and window kernels, which act on the output, ``shares.y`` of it.
 
     ``tensor_cores``: the precision runs on tensor cores (channels padded, :mod:`perfmodel.cost.tensor_core`;
@@ -107,20 +108,21 @@ def kernel_work(
     cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`).
     """
     scale = np.asarray(scale, dtype=float)
-    work_scale, out_scale = (scale, scale) if shares is None else (scale * shares.work, scale * shares.y)
+    out_scale = scale if shares is None else scale * shares.y
+    lk_all, lk = lk, lk if shares is None else per_gpu_kernels(lk, shares)
     wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
     gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
     pads = channel_pads(lk, tensor_cores)  # the underlying convolution's C and K, padded on tensor cores
     flops: dict[str, np.ndarray] = {}
     cc: dict[str, np.ndarray] = {}
-    dw = depthwise_flops(lk, kp, work_scale, half_precision)
-    operands = operand_elems(lk, scale, shares)
+    dw = depthwise_flops(lk, kp, scale, half_precision)
+    operands = operand_elems(lk_all, scale, shares)
     mm_elems: dict[str, np.ndarray] = {}
     kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major)  # groups one kernel's tiles cover
     for s in MM_SLOTS:
         present = lk.n[s] > 0
-        m = np.where(lk.m_batch[s], lk.m[s] * work_scale, lk.m[s])
-        k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * work_scale)
+        m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
+        k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * scale)
         role = _roles(lk, s)  # which of the underlying convolution's kernels slot s runs
         m, n, k = pad_slot(lk, pads, s, role, (m, lk.n[s], k))
         direct = 2 * lk.groups * m * n * k

@@ -9,6 +9,7 @@ from functools import cached_property
 
 import numpy as np
 
+from ..cost.cudnn_gpus import check_cudnn_for_gpu
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import UsageError
@@ -186,6 +187,8 @@ def network_hypergraph(
     with the grouped convolutions of cuDNN ``cudnn_major`` and the activations in ``memory_format``."""
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
+    if hw is not None:  # a cuDNN that never ran on the GPU describes no run (network_partition too)
+        check_cudnn_for_gpu(cudnn_major, hw)
     return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts), cudnn_major, memory_format)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..cost.collectives import link_params
-from ..cost.compute import layer_times
+from ..cost.compute import OUT_SHARE, layer_times
 from ..cost.shares import TensorShares
 from ..errors import StrategyError
 from ..network.channel_split import LayerSplit, channel_split
@@ -209,6 +209,7 @@ def split_counts(cc: CompiledCounts, plan: SplitPlan, batch: float) -> dict[str,
     out = ev["out_elems"]
     scaled["out_elems"] = out * plan.f_out
     scaled["saved_extra_bytes"] = ev["saved_extra_bytes"] * plan.f_out
+    scaled[OUT_SHARE] = plan.f_out  # what layer_times checks its shares against
     return scaled
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,6 +30,7 @@ from typing import Any
 
 from ..errors import DataError, UsageError
 from ..hardware import Hardware
+from ..hardware.generation import generation
 from ..network.zoo.registry import MODELS, model_names
 
 __all__ = [
@@ -73,10 +73,6 @@ METHOD = (
     "runs with n large enough (Vovk et al. 2005; Lei et al. 2018)"
 )
 
-#: GPU architecture by the letter of the product name (NVIDIA's naming: P100, V100, A100, H100).
-_GENERATIONS = {"P": "pascal", "V": "volta", "T": "turing", "A": "ampere", "L": "ada", "H": "hopper", "B": "blackwell"}
-
-
 def family_of(model: str) -> str:
     """A zoo model's family: the zoo module that builds it (resnet50 and resnext101 -> resnet)."""
     if model in model_names():
@@ -85,11 +81,9 @@ def family_of(model: str) -> str:
 
 
 def generation_of(hw: Hardware) -> str:
-    """The GPU architecture of a profile's device, from its product name ('unknown' if none)."""
-    for token in re.split(r"[\s\-_]+", hw.device.name):
-        if re.fullmatch(r"[A-Z]\d{1,3}[A-Za-z]*", token) and token[0] in _GENERATIONS:
-            return _GENERATIONS[token[0]]
-    return "unknown"
+    """The GPU architecture of a profile's device (:func:`~perfmodel.hardware.generation.generation`;
+    'unknown' if none)."""
+    return generation(hw.device.name) or "unknown"
 
 
 def is_calibrated(hw: Hardware) -> bool:

@@ -1,0 +1,29 @@
+"""The GPU generation (architecture) of a device name: the one recogniser every check uses."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["GENERATIONS", "generation"]
+
+#: GPU architecture by the letter of NVIDIA's product and chip names (P100/GP100 Pascal, V100/GV100
+#: Volta, T4 Turing, A100/A800/A10G/RTX A6000 Ampere, L4/L40S Ada, H100/H800/GH200 Hopper, B200
+#: Blackwell): the letter, optionally after the chip prefix ``G``, then the model number.
+GENERATIONS = {"P": "pascal", "V": "volta", "T": "turing", "A": "ampere", "L": "ada", "H": "hopper",
+               "B": "blackwell"}
+
+_TOKEN = re.compile(r"G?([PVTALHB])\d{1,4}[A-Za-z]*")
+
+
+def generation(device_name: str) -> str | None:
+    """The architecture of a device name (``NVIDIA A100-SXM4-80GB`` -> ``ampere``, ``Tesla V100S-PCIE``
+    -> ``volta``, ``Quadro GV100`` -> ``volta``, ``TITAN V`` -> ``volta``), or None when no token of
+    the name is a product name of :data:`GENERATIONS` (a user's own GPU: left unchecked)."""
+    tokens = [t for t in re.split(r"[\s\-_/]+", device_name.strip()) if t]
+    for i, token in enumerate(tokens):
+        m = _TOKEN.fullmatch(token)
+        if m:
+            return GENERATIONS[m.group(1)]
+        if token.upper() == "V" and i > 0 and tokens[i - 1].upper() == "TITAN":
+            return "volta"
+    return None
