@@ -20,7 +20,7 @@ batchnorm (train)   statistics pass + normalise: ``3n``, and     two reductions 
                     ``num_batches_tracked += 1`` (one launch)
 act, dropout        read+write ``n`` (+1-byte mask)              read dy and saved, write dx: ``3n``
 add                 ``3n``                                       gradient sum at the fork: ``3n``
-mul (broadcast)     ``2n`` + scale                               dy*s, dy*x and its sum: ``6n``
+mul (broadcast)     :mod:`.broadcast_mul` (SE scaling)           :mod:`.broadcast_mul` (and the fork's sum)
 maxpool             read ``n_in``, write ``n`` + int64 indices   zero-fill ``n_in``; per input, read grad and
                                                                  index of each covering window: ``a n``
                                                                  reads from L2 (window area ``a``), write
@@ -43,6 +43,7 @@ path and :mod:`perfmodel.cost.kernel_model` prices those at the memory latency.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -51,6 +52,7 @@ import numpy as np
 
 from ..network.graph import Network
 from ..network.layers import Layer, numel
+from .broadcast_mul import mul_kernels
 from .efficiency import im2col_loads, zero_insert_factor
 
 __all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDEX_BYTES", "DEPTHWISE_MAX_CPG",
@@ -216,7 +218,6 @@ def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]
         "act": (2 * n, 3 * n, 0, 0, 1, 1),
         "dropout": (2 * n, 2 * n, n, n, 1, 1),
         "add": (3 * n, 3 * n, 0, 0, 1, 1),
-        "mul": (2 * n + n_in - n, 6 * n, 0, 0, 1, 3),
         "maxpool": (n_in + n, 2 * n_in + reads, INDEX_BYTES * n, INDEX_BYTES * reads, 1, 2),
         "adaptive_maxpool": (n_in + n, 2 * n_in + reads, INDEX_BYTES * n, INDEX_BYTES * reads, 1, 2),
         "avgpool": (n_in + n, AVGPOOL_BWD_PASSES * (n_in + n), 0, 0, 1, 1),
@@ -272,6 +273,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     win = np.zeros((3, L))
     loads = np.ones((2, L))
     xy = np.zeros((2, L))
+    readers = Counter(t for layer in layers for t in layer.inputs)
     for i, layer in enumerate(layers):
         win[:, i] = _window_kernel(layer)
         cols["groups"][i] = layer.groups
@@ -298,12 +300,15 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
                 and tuple(layer.kernel) in ((3, 3), (5, 5))
             )
         mf, mbw, xf, xb, lf, lb = _memory_kernels(layer)
+        host_f = 2 if layer.kind == "batchnorm" else 1  # + the num_batches_tracked increment
+        if layer.kind == "mul":  # SE scaling, and the gradient sum where its operand forks
+            mf, mbw, lf, lb, host_f = mul_kernels(layer, readers)
         cols["mf"][i], cols["mb"][i], cols["xf"][i], cols["xb"][i] = mf, mbw, xf, xb
         cols["lf"][i] = lf + (1 if n["fwd"][i] else 0)
         cols["lb"][i] = lb + sum(1 for s in ("dgrad", "wgrad") if n[s][i])
         # host: one op per layer forward, one autograd node backward (a view too: it launches no
         # kernel but is dispatched and recorded like any op)
-        cols["hf"][i] = 2 if layer.kind == "batchnorm" else 1  # + the num_batches_tracked increment
+        cols["hf"][i] = host_f
         cols["hb"][i] = 1
     return LayerKernels(
         m=m, n=n, k=k, m_batch=mb, groups=cols["groups"], c_in=cols["c_in"],

@@ -237,11 +237,14 @@ class NetBuilder:
         return self._add(Layer(self._name("add", name), "add", (a, b), (sa, sb), out, inplace=inplace,
                                block=self._block))
 
-    def mul(self, a: str, b: str, name: str | None = None) -> str:
-        """Broadcast multiply ``a * b`` where ``b`` is (C, 1, 1) or equal to ``a`` (SE scaling)."""
+    def mul(self, a: str, b: str, name: str | None = None, fused_add: bool = False) -> str:
+        """Broadcast multiply ``a * b`` where ``b`` is (C, 1, 1) or equal to ``a`` (SE scaling);
+        ``fused_add``: the product is added to a residual by one ``addcmul`` (the add is the next layer)."""
         sa, sb = self.shape(a), self.shape(b)
         out = _broadcast(sa, sb, self.name)
-        return self._add(Layer(self._name("mul", name), "mul", (a, b), (sa, sb), out, block=self._block))
+        attrs = (("fused_add", 1.0),) if fused_add else ()
+        return self._add(Layer(self._name("mul", name), "mul", (a, b), (sa, sb), out, block=self._block,
+                               attrs=attrs))
 
     def concat(
         self, xs: Sequence[str], name: str | None = None, dim: int = 0, const_extent: int = 0, params: int = 0

@@ -90,7 +90,7 @@ def _bottleneck(
         s = b.act(s, "relu", inplace=True, name=f"{prefix}.squeeze.activation")
         s = b.conv(s, cout, 1, name=f"{prefix}.squeeze.expand")
         s = b.act(s, "sigmoid", name=f"{prefix}.squeeze.sigmoid")
-        y = b.mul(y, s, name=f"{prefix}.scale")
+        y = b.mul(y, s, name=f"{prefix}.scale", fused_add=True)
     y = b.add(y, identity, inplace=True, name=f"{prefix}.add")
     return b.act(y, "relu", inplace=True, name=f"{prefix}.relu3")
 
