@@ -103,7 +103,12 @@ def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray], shares: TensorS
     if share is None or not np.allclose(share, shares.y, rtol=1e-12, atol=0.0):
         raise ValueError(f"shares of a split need the split GPU's counts (split_counts, with '{OUT_SHARE}' equal "
                          f"to shares.y); got {'none' if share is None else 'another share'}")
-    return np.asarray(ratio / shares.y)
+    scaled = np.asarray(ratio / shares.y)
+    # the counts were multiplied by the share and are divided by it here: snap the round trip's
+    # last-bit error back to the whole micro-batch it came from (96.00000000000001 would add a
+    # tile row to every ceil over the batch side, and explain's symbolic path has no such error)
+    whole = np.round(scaled)
+    return np.where(np.abs(scaled - whole) <= 1e-9 * np.maximum(whole, 1.0), whole, scaled)
 
 
 def layer_seconds(
