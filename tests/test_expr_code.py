@@ -76,3 +76,11 @@ def test_other_functions_fall_back_to_lambdify(expr: sp.Expr) -> None:
     args = sorted(expr.free_symbols, key=str)
     want = sp.lambdify(args, expr, modules=MODULES)(2.0, 3.0)
     assert compile_expr(args, expr)(2.0, 3.0) == pytest.approx(want, rel=1e-15)
+
+
+def test_a_negative_numeric_base_keeps_its_sign_under_a_power() -> None:
+    # -2.0**z reads as -(2.0**z) in Python: a negative number must be written parenthesised
+    z = sp.Symbol("z")
+    expr = sp.Pow(sp.Integer(-2), z, evaluate=False)
+    assert compile_expr([z], expr)(2.0) == pytest.approx(4.0)
+    assert compile_expr([z], sp.Integer(-3) * z)(2.0) == pytest.approx(-6.0)

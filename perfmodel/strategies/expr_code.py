@@ -54,7 +54,7 @@ def _node(e: sp.Basic, names: dict[Any, str], memo: dict[Any, str]) -> str:
 def _source(e: Any, names: dict[Any, str], memo: dict[Any, str]) -> str:
     """Python source of ``e``, the symbols written as ``names``."""
     if isinstance(e, (int, float)) or (isinstance(e, sp.Basic) and e.is_Number):
-        return repr(float(e))
+        return f"({float(e)!r})"  # parenthesised: -2.0**x would read as -(2.0**x)
     if not isinstance(e, sp.Basic):
         raise _Unsupported(type(e).__name__)
     text = memo.get(e)
