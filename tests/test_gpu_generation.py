@@ -68,3 +68,13 @@ def test_unknown_names_stay_unchecked(name: str) -> None:
 def test_every_shipped_profile_is_recognised() -> None:
     for p in profile_names():
         assert generation(load_hardware(p).device.name) in ("pascal", "volta", "ampere", "hopper"), p
+
+
+@pytest.mark.parametrize("name, gen", [
+    ("nvidia a100-sxm4-80gb", "ampere"), ("tesla v100s-pcie-32gb", "volta"), ("titan v", "volta"),
+    ("Intel Arc A770", None), ("AMD Radeon Pro V620", None), ("Google TPU v4", None),
+])
+def test_names_in_any_case_and_other_vendors(name: str, gen: str | None) -> None:
+    # a user's TOML may write the device name in lower case; other vendors' model numbers share
+    # NVIDIA's letters and have no NVIDIA generation (left unchecked)
+    assert generation(name) == gen

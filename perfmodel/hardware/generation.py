@@ -12,18 +12,23 @@ __all__ = ["GENERATIONS", "generation"]
 GENERATIONS = {"P": "pascal", "V": "volta", "T": "turing", "A": "ampere", "L": "ada", "H": "hopper",
                "B": "blackwell"}
 
-_TOKEN = re.compile(r"G?([PVTALHB])\d{1,4}[A-Za-z]*")
+_TOKEN = re.compile(r"G?([PVTALHB])\d{1,4}[A-Z]*")
+#: Words of other vendors' device names, whose model numbers share NVIDIA's letters (Intel Arc
+#: A770, AMD Radeon Pro V620, Google TPU v4): such a name has no NVIDIA generation.
+_OTHER_VENDORS = frozenset({"AMD", "RADEON", "INSTINCT", "INTEL", "ARC", "TPU", "GOOGLE"})
 
 
 def generation(device_name: str) -> str | None:
     """The architecture of a device name (``NVIDIA A100-SXM4-80GB`` -> ``ampere``, ``Tesla V100S-PCIE``
     -> ``volta``, ``Quadro GV100`` -> ``volta``, ``TITAN V`` -> ``volta``), or None when no token of
     the name is a product name of :data:`GENERATIONS` (a user's own GPU: left unchecked)."""
-    tokens = [t for t in re.split(r"[\s\-_/]+", device_name.strip()) if t]
+    tokens = [t.upper() for t in re.split(r"[\s\-_/]+", device_name.strip()) if t]
+    if any(t in _OTHER_VENDORS for t in tokens):
+        return None
     for i, token in enumerate(tokens):
         m = _TOKEN.fullmatch(token)
         if m:
             return GENERATIONS[m.group(1)]
-        if token.upper() == "V" and i > 0 and tokens[i - 1].upper() == "TITAN":
+        if token == "V" and i > 0 and tokens[i - 1] == "TITAN":
             return "volta"
     return None
