@@ -73,21 +73,37 @@ def _whole(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.where(np.abs(x - r) <= 1e-9 * np.maximum(np.abs(x), 1.0), r, x))
 
 
+def _group_shares(groups: np.ndarray, r_in: np.ndarray,
+                  r_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Share of a grouped layer's groups one GPU runs, and of each group's input and output
+    channels: a split's block of ``r`` of the channels touches ``ceil(G r)`` whole groups (one
+    at least), each at its full width on the side not split and at ``r G / ceil(G r)`` on the
+    split side (both sides when the layer follows a split tensor); ungrouped layers: ``(1, r_in,
+    r_out)``."""
+    grouped = groups > 1
+    g = np.maximum(groups, 1.0)
+    r_split = np.minimum(r_in, r_out)
+    g_gpu = np.where(grouped, np.ceil(_whole(g * r_split)), g)
+    r_g = g_gpu / g
+    fill = np.where(grouped, np.minimum(r_split / r_g, 1.0), 1.0)
+    per_in = np.where(grouped, np.where(r_in <= r_out, fill, 1.0), r_in)
+    per_out = np.where(grouped, np.where(r_out <= r_in, fill, 1.0), r_out)
+    return r_g, per_in, per_out
+
+
 def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
     """The kernel descriptors of the smaller layers one GPU of a filter/channel split runs (module
     docstring): the channels at their shares (``shares.x`` of the input's, ``shares.y`` of the
-    output's), each GEMM view narrowed on the side those channels enter, the groups of a grouped
-    layer that follows a split tensor (input and output at the same share) at that share, and the
-    activations each GEMM kernel moves at their tensors' shares. Memory-bound kernels are left
+    output's), each GEMM view narrowed on the side those channels enter, a grouped layer run as
+    the whole groups its channels touch (:func:`_group_shares`), and the activations each GEMM
+    kernel moves at their tensors' shares. Memory-bound kernels are left
     whole (:func:`~perfmodel.cost.work.kernel_work` prices them at the output's share)."""
-    c_in, c_out = _whole(lk.c_in * shares.x), _whole(lk.c_out * shares.y)
-    r_in = np.where(lk.c_in > 0, c_in / np.maximum(lk.c_in, 1.0), 1.0)
-    r_out = np.where(lk.c_out > 0, c_out / np.maximum(lk.c_out, 1.0), 1.0)
-    # a grouped layer on a split tensor keeps its channels per group and runs fewer groups
-    follows = (lk.groups > 1) & (r_in == r_out) & (r_in < 1.0)
-    r_g = np.where(follows, r_out, 1.0)
-    r_c = np.where(lk.transposed, r_out, r_in) / r_g  # per group, of the underlying convolution's C
-    r_k = np.where(lk.transposed, r_in, r_out) / r_g  # and of its K
+    r_in = np.where(lk.c_in > 0, _whole(lk.c_in * shares.x) / np.maximum(lk.c_in, 1.0), 1.0)
+    r_out = np.where(lk.c_out > 0, _whole(lk.c_out * shares.y) / np.maximum(lk.c_out, 1.0), 1.0)
+    r_g, r_in, r_out = _group_shares(lk.groups, r_in, r_out)
+    c_in, c_out = _whole(lk.c_in * r_g * r_in), _whole(lk.c_out * r_g * r_out)
+    r_c = np.where(lk.transposed, r_out, r_in)  # per group, of the underlying convolution's C
+    r_k = np.where(lk.transposed, r_in, r_out)  # and of its K
     dims: tuple[dict[str, np.ndarray], ...] = (dict(lk.m), dict(lk.n), dict(lk.k))
     for s in MM_SLOTS:
         role = np.where(lk.transposed, {"fwd": "dgrad", "dgrad": "fwd"}.get(s, s), s)
@@ -96,9 +112,11 @@ def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
             for d in range(3):
                 ratio = np.where(at & (d == k_side), r_k, 1.0) * np.where(at & (d == c_side), r_c, 1.0)
                 dims[d][s] = _whole(dims[d][s] * ratio)
-    x_elems, y_elems = lk.x_elems * shares.x, lk.y_elems * shares.y
+    grouped = lk.groups > 1  # a grouped layer's GPU reads and writes only its groups' channels
+    x_elems = lk.x_elems * np.where(grouped, np.minimum(shares.x, r_g * r_in), shares.x)
+    y_elems = lk.y_elems * np.where(grouped, np.minimum(shares.y, r_g * r_out), shares.y)
     return dataclasses.replace(
-        lk, m=dims[0], n=dims[1], k=dims[2], c_in=c_in, c_out=c_out, groups=_whole(lk.groups * r_g),
+        lk, m=dims[0], n=dims[1], k=dims[2], c_in=c_in, c_out=c_out, groups=lk.groups * r_g,
         dgrad_sum_n=_whole(lk.dgrad_sum_n * r_c), dgrad_sum_k=_whole(lk.dgrad_sum_k * r_k),
         x_elems=x_elems, y_elems=y_elems,
     )
