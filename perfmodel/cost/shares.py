@@ -44,12 +44,12 @@ __all__ = ["TensorShares", "operand_elems", "per_gpu_kernels"]
 
 @dataclass(frozen=True, eq=False)
 class TensorShares:
-    """Per layer, the fraction of its input (``x``, and ``dx``), of its output (``y``, and ``dy``)
-    and of its FLOPs (``work``) one GPU touches (module docstring); all ones without a split."""
+    """Per layer, the fraction of its input (``x``, and ``dx``) and of its output (``y``, and
+    ``dy``) one GPU touches (module docstring); all ones without a split. Its FLOPs follow from
+    the smaller layer it runs (:func:`per_gpu_kernels`)."""
 
     x: np.ndarray
     y: np.ndarray
-    work: np.ndarray
 
 
 def operand_elems(lk: LayerKernels, scale: np.ndarray, shares: TensorShares | None = None) -> np.ndarray:

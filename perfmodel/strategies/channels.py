@@ -60,8 +60,8 @@ class SplitPlan:
 
     @property
     def tensor_shares(self) -> TensorShares:
-        """Each layer's input, output and FLOP shares on the busiest GPU (:mod:`perfmodel.cost.shares`)."""
-        return TensorShares(self.f_in, self.f_out, self.f_work)
+        """Each layer's input and output shares on the busiest GPU (:mod:`perfmodel.cost.shares`)."""
+        return TensorShares(self.f_in, self.f_out)
 
 
 def _part(c: int, n: int) -> float:
