@@ -42,6 +42,9 @@ def run_main_once(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[
 def load_file(relative: str, name: str) -> ModuleType:
     """The Python file ``ROOT / relative`` as a module called ``name`` (registered in
     ``sys.modules``: a dataclass looks its module up while being defined)."""
+    folder = str((ROOT / relative).parent)  # a tool imports its siblings, as when run as a script
+    if folder not in sys.path:
+        sys.path.append(folder)
     spec = importlib.util.spec_from_file_location(name, ROOT / relative)
     assert spec is not None and spec.loader is not None, relative
     mod = importlib.util.module_from_spec(spec)

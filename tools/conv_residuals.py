@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+from collections.abc import Callable
 from importlib import resources
 
 import numpy as np
@@ -27,7 +28,7 @@ from perfmodel.validation.kernels import price_rows
 FEATURES = ("filt", "stride", "C", "K", "N", "PQ", "NPQ", "KCRS", "algo", "wave")
 
 
-def _bucket(x: float) -> str:
+def bucket(x: float) -> str:
     """Power-of-two bucket of a positive number: '<=2^j'."""
     return f"<=2^{max(0, math.ceil(math.log2(max(x, 1.0))))}"
 
@@ -59,10 +60,10 @@ def frame() -> pd.DataFrame:
         filt = "first C<=4" if c <= 4 else f"{rr}x{ss}" + ("" if st == 1 else f"/s{st}")
         tiles_128 = math.ceil(n * pp * qq / 128) * math.ceil(k / 128)
         recs.append(dict(
-            gpu=r.gpu[:4], prec=r.precision, what=r.what, filt=filt, stride=st, C=_bucket(c), K=_bucket(k),
-            N=n, PQ=_bucket(pp * qq), NPQ=_bucket(n * pp * qq), KCRS=_bucket(k * c * rr * ss),
+            gpu=r.gpu[:4], prec=r.precision, what=r.what, filt=filt, stride=st, C=bucket(c), K=bucket(k),
+            N=n, PQ=bucket(pp * qq), NPQ=bucket(n * pp * qq), KCRS=bucket(k * c * rr * ss),
             algo=algos.get((r.gpu[:4], prec, key), "?"),
-            wave=_bucket(tiles_128), shape=f"N{n} C{c} {h}x{w} K{k} {rr}x{ss}/{st}",
+            wave=bucket(tiles_128), shape=f"N{n} C{c} {h}x{w} K{k} {rr}x{ss}/{st}",
             meas_ms=r.measured_s * 1e3, pred_ms=p * 1e3,
         ))
     df = pd.DataFrame(recs)
@@ -71,35 +72,44 @@ def frame() -> pd.DataFrame:
     return df
 
 
-def report(df: pd.DataFrame, by: list[str], rows: bool) -> None:
+def report(df: pd.DataFrame, by: list[str], rows: bool,
+           cols: tuple[str, ...] = ("shape", "algo", "meas_ms", "pred_ms", "lr")) -> None:
+    """Per GPU, precision and kernel (``what``) of ``df``: the log ratios grouped by each feature of
+    ``by``, largest MAPE share first; with ``rows`` the rows themselves (``cols``), worst first."""
     for (gpu, prec, what), d in df.groupby(["gpu", "prec", "what"], sort=True):
         print(f"\n== {gpu} {prec} {what}: {len(d)} rows, MAPE {100 * d.ape.mean():.1f}%, "
               f"mean log ratio {d.lr.mean():+.2f}")
-        total = len(d)
         for f in by:
             g = d.groupby(f).agg(rows=("lr", "size"), mean_lr=("lr", "mean"), sd_lr=("lr", "std"),
                                  ape_sum=("ape", "sum"))
-            g["mape_share_pct"] = 100 * g.pop("ape_sum") / total
+            g["mape_share_pct"] = 100 * g.pop("ape_sum") / len(d)
             print(g.sort_values("mape_share_pct", ascending=False).round(2).to_string())
         if rows:
-            cols = ["shape", "algo", "meas_ms", "pred_ms", "lr"]
-            print(d.sort_values("lr")[cols].round(3).to_string(index=False))
+            print(d.sort_values("lr")[list(cols)].round(3).to_string(index=False))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_cli(doc: str, frame: Callable[[], pd.DataFrame], features: tuple[str, ...], default_by: list[str],
+            cols: tuple[str, ...], kernel_filter: bool) -> None:
+    """The command line of a residual tool: filters (``--gpu``, ``--precision``, and ``--what``
+    where ``kernel_filter``), ``--by`` of ``features``, ``--rows`` (:func:`report`)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--gpu")
     ap.add_argument("--precision")
-    ap.add_argument("--what")
-    ap.add_argument("--by", nargs="*", default=["filt", "algo"], choices=FEATURES)
+    if kernel_filter:
+        ap.add_argument("--what")
+    ap.add_argument("--by", nargs="*", default=default_by, choices=features)
     ap.add_argument("--rows", action="store_true")
     a = ap.parse_args()
     df = frame()
-    for col, val in (("gpu", a.gpu), ("prec", a.precision), ("what", a.what)):
+    for col, val in (("gpu", a.gpu), ("prec", a.precision), ("what", getattr(a, "what", None))):
         if val:
             df = df[df[col] == val]
     pd.set_option("display.width", 200)
-    report(df, a.by, a.rows)
+    report(df, a.by, a.rows, cols)
+
+
+def main() -> None:
+    run_cli(__doc__ or "", frame, FEATURES, ["filt", "algo"], ("shape", "algo", "meas_ms", "pred_ms", "lr"), True)
 
 
 if __name__ == "__main__":

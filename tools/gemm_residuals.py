@@ -13,23 +13,18 @@ worst first, with the measured and predicted TFLOP/s.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 from importlib import resources
 
 import numpy as np
 import pandas as pd
+from conv_residuals import bucket, run_cli  # tools/, beside this file
 
 from perfmodel.validation.kernel_rows import load_rows
 from perfmodel.validation.kernels import price_rows
 
 FEATURES = ("tt", "app", "N", "M", "K", "flops")
-
-
-def _bucket(x: float) -> str:
-    """Power-of-two bucket of a positive number: '<=2^j'."""
-    return f"<=2^{max(0, math.ceil(math.log2(max(x, 1.0))))}"
 
 
 def frame() -> pd.DataFrame:
@@ -46,8 +41,9 @@ def frame() -> pd.DataFrame:
             raise SystemExit("DeepBench GEMM rows and kernels_deepbench_gemm.csv are out of step")
         flops = 2.0 * m * n * k
         recs.append(dict(
-            gpu=d["gpu"][:4], prec=prec[d["precision"]], app=d["application"], tt=d["a_transpose"] + d["b_transpose"],
-            N=n, M=_bucket(m), K=_bucket(k), flops=f"1e{int(math.floor(math.log10(flops)))}",
+            gpu=d["gpu"][:4], prec=prec[d["precision"]], what="GEMM", app=d["application"],
+            tt=d["a_transpose"] + d["b_transpose"],
+            N=n, M=bucket(m), K=bucket(k), flops=f"1e{int(math.floor(math.log10(flops)))}",
             shape=f"{m}x{n}x{k} {d['a_transpose']}{d['b_transpose']}", meas_ms=r.measured_s * 1e3, pred_ms=p * 1e3,
             meas_tflops=flops / r.measured_s / 1e12, pred_tflops=flops / p / 1e12,
         ))
@@ -57,33 +53,9 @@ def frame() -> pd.DataFrame:
     return df
 
 
-def report(df: pd.DataFrame, by: list[str], rows: bool) -> None:
-    for (gpu, prec), d in df.groupby(["gpu", "prec"], sort=True):
-        print(f"\n== {gpu} {prec} GEMM: {len(d)} rows, MAPE {100 * d.ape.mean():.1f}%, "
-              f"mean log ratio {d.lr.mean():+.2f}")
-        for f in by:
-            g = d.groupby(f).agg(rows=("lr", "size"), mean_lr=("lr", "mean"), sd_lr=("lr", "std"),
-                                 ape_sum=("ape", "sum"))
-            g["mape_share_pct"] = 100 * g.pop("ape_sum") / len(d)
-            print(g.sort_values("mape_share_pct", ascending=False).round(2).to_string())
-        if rows:
-            cols = ["shape", "app", "meas_ms", "pred_ms", "meas_tflops", "pred_tflops", "lr"]
-            print(d.sort_values("lr")[cols].round(3).to_string(index=False))
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpu")
-    ap.add_argument("--precision")
-    ap.add_argument("--by", nargs="*", default=["tt", "N", "flops"], choices=FEATURES)
-    ap.add_argument("--rows", action="store_true")
-    a = ap.parse_args()
-    df = frame()
-    for col, val in (("gpu", a.gpu), ("prec", a.precision)):
-        if val:
-            df = df[df[col] == val]
-    pd.set_option("display.width", 200)
-    report(df, a.by, a.rows)
+    run_cli(__doc__ or "", frame, FEATURES, ["tt", "N", "flops"],
+            ("shape", "app", "meas_ms", "pred_ms", "meas_tflops", "pred_tflops", "lr"), False)
 
 
 if __name__ == "__main__":
