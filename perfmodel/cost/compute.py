@@ -17,6 +17,7 @@ from .grouped import DEFAULT_CUDNN_MAJOR
 from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tensor_cores
 from .kernels import network_kernels
 from .layout import DEFAULT_MEMORY_FORMAT, with_transposes
+from .rounding import snap_whole
 from .shares import TensorShares
 from .work import KernelWork, kernel_work
 
@@ -103,12 +104,10 @@ def _scale(cc: CompiledCounts, counts: Mapping[str, np.ndarray], shares: TensorS
     if share is None or not np.allclose(share, shares.y, rtol=1e-12, atol=0.0):
         raise ValueError(f"shares of a split need the split GPU's counts (split_counts, with '{OUT_SHARE}' equal "
                          f"to shares.y); got {'none' if share is None else 'another share'}")
-    scaled = np.asarray(ratio / shares.y)
     # the counts were multiplied by the share and are divided by it here: snap the round trip's
     # last-bit error back to the whole micro-batch it came from (96.00000000000001 would add a
     # tile row to every ceil over the batch side, and explain's symbolic path has no such error)
-    whole = np.round(scaled)
-    return np.where(np.abs(scaled - whole) <= 1e-9 * np.maximum(whole, 1.0), whole, scaled)
+    return snap_whole(ratio / shares.y)
 
 
 def layer_seconds(

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels import MM_SLOTS, LayerKernels
+from .rounding import snap_whole
 
 __all__ = ["TensorShares", "operand_elems", "per_gpu_kernels"]
 
@@ -67,12 +68,6 @@ def operand_elems(lk: LayerKernels, scale: np.ndarray, shares: TensorShares | No
 _CHANNEL_SIDES = {"fwd": (1, 2), "dgrad": (2, 1), "wgrad": (0, 1)}
 
 
-def _whole(x: np.ndarray) -> np.ndarray:
-    """Channel counts times a ``ceil(C/n)/C`` share, made whole where rounding left them a hair off."""
-    r = np.round(x)
-    return np.asarray(np.where(np.abs(x - r) <= 1e-9 * np.maximum(np.abs(x), 1.0), r, x))
-
-
 def _group_shares(groups: np.ndarray, r_in: np.ndarray,
                   r_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Share of a grouped layer's groups one GPU runs, and of each group's input and output
@@ -83,7 +78,7 @@ def _group_shares(groups: np.ndarray, r_in: np.ndarray,
     grouped = groups > 1
     g = np.maximum(groups, 1.0)
     r_split = np.minimum(r_in, r_out)
-    g_gpu = np.where(grouped, np.ceil(_whole(g * r_split)), g)
+    g_gpu = np.where(grouped, np.ceil(snap_whole(g * r_split)), g)
     r_g = g_gpu / g
     fill = np.where(grouped, np.minimum(r_split / r_g, 1.0), 1.0)
     per_in = np.where(grouped, np.where(r_in <= r_out, fill, 1.0), r_in)
@@ -98,10 +93,10 @@ def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
     the whole groups its channels touch (:func:`_group_shares`), and the activations each GEMM
     kernel moves at their tensors' shares. Memory-bound kernels are left
     whole (:func:`~perfmodel.cost.work.kernel_work` prices them at the output's share)."""
-    r_in = np.where(lk.c_in > 0, _whole(lk.c_in * shares.x) / np.maximum(lk.c_in, 1.0), 1.0)
-    r_out = np.where(lk.c_out > 0, _whole(lk.c_out * shares.y) / np.maximum(lk.c_out, 1.0), 1.0)
+    r_in = np.where(lk.c_in > 0, snap_whole(lk.c_in * shares.x) / np.maximum(lk.c_in, 1.0), 1.0)
+    r_out = np.where(lk.c_out > 0, snap_whole(lk.c_out * shares.y) / np.maximum(lk.c_out, 1.0), 1.0)
     r_g, r_in, r_out = _group_shares(lk.groups, r_in, r_out)
-    c_in, c_out = _whole(lk.c_in * r_g * r_in), _whole(lk.c_out * r_g * r_out)
+    c_in, c_out = snap_whole(lk.c_in * r_g * r_in), snap_whole(lk.c_out * r_g * r_out)
     r_c = np.where(lk.transposed, r_out, r_in)  # per group, of the underlying convolution's C
     r_k = np.where(lk.transposed, r_in, r_out)  # and of its K
     dims: tuple[dict[str, np.ndarray], ...] = (dict(lk.m), dict(lk.n), dict(lk.k))
@@ -111,12 +106,12 @@ def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
             at = role == r
             for d in range(3):
                 ratio = np.where(at & (d == k_side), r_k, 1.0) * np.where(at & (d == c_side), r_c, 1.0)
-                dims[d][s] = _whole(dims[d][s] * ratio)
+                dims[d][s] = snap_whole(dims[d][s] * ratio)
     grouped = lk.groups > 1  # a grouped layer's GPU reads and writes only its groups' channels
     x_elems = lk.x_elems * np.where(grouped, np.minimum(shares.x, r_g * r_in), shares.x)
     y_elems = lk.y_elems * np.where(grouped, np.minimum(shares.y, r_g * r_out), shares.y)
     return dataclasses.replace(
         lk, m=dims[0], n=dims[1], k=dims[2], c_in=c_in, c_out=c_out, groups=lk.groups * r_g,
-        dgrad_sum_n=_whole(lk.dgrad_sum_n * r_c), dgrad_sum_k=_whole(lk.dgrad_sum_k * r_k),
+        dgrad_sum_n=snap_whole(lk.dgrad_sum_n * r_c), dgrad_sum_k=snap_whole(lk.dgrad_sum_k * r_k),
         x_elems=x_elems, y_elems=y_elems,
     )

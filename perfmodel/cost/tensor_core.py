@@ -31,6 +31,7 @@ import numpy as np
 
 from .efficiency import pad_channels
 from .kernels import LayerKernels
+from .rounding import snap_whole
 
 __all__ = ["ChannelPads", "channel_pads", "pad_slot", "pad_sum_view"]
 
@@ -58,21 +59,15 @@ def pad_slot(lk: LayerKernels, pads: ChannelPads, slot: str, role: np.ndarray,
     gradient) or rows (weight gradient) of convolutions only."""
     m, n, k = mnk
     fwd = role == "fwd"
-    n = _snap(n * np.where(fwd, pads.k, pads.c))
+    n = snap_whole(n * np.where(fwd, pads.k, pads.c))
     other = np.where(lk.conv, np.where(fwd, pads.c, pads.k), 1.0)
     if slot == "wgrad":
-        return _snap(m * other), n, k
-    return m, n, _snap(k * other)
+        return snap_whole(m * other), n, k
+    return m, n, snap_whole(k * other)
 
 
 def pad_sum_view(lk: LayerKernels, pads: ChannelPads) -> tuple[np.ndarray, np.ndarray]:
     """``(n, k)`` of the data gradient as a sum of matrix products (``C*R*S`` columns, ``K`` reduction:
     :func:`~perfmodel.cost.kernels.layer_kernels`'s ``dgrad_sum_n`` / ``dgrad_sum_k``) after padding."""
-    return _snap(lk.dgrad_sum_n * pads.c), _snap(lk.dgrad_sum_k * pads.k)
+    return snap_whole(lk.dgrad_sum_n * pads.c), snap_whole(lk.dgrad_sum_k * pads.k)
 
-
-def _snap(x: np.ndarray) -> np.ndarray:
-    """``x`` with values within rounding error of a whole number made whole: a count times a padding
-    ratio (50 x 56/50 = 56.00000000000001) must not take one more tile or reduction step."""
-    r = np.round(x)
-    return np.asarray(np.where(np.abs(x - r) <= 1e-9 * np.maximum(np.abs(x), 1.0), r, x))
