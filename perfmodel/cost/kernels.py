@@ -55,8 +55,8 @@ from ..network.layers import Layer, numel
 from .broadcast_mul import mul_kernels
 from .efficiency import im2col_loads, zero_insert_factor
 
-__all__ = ["LayerKernels", "layer_kernels", "network_kernels", "MM_SLOTS", "INDEX_BYTES", "DEPTHWISE_MAX_CPG",
-           "WINDOW_KINDS"]
+__all__ = ["LayerKernels", "layer_kernels", "network_kernels", "slot_roles", "MM_SLOTS", "INDEX_BYTES",
+           "DEPTHWISE_MAX_CPG", "WINDOW_KINDS"]
 
 #: The GEMM-shaped kernels of a matmul layer, in order.
 MM_SLOTS = ("fwd", "dgrad", "wgrad")
@@ -325,6 +325,14 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
 
 
 @lru_cache(maxsize=64)
+def slot_roles(lk: LayerKernels, s: str) -> np.ndarray:
+    """Per layer, which kernel of its underlying convolution GEMM slot ``s`` runs: a transposed
+    layer's forward is the convolution's data gradient and its data gradient the convolution's
+    forward (:func:`_gemm_views`)."""
+    swap = {"fwd": "dgrad", "dgrad": "fwd"}.get(s, s)
+    return np.where(lk.transposed, swap, s)
+
+
 def network_kernels(net: Network) -> LayerKernels:
     """:func:`layer_kernels` of every layer of ``net`` (cached per network)."""
     first = [all(t == "input" for t in layer.inputs) for layer in net.layers]

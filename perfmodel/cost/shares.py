@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .kernels import MM_SLOTS, LayerKernels
+from .kernels import MM_SLOTS, LayerKernels, slot_roles
 from .rounding import snap_whole
 
 __all__ = ["TensorShares", "operand_elems", "per_gpu_kernels"]
@@ -101,7 +101,7 @@ def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
     r_k = np.where(lk.transposed, r_in, r_out)  # and of its K
     dims: tuple[dict[str, np.ndarray], ...] = (dict(lk.m), dict(lk.n), dict(lk.k))
     for s in MM_SLOTS:
-        role = np.where(lk.transposed, {"fwd": "dgrad", "dgrad": "fwd"}.get(s, s), s)
+        role = slot_roles(lk, s)
         for r, (k_side, c_side) in _CHANNEL_SIDES.items():
             at = role == r
             for d in range(3):

@@ -18,7 +18,7 @@ from .depthwise import depthwise_flops
 from .efficiency import gemm_shape_efficiency, winograd_gain, winograd_mask
 from .formulas import Num
 from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups, looped_efficiency
-from .kernels import MM_SLOTS, LayerKernels
+from .kernels import MM_SLOTS, LayerKernels, slot_roles
 from .shares import TensorShares, operand_elems, per_gpu_kernels
 from .tensor_core import ChannelPads, channel_pads, pad_slot, pad_sum_view
 from .tile_intensity import layer_half_intensity
@@ -123,7 +123,7 @@ def kernel_work(
         present = lk.n[s] > 0
         m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
         k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * scale)
-        role = _roles(lk, s)  # which of the underlying convolution's kernels slot s runs
+        role = slot_roles(lk, s)  # which of the underlying convolution's kernels slot s runs
         m, n, k = pad_slot(lk, pads, s, role, (m, lk.n[s], k))
         direct = 2 * lk.groups * m * n * k
         eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pads, direct)
@@ -173,16 +173,8 @@ def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarra
     return best
 
 
-def _roles(lk: LayerKernels, s: str) -> np.ndarray:
-    """Per layer, which kernel of its underlying convolution GEMM slot ``s`` runs: a transposed
-    layer's forward is the convolution's data gradient and its data gradient the convolution's
-    forward (:func:`~perfmodel.cost.kernels.layer_kernels`)."""
-    swap = {"fwd": "dgrad", "dgrad": "fwd"}.get(s, s)
-    return np.where(lk.transposed, swap, s)
-
-
 def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray, split_eff: float) -> dict[str, Any]:
-    """The shape-rule options of GEMM slot ``s`` (running ``role``, :func:`_roles`): operand loads
+    """The shape-rule options of GEMM slot ``s`` (running ``role``, :func:`~.kernels.slot_roles`): operand loads
     of the lowered convolution operand (the forward's and data gradient's ``m`` side, the weight gradient's ``n`` side),
     and for weight gradients their split-K rules (:func:`~perfmodel.cost.efficiency.gemm_shape_efficiency`):
     at most ``wgrad_max_split`` slices, grids smaller than a wave spread over the SMs, and an
