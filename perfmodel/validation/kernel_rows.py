@@ -13,6 +13,7 @@ precision that price it, and the seconds measured.
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -339,6 +340,7 @@ def _pipedream() -> Iterator[KernelRow]:
                                 CUDNN_MAJOR["pipedream"])
 
 
+@functools.cache  # one floor row per GPU and op, which all its rows share (priced once)
 def _neusight_row(gpu: str, op: str, dims: tuple[int, ...], t: float) -> KernelRow:
     """NeuSight's ``op`` (conv, linear, relu, add, mul) on ``gpu`` over the problem ``dims``
     (:data:`~.neusight_window.WINDOW_FLOOR`'s order), measured ``t`` seconds, with its window floor."""

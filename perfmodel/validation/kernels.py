@@ -113,10 +113,12 @@ def _with_window_floor(rows: Sequence[KernelRow], priced: np.ndarray, precision:
     if not idx:
         return priced
     floors = [f for f in (rows[j].window_floor for j in idx) if f is not None]
-    low = _kernel_model(floors, precision, hw, cudnn_major)
+    unique = list({id(f): f for f in floors}.values())  # a few floor rows, shared by many rows
+    host = dict(zip(map(id, unique), np.array([f.measured_s for f in unique])
+                    - _kernel_model(unique, precision, hw, cudnn_major), strict=True))
     measured = np.array([f.measured_s for f in floors])
     out = priced.copy()
-    out[idx] = np.maximum(measured, priced[idx] + np.maximum(measured - low, 0.0))
+    out[idx] = np.maximum(measured, priced[idx] + np.maximum([host[id(f)] for f in floors], 0.0))
     return out
 
 
