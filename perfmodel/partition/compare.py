@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from ..cost.compute import GRAD_BYTES_PER_PARAM
-from ..cost.cudnn_gpus import check_cudnn_for_gpu
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major, cudnn_assumption
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format, memory_format_assumption
 from ..errors import BatchSplitError, UsageError
@@ -235,8 +234,7 @@ def partition_report(
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
     net = model if isinstance(model, Network) else get_model(model, image_size)
     hw = load_hardware(hardware)
-    check_cudnn_for_gpu(major, hw)
-    hg = network_hypergraph(net, hw, precision, parts, granularity, major, fmt)
+    hg = network_hypergraph(net, hw, precision, parts, granularity, major, fmt)  # checks cuDNN against hw
     hp = hypergraph_partition(hg, parts, epsilon, seed)
     cp = contiguous_partition(net, hg, parts)
     params_unit = hg.layer_values(net_params(net))
