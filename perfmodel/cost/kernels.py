@@ -324,7 +324,6 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     )
 
 
-@lru_cache(maxsize=64)
 def slot_roles(lk: LayerKernels, s: str) -> np.ndarray:
     """Per layer, which kernel of its underlying convolution GEMM slot ``s`` runs: a transposed
     layer's forward is the convolution's data gradient and its data gradient the convolution's
@@ -333,6 +332,7 @@ def slot_roles(lk: LayerKernels, s: str) -> np.ndarray:
     return np.where(lk.transposed, swap, s)
 
 
+@lru_cache(maxsize=64)
 def network_kernels(net: Network) -> LayerKernels:
     """:func:`layer_kernels` of every layer of ``net`` (cached per network)."""
     first = [all(t == "input" for t in layer.inputs) for layer in net.layers]
