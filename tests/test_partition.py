@@ -133,8 +133,10 @@ def test_channel_hypergraph_splits_layers() -> None:
     assert pins["flat[0:128]"] == [8, 10, 11]  # the linear layer reads every group
     assert hg.net_bytes[hg.net_names.index("a[0:2]")] == 2 * 2 * 64 * 2
     assert hg.net_bytes[hg.net_names.index("flat[128:256]")] == 2 * 128 * 2
-    # splitting keeps every layer's time and every unit is a piece of one layer
-    assert hg.unit_seconds.sum() == pytest.approx(layer.unit_seconds.sum())
+    # every unit is a piece of one layer, run as the smaller layer its GPU computes: two halves of a
+    # tiny layer take longer than the layer (launches and host dispatch twice; tests/test_unit_times.py)
+    per_layer = np.bincount(hg.unit_layer, weights=hg.unit_seconds, minlength=6)
+    assert np.all(per_layer >= layer.unit_seconds * (1 - 1e-12))
     assert sorted(set(hg.unit_layer.tolist())) == list(range(6))
 
 

@@ -256,9 +256,12 @@ def _window_kernel(layer: Layer) -> tuple[float, float, float]:
     return n, window, max(stride, 1.0)
 
 
-def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernels:
+def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: bool = True) -> LayerKernels:
     """The kernel descriptors of ``layers`` (``first[i]``: layer i reads only the network input,
-    so it computes no data gradient)."""
+    so it computes no data gradient). ``one_network``: the layers are one network's, so a tensor
+    several of them read forks and its gradients are summed (:func:`~.broadcast_mul.mul_kernels`);
+    False: they are unrelated problems (measured rows priced together, whose tensor names mean
+    nothing across rows), each layer's operands read by that layer alone."""
     L = len(layers)
     z = {s: np.zeros(L) for s in MM_SLOTS}
     m, n, k = ({s: a.copy() for s, a in z.items()} for _ in range(3))
@@ -273,7 +276,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
     win = np.zeros((3, L))
     loads = np.ones((2, L))
     xy = np.zeros((2, L))
-    readers = Counter(t for layer in layers for t in layer.inputs)
+    net_readers = Counter(t for layer in layers for t in layer.inputs)
     for i, layer in enumerate(layers):
         win[:, i] = _window_kernel(layer)
         cols["groups"][i] = layer.groups
@@ -302,7 +305,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool]) -> LayerKernel
         mf, mbw, xf, xb, lf, lb = _memory_kernels(layer)
         host_f = 2 if layer.kind == "batchnorm" else 1  # + the num_batches_tracked increment
         if layer.kind == "mul":  # SE scaling, and the gradient sum where its operand forks
-            mf, mbw, lf, lb, host_f = mul_kernels(layer, readers)
+            mf, mbw, lf, lb, host_f = mul_kernels(layer, net_readers if one_network else Counter(layer.inputs))
         cols["mf"][i], cols["mb"][i], cols["xf"][i], cols["xb"][i] = mf, mbw, xf, xb
         cols["lf"][i] = lf + (1 if n["fwd"][i] else 0)
         cols["lb"][i] = lb + sum(1 for s in ("dgrad", "wgrad") if n[s][i])

@@ -14,7 +14,8 @@ A split does not shrink a layer's tensors alike (:func:`perfmodel.strategies.cha
 So ``x`` and ``dx`` take the input's share, ``y`` and ``dy`` the output's, and every GEMM kernel
 of a convolution or linear layer (forward: x in, y out; data gradient: dy in, dx out; weight
 gradient: x and dy in) moves ``|x| * share_x + |y| * share_y`` elements, as does each pair of
-NCHW<->NHWC transposes around it (:mod:`.layout`). :func:`operand_elems` is that count, the one
+NCHW<->NHWC transposes around it (:mod:`.layout`), a grouped layer's only at the channels of the
+groups it runs. :func:`operand_elems` is that count, the one
 place both use. Filters take their own share through the per-layer parameters the caller
 passes (``f_par``: ``ceil(F/n)/F`` or ``ceil(C/n)/C`` of the weights).
 
@@ -56,11 +57,14 @@ class TensorShares:
 def operand_elems(lk: LayerKernels, scale: np.ndarray, shares: TensorShares | None = None) -> np.ndarray:
     """Activation elements one GEMM kernel of each layer reads and writes (and one pair of
     transposes around it moves): ``(|x| * share_x + |y| * share_y) * scale``, ``scale`` the
-    micro-batch times the tile fraction; zero for layers without GEMM kernels."""
+    micro-batch times the tile fraction; zero for layers without GEMM kernels. A grouped layer's
+    GPU moves only its groups' channels (:func:`_operand_shares`), whatever share of the tensor
+    the split gives it (a filter split's whole gathered input, a channel split's whole output)."""
     scale = np.asarray(scale, dtype=float)
     if shares is None:
         return np.asarray((lk.x_elems + lk.y_elems) * scale)
-    return np.asarray((lk.x_elems * shares.x + lk.y_elems * shares.y) * scale)
+    sx, sy = _operand_shares(lk, shares)
+    return np.asarray((lk.x_elems * sx + lk.y_elems * sy) * scale)
 
 
 #: Which side of each GEMM view the underlying convolution's ``K`` and ``C`` enter, per kernel
@@ -86,6 +90,24 @@ def _group_shares(groups: np.ndarray, r_in: np.ndarray,
     return r_g, per_in, per_out
 
 
+def _channel_shares(lk: LayerKernels, shares: TensorShares) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_group_shares` of the per-GPU channels: ``shares.x`` of the input's, ``shares.y`` of the output's."""
+    r_in = np.where(lk.c_in > 0, snap_whole(lk.c_in * shares.x) / np.maximum(lk.c_in, 1.0), 1.0)
+    r_out = np.where(lk.c_out > 0, snap_whole(lk.c_out * shares.y) / np.maximum(lk.c_out, 1.0), 1.0)
+    return _group_shares(lk.groups, r_in, r_out)
+
+
+def _operand_shares(lk: LayerKernels, shares: TensorShares,
+                    groups: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The fractions of its input and output one GPU's GEMM kernels of each layer move: the
+    tensors' shares, or for a grouped layer only the channels of the groups it runs (``groups``:
+    :func:`_channel_shares`, computed when None)."""
+    r_g, r_in, r_out = _channel_shares(lk, shares) if groups is None else groups
+    grouped = lk.groups > 1
+    return (np.where(grouped, np.minimum(shares.x, r_g * r_in), shares.x),
+            np.where(grouped, np.minimum(shares.y, r_g * r_out), shares.y))
+
+
 def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
     """The kernel descriptors of the smaller layers one GPU of a filter/channel split runs (module
     docstring): the channels at their shares (``shares.x`` of the input's, ``shares.y`` of the
@@ -93,9 +115,7 @@ def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
     the whole groups its channels touch (:func:`_group_shares`), and the activations each GEMM
     kernel moves at their tensors' shares. Memory-bound kernels are left
     whole (:func:`~perfmodel.cost.work.kernel_work` prices them at the output's share)."""
-    r_in = np.where(lk.c_in > 0, snap_whole(lk.c_in * shares.x) / np.maximum(lk.c_in, 1.0), 1.0)
-    r_out = np.where(lk.c_out > 0, snap_whole(lk.c_out * shares.y) / np.maximum(lk.c_out, 1.0), 1.0)
-    r_g, r_in, r_out = _group_shares(lk.groups, r_in, r_out)
+    r_g, r_in, r_out = groups = _channel_shares(lk, shares)
     c_in, c_out = snap_whole(lk.c_in * r_g * r_in), snap_whole(lk.c_out * r_g * r_out)
     r_c = np.where(lk.transposed, r_out, r_in)  # per group, of the underlying convolution's C
     r_k = np.where(lk.transposed, r_in, r_out)  # and of its K
@@ -107,9 +127,8 @@ def per_gpu_kernels(lk: LayerKernels, shares: TensorShares) -> LayerKernels:
             for d in range(3):
                 ratio = np.where(at & (d == k_side), r_k, 1.0) * np.where(at & (d == c_side), r_c, 1.0)
                 dims[d][s] = snap_whole(dims[d][s] * ratio)
-    grouped = lk.groups > 1  # a grouped layer's GPU reads and writes only its groups' channels
-    x_elems = lk.x_elems * np.where(grouped, np.minimum(shares.x, r_g * r_in), shares.x)
-    y_elems = lk.y_elems * np.where(grouped, np.minimum(shares.y, r_g * r_out), shares.y)
+    sx, sy = _operand_shares(lk, shares, groups)  # a grouped layer's GPU: only its groups' channels
+    x_elems, y_elems = lk.x_elems * sx, lk.y_elems * sy
     return dataclasses.replace(
         lk, m=dims[0], n=dims[1], k=dims[2], c_in=c_in, c_out=c_out, groups=lk.groups * r_g,
         dgrad_sum_n=snap_whole(lk.dgrad_sum_n * r_c), dgrad_sum_k=snap_whole(lk.dgrad_sum_k * r_k),

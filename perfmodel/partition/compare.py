@@ -255,6 +255,10 @@ def partition_report(
         "weights (predicted seconds scaled); a unit heavier than the bound makes it unreachable",
         "excluded": "the network input (each part reads it from the host) and the loss",
     }
+    if granularity == "channel":
+        notes["units"] = (f"each channel unit priced as the smaller layer one GPU of filter={hg.groups} runs for it "
+                          "(its block of filters from the whole input, or of the channels it follows); a part "
+                          "holding several blocks of one layer pays each one's launches and host dispatch")
     return PartitionReport(
         model=net.name,
         hardware=hw.name,

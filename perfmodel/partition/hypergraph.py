@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
 
-from ..cost.compute import LayerTimes, layer_times
+from ..cost.compute import OUT_SHARE, LayerTimes, layer_times
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
+from ..cost.shares import TensorShares
 from ..errors import UsageError
 from ..hardware import REFERENCE_PROFILE, Hardware, load_hardware
 from ..network import Network, compile_counts
@@ -27,6 +28,7 @@ __all__ = [
     "Hypergraph",
     "build_hypergraph",
     "channel_groups_for",
+    "unit_times",
 ]
 
 #: ``layer``: one vertex per layer; ``channel``: every layer that filter parallelism over
@@ -79,7 +81,8 @@ class Hypergraph:
     network's output) and the network input (each part reads it from the host) are not nets.
     ``unit_seconds`` are forward plus backward seconds per sample, ``unit_fwd_seconds`` (when
     known) their forward part, priced with the grouped convolutions of cuDNN ``cudnn_major`` and
-    the activations in ``memory_format``.
+    the activations in ``memory_format``: a split layer's unit as the smaller layer its GPU runs
+    (:func:`unit_times`), not its share of the layer's time.
     """
 
     model: str
@@ -110,7 +113,8 @@ class Hypergraph:
         return len(self.net_names)
 
     def layer_values(self, per_layer: np.ndarray) -> np.ndarray:
-        """A per-layer quantity (seconds, parameters, bytes) spread over units by channel share."""
+        """A per-layer quantity (parameters, bytes; seconds at layer granularity) spread over units
+        by channel share (linear: a split layer's units' own times are :attr:`unit_seconds`)."""
         values: np.ndarray = np.asarray(per_layer, dtype=float)[self.unit_layer] * self.unit_share
         return values
 
@@ -145,8 +149,11 @@ def build_hypergraph(
     (empty shares dropped): convolution and linear layers in ``ceil(F/groups)`` channel blocks,
     layers acting per channel (batch norm, activation, pooling, add, ...) and evenly grouped
     (depthwise) convolutions in the shares of their input, part ``j`` reading only part ``j``
-    of it; a layer that mixes channels reads every unit of its inputs. A unit's time is its
-    layer's time times its share of the output channels.
+    of it; a layer that mixes channels reads every unit of its inputs. A unit's time is that of
+    the smaller layer one GPU of filter parallelism runs for it (:func:`unit_times`), so a layer's
+    units together take at least its time where their blocks are small (launches, tile and
+    tensor-core padding of few channels), and ``perfmodel predict --strategy filter=N`` prices its
+    busiest GPU's layers as these units.
     """
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
@@ -166,8 +173,11 @@ def build_hypergraph(
 
     layer_of = np.asarray(unit_layer, dtype=int)
     share_arr = np.asarray(share, dtype=float)
-    sec = per_sample[layer_of] * share_arr
-    fwd_sec = lt.fwd[layer_of] * share_arr
+    if g == 1:
+        sec, fwd_sec = per_sample[layer_of], lt.fwd[layer_of]
+    else:
+        ut = unit_times(net, splits, layer_of, share_arr, precision, major, fmt, hw, whole=lt)
+        sec, fwd_sec = ut.fwd + ut.bwd, ut.fwd
     total = float(sec.sum())
     weights = np.maximum(1, np.rint(sec / total * WEIGHT_SCALE)).astype(np.int64)
     net_elems = np.asarray(elems, dtype=np.int64)
@@ -191,6 +201,41 @@ def build_hypergraph(
         cudnn_major=major,
         memory_format=fmt,
     )
+
+
+def unit_times(net: Network, splits: Sequence[LayerSplit], unit_layer: np.ndarray, unit_share: np.ndarray,
+               precision: str, cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
+               hw: Hardware | None = None, whole: LayerTimes | None = None) -> LayerTimes:
+    """Forward and backward seconds per sample of every unit (as :func:`reference_layer_times`):
+    the smaller layer one GPU of a filter split computes it as (:mod:`perfmodel.cost.shares`),
+    ``ceil(F/n)``-sized filter blocks from the whole input for a layer that owns its channels,
+    its share of the channels of both tensors for one that follows its input (per-channel
+    layers, evenly grouped convolutions run as that many whole groups), its parameters at its
+    share. The units whose layer is whole take ``whole`` (the unsplit layer times; computed when
+    None). A layer's units take at most a few distinct sizes (the blocks and a shorter last one):
+    the network is priced once per size rank, each pass vectorised over the layers."""
+    own = np.array([ls.role == "own" for ls in splits])
+    x = np.where(own[unit_layer], 1.0, unit_share)  # an owning layer reads its whole input
+    sizes: list[dict[tuple[float, float], int]] = [{} for _ in splits]
+    rank = np.array([sizes[i].setdefault((float(a), float(b)), len(sizes[i]))
+                     for i, a, b in zip(unit_layer.tolist(), x, unit_share, strict=True)], dtype=np.int64)
+    whole = whole or reference_layer_times(net, precision, cudnn_major, memory_format, hw)
+    split = (unit_share < 1.0) | (x < 1.0)
+    fwd, bwd = whole.fwd[unit_layer].copy(), whole.bwd[unit_layer].copy()
+    cc = compile_counts(net)
+    ev = cc.evaluate(WEIGHT_BATCH)
+    for k in range(int(rank[split].max(initial=-1)) + 1):
+        pick = [list(d)[min(k, len(d) - 1)] if d else (1.0, 1.0) for d in sizes]
+        sx, sy = (np.array(v, dtype=float) for v in zip(*pick, strict=True))
+        counts = {f: ev[f] * sy for f in ("fwd_flops", "fwd_matmul_flops", "bwd_input_flops", "bwd_weight_flops",
+                                           "out_elems", "saved_extra_bytes")}
+        counts[OUT_SHARE] = sy  # the split GPU's counts (as split_counts gives predict's filter plans)
+        lt = layer_times(replace(cc, params=cc.params * sy), hw or reference_hardware(), precision, WEIGHT_BATCH,
+                         counts=counts, cudnn_major=cudnn_major, memory_format=memory_format,
+                         shares=TensorShares(sx, sy))
+        mine = split & (rank == k)
+        fwd[mine], bwd[mine] = lt.fwd[unit_layer[mine]] / WEIGHT_BATCH, lt.bwd[unit_layer[mine]] / WEIGHT_BATCH
+    return LayerTimes(fwd=fwd, bwd=bwd)
 
 
 _Units = tuple[list[str], list[int], list[float], list[Share], list[dict[int, int]]]

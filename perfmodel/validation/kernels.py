@@ -81,7 +81,7 @@ def _kernels_of(layers: tuple[Layer, ...], first: tuple[bool, ...]) -> LayerKern
     """:func:`layer_kernels`, kept for the last few row sets: the descriptors depend on the
     layers alone, and a fit or a leave-one-model-out score prices the same rows thousands of
     times at other numbers (read-only: nothing writes into a :class:`LayerKernels`)."""
-    return layer_kernels(layers, first)
+    return layer_kernels(layers, first, one_network=False)  # each row its own problem
 
 
 def _kernel_model(rows: Sequence[KernelRow], precision: str, hw: Hardware, cudnn_major: int) -> np.ndarray:
