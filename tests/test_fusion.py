@@ -7,9 +7,11 @@ from importlib import resources
 
 import numpy as np
 import pytest
+from cli_helpers import run_main
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfmodel import predict
 from perfmodel.cost.compute import layer_times
 from perfmodel.cost.fusion import DEFAULT_FUSION, FUSIONS, check_fusion, fused_chains, with_fusion
 from perfmodel.cost.kernels import network_kernels
@@ -122,3 +124,16 @@ def test_validate_prices_mxnet_amp_rows_fused() -> None:
     hw = resolve_hardware(row)
     assert fusion_of(as_eager) == "eager"
     assert price_row(row, hw).throughput_samples_per_s > price_row(as_eager, hw).throughput_samples_per_s
+
+
+def test_predict_states_a_fusion_and_prices_it(capsys: pytest.CaptureFixture[str]) -> None:
+    args = dict(hardware="v100-16gb-dgx1", precision="amp", batch_per_gpu=192, memory_format="nhwc")
+    eager = predict("resnet50", 8, "dp=8", **args)  # type: ignore[arg-type]
+    fused = predict("resnet50", 8, "dp=8", **args, fusion="mxnet-bn-add-relu")  # type: ignore[arg-type]
+    assert "fusion" not in eager.assumptions and "mxnet-bn-add-relu" in fused.assumptions["fusion"]
+    assert fused.throughput_samples_per_s > eager.throughput_samples_per_s
+    assert fused.memory_per_gpu_bytes == eager.memory_per_gpu_bytes  # only compute time is re-priced
+    code, out, err = run_main(["predict", "resnet50", "-n", "8", "-s", "dp=8", "-H", "v100-16gb-dgx1",
+                               "-b", "192", "--memory-format", "nhwc", "--fusion", "xla"], capsys)
+    assert code == 0, err
+    assert "fusion xla:" in out
