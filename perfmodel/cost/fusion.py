@@ -23,9 +23,11 @@ ReLU mask out) and one backward (``nhwc_batch_norm_bwd_add_relu``: gradient gate
 both reductions, ``dX`` and ``dAddend`` out), fp16 NHWC only (``Supports``: ``kFloat16``,
 ``axis == 3``, channels a multiple of 4). The kernel keeps up to 15 pixels per thread of its
 input in registers and shared memory (``PIXELS_PER_THREAD_IN_REGISTERS_FWD`` 5 +
-``_IN_SMEM_FWD`` 10, 512 threads, 16 threads per pixel): about 70k pixels per 64 channels on a
-V100, fewer than ResNet-50's 56x56 and 28x28 stages hold at 192-256 samples, so the input is
-priced as read twice (statistics, then normalise) as in the eager batch norm; what fusion saves
+``_IN_SMEM_FWD`` 10, 512 threads, 16 threads per pixel, 64 channels per CTA; a cooperative
+launch keeps every CTA resident: on a V100 80 SMs x 2 - 12 = 148 CTAs, about 4.5M elements in
+all), far fewer than one of ResNet-50's 56x56 or 28x28 batch norms holds at 192-256 samples
+(28 x 28 x 512 x 256 = 103M), so the input is priced as read twice (statistics, then normalise),
+as in the eager batch norm; what fusion saves
 is the intermediate tensors' writes and re-reads and the launches. Per chain (``e`` bytes per element):
 
 ===========  ==========================================  ==============================================
@@ -42,9 +44,11 @@ bn-add-relu  as bn-relu + the residual once (``4n``);     as bn-relu + ``dAddend
 reductions and element-wise ops (``BatchNormExpander`` in ``xla/service/gpu/gpu_compiler.cc``;
 ``xla_gpu_use_cudnn_batchnorm`` defaults to false in ``debug_options_flags.cc``: "it does not
 provide a performance win on average") and fuses element-wise ops into the kernels that produce
-or consume their operands (XLA documentation, "XLA: Optimizing Compiler for Machine Learning":
-fusion "reduces memory bandwidth" by not writing intermediate results to memory; the operation
-semantics' element-wise ops are fusible): the statistics are one reduction fusion (x once) and the
+or consume their operands (XLA's overview, "XLA: Optimizing Compiler for Machine Learning",
+tensorflow.org/xla: fusion is "XLA's single most important optimization" because memory
+bandwidth is the scarcest resource; its example fuses a multiply, an add and a reduction into one
+kernel that does not write the intermediate values to memory but streams them to their users in
+registers): the statistics are one reduction fusion (x once) and the
 normalisation, residual add and ReLU one loop fusion (x and the residual once, y written once).
 Backward, the ReLU's gradient is fused into the batch norm's reduction and ``dx`` fusions, each of
 which then reads the ReLU's saved output to rebuild the mask (``+2n``), and the residual's
