@@ -7,12 +7,13 @@ from importlib import resources
 
 import numpy as np
 import pytest
+import sympy as sp
 from cli_helpers import run_main
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel import predict
-from perfmodel.cost.compute import layer_times
+from perfmodel.cost.compute import ComputeValues, ShapeRules, layer_seconds, layer_times
 from perfmodel.cost.fusion import DEFAULT_FUSION, FUSIONS, check_fusion, fused_chains, with_fusion
 from perfmodel.cost.kernels import network_kernels
 from perfmodel.errors import UsageError
@@ -137,3 +138,18 @@ def test_predict_states_a_fusion_and_prices_it(capsys: pytest.CaptureFixture[str
                                "-b", "192", "--memory-format", "nhwc", "--fusion", "xla"], capsys)
     assert code == 0, err
     assert "fusion xla:" in out
+
+
+@pytest.mark.parametrize("fusion", ["mxnet-bn-add-relu", "xla"])
+def test_symbolic_formula_prices_the_fusion_as_numbers_do(fusion: str) -> None:
+    # explain's symbolic path and the numeric pricing share layer_seconds: the same fused kernels
+    cc, prof = compile_counts(get_model("resnet18")), load_hardware("v100-16gb-dgx1")
+    lt = layer_times(cc, prof, "amp", 24, fusion=fusion)
+    sym, b = ComputeValues.symbols(), sp.Symbol("b", positive=True)
+    rules = ShapeRules.of(prof, "amp", 24.0, fusion=fusion)
+    fwd, bwd = layer_seconds(cc, cc.evaluate(1.0), cc.params, sym, b, rules)
+    values = dict(zip(sym.as_tuple(), ComputeValues.of(prof, "amp").as_tuple(), strict=True))
+    values[b] = 24.0
+    np.testing.assert_allclose([float(x.xreplace(values)) for x in fwd], lt.fwd, rtol=1e-12)
+    np.testing.assert_allclose([float(x.xreplace(values)) for x in bwd], lt.bwd, rtol=1e-12)
+    assert lt.total < layer_times(cc, prof, "amp", 24).total

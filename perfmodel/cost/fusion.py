@@ -65,7 +65,8 @@ bn-add-relu  ``4n``, 2 launches (eager ``8n``, 5)        ``8n`` + the fork's sum
 Host ops: a fused-away layer dispatches nothing of its own; the batch norm keeps its eager count.
 Squeeze-and-excitation chains (sigmoid, broadcast multiply) and activations other than ReLU are
 left eager under every fusion (XLA fuses them too; not priced here). Memory (saved activations) is
-unchanged: only compute time is re-priced.
+unchanged: only compute time is re-priced. The hypergraph layer partition (``mp=``) weighs its
+layers as eager PyTorch runs them whatever the fusion (:mod:`perfmodel.partition`).
 """
 
 from __future__ import annotations
