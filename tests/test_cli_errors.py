@@ -518,6 +518,7 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("compare", "resnet50 -n 8 -H v100-16gb-dgx1,a100-80gb-dgx --cudnn 7", 2, "cuDNN 7 cannot run on a100-80gb-dgx"),
     ("export", "resnet50 -n 8 -s dp=8 -o {out}.py --cudnn 7", 2, "(Ampere needs cuDNN >= 8"),
     ("partition", "resnet50 -k 2 --cudnn 6", 2, "cuDNN 6 cannot run on a100-80gb-dgx"),
+    (P, "resnet50 -n 1 -s dp=1 --fusion mxnet", 2, "'mxnet' is not one of 'eager', 'mxnet-bn-add-relu', 'xla'"),
 ]
 
 

@@ -27,6 +27,7 @@ class Baselines:
             ctx.optimizer,
             ctx.cudnn_major,
             ctx.memory_format,
+            ctx.fusion,
             batch,
         )
         if key not in self._memo:

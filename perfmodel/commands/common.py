@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..cost.fusion import DEFAULT_FUSION, FUSIONS
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, MEMORY_FORMATS
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
@@ -24,6 +25,7 @@ __all__ = [
     "optimizer_option",
     "cudnn_option",
     "memory_format_option",
+    "fusion_option",
     "image_size_option",
     "model_input_options",
     "gpus_option",
@@ -70,6 +72,14 @@ def memory_format_option(f: F) -> F:
                         default=DEFAULT_MEMORY_FORMAT, show_default=True,
                         help="Activations' layout: nchw (PyTorch's default contiguous format; cuDNN transposes "
                         "the tensors of every tensor-core convolution) or nhwc (torch.channels_last).")(f)
+
+
+def fusion_option(f: F) -> F:
+    return click.option("--fusion", "fusion", type=click.Choice(list(FUSIONS)), default=DEFAULT_FUSION,
+                        show_default=True,
+                        help="Batch-norm/add/ReLU chains the run's framework fuses: eager (PyTorch, none), "
+                        "mxnet-bn-add-relu (NGC MXNet --fuse-bn-relu/--fuse-bn-add-relu, fp16 NHWC) or xla "
+                        "(TensorFlow with XLA).")(f)
 
 
 def image_size_option(f: F) -> F:

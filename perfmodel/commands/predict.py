@@ -19,6 +19,7 @@ from .common import (
     cudnn_option,
     emit,
     format_option,
+    fusion_option,
     gpus_option,
     hardware_option,
     image_size_option,
@@ -78,6 +79,7 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @optimizer_option
 @cudnn_option
 @memory_format_option
+@fusion_option
 @image_size_option
 @model_input_options
 @format_option
@@ -86,7 +88,7 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the priced step as a Chrome trace (.json: chrome://tracing, ui.perfetto.dev).")
 def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
-                global_batch: int | None, optimizer: str, cudnn_major: int, memory_format: str,
+                global_batch: int | None, optimizer: str, cudnn_major: int, memory_format: str, fusion: str,
                 image_size: int | None, fmt: str,
                 chart: Path | None, epochs: float | None, dataset_size: int | None,
                 price_per_gpu_hour: float | None, currency: str | None, trace: Path | None) -> None:
@@ -100,7 +102,7 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     if batch_per_gpu is None and global_batch is None:
         batch_per_gpu = 32
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
-                cudnn_major, memory_format)
+                cudnn_major, memory_format, fusion)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     ans = answers_for(p, load_hardware(hardware), req, net=get_model(model, image_size))
     if chart is not None:

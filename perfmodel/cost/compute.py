@@ -13,6 +13,7 @@ from ..hardware import Hardware
 from ..hardware.profile import KernelParams
 from ..network.counts import CompiledCounts
 from .formulas import Num, is_symbolic
+from .fusion import DEFAULT_FUSION, own_arithmetic, with_fusion
 from .grouped import DEFAULT_CUDNN_MAJOR
 from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tensor_cores
 from .kernels import network_kernels
@@ -67,7 +68,8 @@ class ShapeRules:
     micro-batch the shapes are taken at (``batch_value``); ``cudnn_major``: the cuDNN whose
     kernels run grouped convolutions (:mod:`perfmodel.cost.grouped`); ``memory_format``: the
     activations' layout, ``nchw`` adding cuDNN's transposes around tensor-core convolutions
-    (:mod:`perfmodel.cost.layout`)."""
+    (:mod:`perfmodel.cost.layout`); ``fusion``: which batch-norm/add/ReLU chains the run's framework
+    fuses (:mod:`perfmodel.cost.fusion`; default eager PyTorch, none)."""
 
     kernels: KernelParams
     tensor_cores: bool
@@ -75,12 +77,14 @@ class ShapeRules:
     half_precision: bool = False
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
     memory_format: str = DEFAULT_MEMORY_FORMAT
+    fusion: str = DEFAULT_FUSION
 
     @classmethod
     def of(cls, hw: Hardware, precision: str, batch_value: float | None = None,
-           cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT) -> ShapeRules:
+           cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
+           fusion: str = DEFAULT_FUSION) -> ShapeRules:
         return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS, cudnn_major,
-                   memory_format)
+                   memory_format, fusion)
 
 
 #: The key under which a split GPU's counts record the output share they were scaled by
@@ -139,13 +143,16 @@ def layer_seconds(
     if b_num is None:
         raise ValueError("layer_seconds: a symbolic batch needs rules.batch_value (the micro-batch)")
     scale = _scale(cc, counts, shares) * b_num
-    lk = network_kernels(cc.network)
+    lk = with_fusion(network_kernels(cc.network), cc.network, rules.fusion)
     work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major, shares)
     work = with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format, rules.half_precision, shares)
     conv, _, _ = kind_masks(cc)
     ew_f = np.asarray(counts["fwd_flops"]) - np.asarray(counts["fwd_matmul_flops"])
     ew_b = np.asarray(counts["bwd_input_flops"]) - np.minimum(counts["bwd_input_flops"], counts["fwd_matmul_flops"])
     ew_b = np.where(conv | kind_masks(cc)[1], ew_b, counts["bwd_input_flops"])
+    if rules.fusion != DEFAULT_FUSION:  # arithmetic folded into a fused chain's kernel
+        own_f, own_b = own_arithmetic(cc.network, rules.fusion)
+        ew_f, ew_b = ew_f * own_f, ew_b * own_b
     if not symbolic:
         eta = np.where(conv, v.eta_conv, v.eta_linear)
         return phase_times(work, weights, v, eta, ew_f * b_num, ew_b * b_num)
@@ -192,6 +199,7 @@ def layer_times(
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     shares: TensorShares | None = None,
+    fusion: str = DEFAULT_FUSION,
 ) -> LayerTimes:
     """Per-layer forward and backward seconds for ``batch`` samples on one tile.
 
@@ -202,11 +210,12 @@ def layer_times(
     (:mod:`perfmodel.cost.kernel_model`). The formula is :func:`layer_seconds` on the
     profile's :class:`ComputeValues`, with the grouped-convolution kernels of cuDNN ``cudnn_major``
     and the activations in ``memory_format``; ``shares`` those of a filter/channel split's GPU,
-    which need that GPU's ``counts`` (``split_counts``; ``ValueError`` without them).
+    which need that GPU's ``counts`` (``split_counts``; ``ValueError`` without them); ``fusion`` the
+    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`).
     """
     if shares is not None and counts is None:
         raise ValueError("layer_times: shares of a split need the split GPU's counts (pass counts=split_counts(...))")
     ev = counts if counts is not None else cc.evaluate(batch, s_d, s_h, s_w)
-    rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major, memory_format=memory_format)
+    rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion)
     fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, rules, shares)
     return LayerTimes(fwd=np.asarray(fwd, dtype=float), bwd=np.asarray(bwd, dtype=float))

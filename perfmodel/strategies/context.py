@@ -10,6 +10,7 @@ import numpy as np
 from ..cost.collectives import Group
 from ..cost.compute import ComputeValues, LayerTimes, layer_times
 from ..cost.cudnn_gpus import check_cudnn_for_gpu
+from ..cost.fusion import DEFAULT_FUSION, check_fusion
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import BatchSplitError, UsageError
@@ -47,6 +48,8 @@ class Context:
     #: the activations' layout, nchw (PyTorch's default) or nhwc: under nchw cuDNN transposes the
     #: tensors of every tensor-core convolution (perfmodel.cost.layout); a stated assumption
     memory_format: str = DEFAULT_MEMORY_FORMAT
+    #: the batch-norm/add/ReLU chains the run's framework fuses (perfmodel.cost.fusion; eager: none)
+    fusion: str = DEFAULT_FUSION
     memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
         default_factory=dict, repr=False
     )
@@ -67,7 +70,7 @@ class Context:
         if hit is None:
             ev = self.cc.evaluate(batch, *grid)
             lt = layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev, cudnn_major=self.cudnn_major,
-                             memory_format=self.memory_format)
+                             memory_format=self.memory_format, fusion=self.fusion)
             hit = (self.scaled(lt), ev)
             if len(self.memo) > 256:
                 self.memo.clear()
@@ -87,16 +90,18 @@ class Context:
 
 def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_scale: float = 1.0,
             cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
-            reference: bool = False) -> Context:
+            reference: bool = False, fusion: str = DEFAULT_FUSION) -> Context:
     """The pricing context (layer seconds times ``compute_scale``, :attr:`Context.compute_scale`;
     grouped convolutions as cuDNN ``cudnn_major`` runs them; activations in ``memory_format``);
     unknown precisions, optimizers, cuDNN versions and memory formats are usage errors, and so is
     a cuDNN that never ran on ``hw``'s GPU (:mod:`perfmodel.cost.cudnn_gpus`) unless ``reference``
-    (a shipped profile that only ranks candidates for another profile's plan, no run of its own)."""
+    (a shipped profile that only ranks candidates for another profile's plan, no run of its own);
+    ``fusion``: the batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`)."""
     check_cudnn_major(cudnn_major)
     if not reference:
         check_cudnn_for_gpu(int(cudnn_major), hw)
     check_memory_format(memory_format)
+    check_fusion(fusion)
     if precision not in PRECISIONS:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")
     optimizer_bytes_per_param(optimizer)  # validates
@@ -104,7 +109,7 @@ def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_
     starts = np.array([lk.start for lk in net.links])
     cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
     return Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale, int(cudnn_major),
-                   memory_format)
+                   memory_format, fusion)
 
 
 def split_batch(global_batch: int, s: Strategy) -> tuple[int, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import BatchSplitError, StrategyError, UsageError
@@ -121,12 +122,14 @@ def predict(
     image_size: int | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    fusion: str = DEFAULT_FUSION,
 ) -> Prediction:
     """Price plan ``strategy`` of ``model`` on ``gpus`` GPUs of ``hardware``.
 
     ``cudnn_major``: the cuDNN of the run's framework (before 8, grouped convolutions run one
     kernel per group: :mod:`perfmodel.cost.grouped`); ``memory_format``: the activations'
-    layout, ``nchw`` (PyTorch's default) or ``nhwc`` (:mod:`perfmodel.cost.layout`).
+    layout, ``nchw`` (PyTorch's default) or ``nhwc`` (:mod:`perfmodel.cost.layout`); ``fusion``: the
+    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`; eager: none).
 
     The batch is ``batch_per_gpu`` samples per GPU (global batch = that times ``gpus``) or
     ``global_batch``. The speedup is against one GPU of the same profile training the same
@@ -142,7 +145,7 @@ def predict(
     if s.gpus != gpus:
         raise StrategyError(f"strategy {s.spec()} uses {s.gpus} GPUs, not {gpus}")
     B = resolve_batch(gpus, batch_per_gpu, global_batch)
-    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format)
+    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion)
     return predict_in(ctx, s, B)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.fusion import DEFAULT_FUSION, fusion_assumption
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, memory_format_assumption
 from ..units import GIB
@@ -153,6 +154,8 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
         f"{hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",
         "excluded": EXCLUDED,
     }
+    if ctx.fusion != DEFAULT_FUSION:  # stated where it is not the eager default
+        out["fusion"] = fusion_assumption(ctx.fusion)
     if baseline:
         out["speedup_baseline"] = baseline
     return out

@@ -8,7 +8,7 @@ from ..hardware import Hardware
 from ..network import get_model
 from ..strategies.predict import context, price
 from .measurements import Measurement
-from .software_era import cudnn_major_of, memory_format_of
+from .software_era import cudnn_major_of, fusion_of, memory_format_of
 
 __all__ = ["RowPrice", "price_row", "global_batch_of"]
 
@@ -43,12 +43,14 @@ def price_row(m: Measurement, hw: Hardware, compute_scale: float = 1.0) -> RowPr
     single-GPU calibration: :attr:`~perfmodel.strategies.context.Context.compute_scale` says what
     it scales); the other terms are priced as they are. Grouped convolutions are priced as the
     row's cuDNN runs them (:func:`~perfmodel.validation.software_era.cudnn_major_of`), with the
-    activations in the row's memory format (:func:`~perfmodel.validation.software_era.memory_format_of`)."""
+    activations in the row's memory format (:func:`~perfmodel.validation.software_era.memory_format_of`) and
+    the batch-norm/add/ReLU chains its framework fused (:func:`~perfmodel.validation.software_era.fusion_of`)."""
     batch = global_batch_of(m)
     if batch is None:
         raise ValueError(f"{m.where()}: no batch given")
     net = get_model(m.model, m.image_size)
-    ctx = context(net, hw, m.precision, m.optimizer, compute_scale, cudnn_major_of(m), memory_format_of(m))
+    ctx = context(net, hw, m.precision, m.optimizer, compute_scale, cudnn_major_of(m), memory_format_of(m),
+                  fusion=fusion_of(m))
     priced = price(ctx, m.strategy, batch)
     t = priced.time_s
     return RowPrice(

@@ -39,6 +39,18 @@ tensor-core convolutions) is read from the same fields (:func:`memory_format_of`
    ``nchw`` (``memory_format: nhwc`` first appears in ``configs.yml`` at 097c7ff9, March 2021);
 4. anything else: PyTorch's default, NCHW (tf_cnn_benchmarks' 2017 P100 rows and torchgpipe's P40
    rows are fp32 without tensor cores, unaffected either way).
+
+Which batch-norm/add/ReLU chains the run's framework fused (:mod:`perfmodel.cost.fusion`) is read
+from the same fields (:func:`fusion_of`):
+
+1. ``XLA`` in the framework, source or notes (the TensorFlow ConvNets rows run with ``--xla``:
+   "TensorFlow 1 (NGC 20.06-tf1-py3, XLA)"): ``xla``;
+2. NVIDIA DeepLearningExamples MXNet RN50v1.5 at ``amp``: ``mxnet-bn-add-relu`` (``runner`` passes
+   ``--fuse-bn-relu 1 --fuse-bn-add-relu 1`` for ``--dtype float16`` only, ``models.py`` defaults
+   both to 0, at 70c51ad7f811b020ddd741ea2c6ce5a573bad963); its FP32/TF32 rows stay eager (MXNet's
+   own pointwise fusion of add + ReLU is not priced: which of those graphs it fused is not stated);
+3. anything else: eager PyTorch, nothing fused (TensorFlow without XLA, tf_cnn_benchmarks included,
+   is priced eager too: its fused batch norm and Grappler's remapper fusions are not priced).
 """
 
 from __future__ import annotations
@@ -46,11 +58,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR, FIRST_GROUPED_KERNEL_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from .measurements import Measurement
 
-__all__ = ["cudnn_major_of", "cudnn_major_from_text", "memory_format_of"]
+__all__ = ["cudnn_major_of", "cudnn_major_from_text", "memory_format_of", "fusion_of"]
 
 _EXPLICIT = re.compile(r"cuDNN\s*v?(\d+)(?:\.\d+)*", re.IGNORECASE)
 _NGC = re.compile(r"(?:NGC\s+|pytorch-|mxnet-|tensorflow-|\b)(\d\d)\.(\d\d)(?:-tf[12])?(?:-py3)?\b")
@@ -112,3 +125,23 @@ def _format_in(framework: str, source: str, notes: str, precision: str) -> str:
     if "DeepLearningExamples" in source and not any(c in source for c in _NCHW_COMMITS):
         return "nhwc" if precision == "amp" else "nchw"
     return DEFAULT_MEMORY_FORMAT
+
+
+_XLA = re.compile(r"\bXLA\b")
+#: The DeepLearningExamples MXNet ResNet-50 v1.5 example (module docstring, fusion rule 2).
+_MXNET_RN50 = "MxNet/Classification/RN50v1.5"
+
+
+def fusion_of(m: Measurement) -> str:
+    """The batch-norm/add/ReLU fusion row ``m`` ran with (module docstring, fusion rules 1-3)."""
+    return _fusion_in(m.framework, m.source, m.columns.get("notes", ""), m.precision)
+
+
+@lru_cache(maxsize=1024)
+def _fusion_in(framework: str, source: str, notes: str, precision: str) -> str:
+    """:func:`fusion_of` of one row's texts, parsed once per distinct combination."""
+    if _XLA.search(" ".join((framework, source, notes))):
+        return "xla"
+    if _MXNET_RN50.lower() in source.lower() and "mxnet" in framework.lower() and precision == "amp":
+        return "mxnet-bn-add-relu"
+    return DEFAULT_FUSION
