@@ -20,7 +20,7 @@ DATA = Path(str(resources.files("perfmodel.data")))
 FILE = DATA / "jcjohnson_runs.csv"
 #: Uncalibrated throughput MAPE (%) of the set on the branch that added it (python
 #: scripts/family_report.py); a change that makes it worse by more than MARGIN fails.
-RECORDED_MAPE = 11.7
+RECORDED_MAPE = 12.8
 MARGIN = 2.0
 #: The networks the benchmark ran that the zoo does not define exactly (MEASUREMENTS.md,
 #: "jcjohnson_runs.csv"): fb.resnet.torch's published ResNet-50 (batch norm after the addition)
@@ -34,7 +34,8 @@ def rows():  # type: ignore[no-untyped-def]
 
 def test_rows_are_sourced_and_keep_the_raw_times() -> None:
     rs = rows()
-    assert len(rs) >= 12
+    assert len(rs) >= 15
+    assert {"googlenet_v1", "alexnet_bvlc", "vgg16", "resnet18"} <= {m.model for m in rs}
     for m in rs:
         assert "jcjohnson/cnn-benchmarks outputs/" in m.source and "@ 83d441f852" in m.source
         assert m.columns.get("notes") and m.columns["input"] == "synthetic"
