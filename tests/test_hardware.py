@@ -20,6 +20,7 @@ from perfmodel.hardware import (
     profile_names,
     profiles_dir,
 )
+from perfmodel.hardware.generation import generation
 from perfmodel.hardware.profile import PEAK_KEY, TOPOLOGIES
 
 GIB = 2**30
@@ -157,9 +158,8 @@ def test_gpus_of_one_generation_share_compute_efficiencies() -> None:
     by_gen: dict[str, set[tuple[float, ...]]] = {}
     for name in profile_names():
         hw = load_hardware(name)
-        gen = next(g for g in ("P100", "P40", "V100", "A100", "H100", "H200")
-                   if g in hw.device.name)
-        gen = {"P40": "Pascal", "P100": "Pascal", "H200": "H100"}.get(gen, gen)
+        gen = generation(hw.device.name)
+        assert gen is not None, name
         fracs = tuple(x for p in PRECISIONS
                       for x in (hw.compute[p].conv, hw.compute[p].linear, hw.compute[p].memory))
         by_gen.setdefault(gen, set()).add(fracs)

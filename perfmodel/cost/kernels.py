@@ -19,6 +19,8 @@ conv/linear bias    bias add: read+write ``n``                  bias gradient: r
 batchnorm (train)   statistics pass + normalise: ``3n``, and     two reductions + dx: ``5n`` (issue 14)
                     ``num_batches_tracked += 1`` (one launch)
 act, dropout        read+write ``n`` (+1-byte mask)              read dy and saved, write dx: ``3n``
+lrn (across chans)  read x, write y: ``2n``                     read x, y and dy, write dx: ``4n`` (cuDNN's
+                                                                ``cudnnLRNCrossChannelBackward`` arguments)
 add                 ``3n``                                       gradient sum at the fork: ``3n``
 mul (broadcast)     :mod:`.broadcast_mul` (SE scaling)           :mod:`.broadcast_mul` (and the fork's sum)
 maxpool             read ``n_in``, write ``n`` + int64 indices   zero-fill ``n_in``; per input, read grad and
@@ -216,6 +218,7 @@ def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]
         # training forward also increments num_batches_tracked (torch.nn.BatchNorm2d docs): one more launch
         "batchnorm": (3 * n, 5 * n, 0, 0, 3, 2),
         "act": (2 * n, 3 * n, 0, 0, 1, 1),
+        "lrn": (2 * n, 4 * n, 0, 0, 1, 1),
         "dropout": (2 * n, 2 * n, n, n, 1, 1),
         "add": (3 * n, 3 * n, 0, 0, 1, 1),
         "maxpool": (n_in + n, 2 * n_in + reads, INDEX_BYTES * n, INDEX_BYTES * reads, 1, 2),

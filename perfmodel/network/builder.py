@@ -170,6 +170,16 @@ class NetBuilder:
                   params=2 * ins[0] if affine else 0, block=self._block)
         )
 
+    def lrn(self, x: str, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0,
+            name: str | None = None) -> str:
+        """``nn.LocalResponseNorm`` (Torch7's ``SpatialCrossMapLRN``, cuDNN's cross-channel LRN):
+        each element divided by ``(k + alpha / size * sum of squares over size channels) ** beta``."""
+        ins = self.shape(x)
+        if size < 1:
+            raise NetworkError(f"{self.name}: LRN size {size} (valid: 1 or more channels)")
+        attrs = (("size", float(size)), ("alpha", alpha), ("beta", beta), ("k", k))
+        return self._add(Layer(self._name("lrn", name), "lrn", (x,), (ins,), ins, block=self._block, attrs=attrs))
+
     def act(self, x: str, fn: str = "relu", inplace: bool = False, name: str | None = None) -> str:
         ins = self.shape(x)
         return self._add(

@@ -160,13 +160,15 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
     elif kind == "upsample":
         ew = 4 * n_out if layer.attr("bilinear") else 0
         bwd_ew = ew
+    elif kind == "lrn":  # a square and an add per channel of the window, then scale, power, divide
+        ew, bwd_ew = (2 * int(layer.attr("size")) + 4) * n_out, (4 * int(layer.attr("size")) + 8) * n_out
     # activation traffic in elements (weights are priced separately from ``params``)
     if kind in MATMUL_KINDS:
         fwd_mem, bwd_mem = n_in + n_out, (n_out + n_in) if first else 2 * (n_out + n_in)
     elif kind in ("batchnorm", "layernorm", "groupnorm"):
         fwd_mem, bwd_mem = 3 * n_out, 4 * n_out
-    elif kind in ("act", "dropout", "softmax", "const_op"):
-        fwd_mem, bwd_mem = 2 * n_out, 3 * n_out
+    elif kind in ("act", "dropout", "softmax", "const_op", "lrn"):  # cuDNN's LRN backward reads x, y and dy
+        fwd_mem, bwd_mem = 2 * n_out, (4 if kind == "lrn" else 3) * n_out
     elif kind in ("add", "mul", "maxpool", "avgpool", "adaptive_avgpool", "adaptive_maxpool", "mean", "upsample"):
         fwd_mem, bwd_mem = n_in + n_out, n_in + n_out
     elif kind == "concat":
@@ -247,6 +249,8 @@ def _saved_tensors(layer: Layer) -> tuple[str, ...]:
         return (layer.name,) if layer.fn in _SAVES_OUTPUT or layer.inplace else (layer.inputs[0],)
     if kind == "softmax":
         return (layer.name,)
+    if kind == "lrn":  # its backward reads the input and the output
+        return (layer.inputs[0], layer.name)
     if kind == "const_op" and layer.fn in ("mul", "div") and layer.params:
         return (layer.inputs[0],)  # the parameter's gradient reads the activation
     return ()

@@ -38,6 +38,7 @@ KINDS = frozenset(
         "softmax",
         "attention",  # scaled_dot_product_attention of (q, k, v); flash-style memory
         "const_op",  # ``fn`` (add/mul/sub/div) of one activation and a parameter or constant tensor
+        "lrn",  # cross-channel local response normalisation over ``attr('size')`` channels
     }
 )
 

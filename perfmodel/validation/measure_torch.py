@@ -102,6 +102,9 @@ def layer_module(layer: Layer, torch: Any) -> tuple[Any, Callable[..., Any]]:
         if layer.attr("channelwise"):
             return None, (nn.Dropout2d if nd == 2 else nn.Dropout3d)(layer.attr("p", 0.5))
         return None, nn.Dropout(layer.attr("p", 0.5))
+    if k == "lrn":
+        return None, nn.LocalResponseNorm(int(layer.attr("size")), layer.attr("alpha"), layer.attr("beta"),
+                                          layer.attr("k"))
     if k == "upsample":
         bilinear = bool(layer.attr("bilinear"))
         mode = ("bilinear" if nd == 2 else "trilinear") if bilinear else "nearest"

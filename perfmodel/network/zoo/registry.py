@@ -26,6 +26,7 @@ def _entries() -> dict[str, ModelEntry]:
         resnet,
         squeezenet,
         tiny,
+        torch7,
         unet,
         vgg,
     )
@@ -43,6 +44,7 @@ def _entries() -> dict[str, ModelEntry]:
         *efficientnet.ENTRIES,
         *unet.ENTRIES,
         *cosmoflow.ENTRIES,
+        *torch7.ENTRIES,
     ]
     return {e.name: e for e in entries}
 
