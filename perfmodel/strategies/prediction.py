@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.compute import HALF_PRECISIONS
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, memory_format_assumption
 from ..units import GIB
+from .amp_step import amp_assumption
 from .baseline import Baseline
 from .context import Context
 from .pipeline import PipelineTask, pipeline_tasks
@@ -153,6 +155,8 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
         f"{hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",
         "excluded": EXCLUDED,
     }
+    if ctx.precision in HALF_PRECISIONS:
+        out["mixed_precision"] = amp_assumption(ctx.precision)
     if baseline:
         out["speedup_baseline"] = baseline
     return out
