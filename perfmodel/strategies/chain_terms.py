@@ -20,6 +20,7 @@ import numpy as np
 
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, ssum
+from .amp_step import stage_amp_step
 from .context import Context, weight_group
 from .data import Drain, ExchangeTerms, bucket_copies_s, drain_stage, gradient_exchange, stage_backward_s
 from .dataparallel import dataparallel_parts
@@ -90,7 +91,7 @@ def chain_terms(
     terms["gradient_exchange_exposed"] = exposed
     link_params = ctx.link_sum(ctx.cc.params)
     largest = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
-    terms["optimizer_step"] = optimizer_step_s(largest, ctx.optimizer, q.val.v)
+    terms["optimizer_step"] = optimizer_step_s(largest, ctx.optimizer, q.val.v, stage_amp_step(ctx, ranges), q.val.M)
     return ChainTerms(terms, body, details)
 
 

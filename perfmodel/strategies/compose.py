@@ -22,6 +22,7 @@ import numpy as np
 from ..cost.collectives import link_params
 from ..errors import BatchSplitError, DataError, StrategyError
 from ..limits import MAX_BATCH, shown
+from .amp_step import stage_amp_step
 from .chain_terms import ChainStep, chain_terms
 from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes
@@ -140,7 +141,8 @@ def _best_split(
                               Drain(rb, s.mb, drain_stage(rb, s.mb)))
         params = _largest_stage_params(ctx, sp_.bounds)
         steps.append(t.total_s + x.contention + x.copies + x.exposed
-                     + optimizer_step_s(params, ctx.optimizer, ctx.values))
+                     + optimizer_step_s(params, ctx.optimizer, ctx.values, stage_amp_step(ctx, sp_.layer_ranges(ctx)),
+                                        s.mb))
         fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
     best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
     if not s.balance:

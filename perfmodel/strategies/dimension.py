@@ -34,6 +34,7 @@ from typing import Any
 from ..cost.collectives import LinkParams
 from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
 from ..cost.formulas import Num
+from .amp_step import AmpStep, amp_step_s
 from .memory import optimizer_bytes_per_param, optimizer_traffic_bytes_per_param, weight_bytes_per_param
 
 __all__ = ["OPTIMIZER_LAUNCHES", "Priced", "Valuation", "memory_parts", "optimizer_step_s"]
@@ -95,13 +96,17 @@ class Valuation:
         return value
 
 
-def optimizer_step_s(params: Num, optimizer: str, v: ComputeValues) -> Num:
+def optimizer_step_s(params: Num, optimizer: str, v: ComputeValues, amp: AmpStep | None = None,
+                     micro_batches: Num = 1.0) -> Num:
     """The optimizer's update of ``params`` weights: its fp32 traffic over the achievable
     memory bandwidth plus :data:`OPTIMIZER_LAUNCHES` launches, plus the step's fixed cost (zero_grad,
-    loss, host synchronisation: ``v.step_overhead_s``) (numbers or symbols by ``v``)."""
+    loss, host synchronisation: ``v.step_overhead_s``), plus under amp/bf16 the kernels mixed
+    precision launches on that GPU in ``micro_batches`` micro-batches (``amp``,
+    :func:`.amp_step.amp_step_s`) (numbers or symbols by ``v``)."""
     traffic = optimizer_traffic_bytes_per_param(optimizer)
-    return (params * traffic / (v.memory_bandwidth_bytes_per_s * v.eta_memory) + OPTIMIZER_LAUNCHES * v.launch_s
+    base = (params * traffic / (v.memory_bandwidth_bytes_per_s * v.eta_memory) + OPTIMIZER_LAUNCHES * v.launch_s
             + v.step_overhead_s)
+    return base if amp is None else base + amp_step_s(amp, micro_batches, v)
 
 
 def memory_parts(

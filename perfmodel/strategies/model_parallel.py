@@ -64,6 +64,7 @@ from ..network import Network
 from ..partition.hypergraph import REFERENCE_PROFILE
 from ..partition.metrics import imbalance, is_acyclic, quotient_edges
 from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
+from .amp_step import AmpStep, part_amp_step
 from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, bucket_reducer, buckets
 from .dimension import Priced, Valuation, memory_parts, optimizer_step_s
@@ -282,20 +283,20 @@ def _details(ctx: Context, s: Strategy, r: _Run, crit: int) -> dict[str, Any]:
 
 def mp_terms(
     s: Strategy, optimizer: str, val: Valuation, busy_f: Num, busy_b: Num, sends: Num, idle: Num,
-    exposed: Callable[[Num], Num], largest_params: float,
+    exposed: Callable[[Num], Num], largest_params: float, amp: AmpStep | None = None,
 ) -> dict[str, Num]:
     """The step's terms on the busiest GPU of the schedule, numbers or symbols: its compute
     (``busy_f + busy_b`` per micro-batch), recomputation (every micro-batch's forward but the
     last's), sends per micro-batch, its ``idle`` time up to the schedule's end (the bubble,
     simulated), the gradient exchange exposed past that body (``exposed(body)``) and the
-    largest part's optimizer step."""
+    largest part's optimizer step (with mixed precision's kernels, ``amp``)."""
     terms: dict[str, Num] = {"compute": val.M * (busy_f + busy_b)}
     if s.recompute:
         terms["recompute"] = (val.M - 1) * busy_f
     terms["pipeline_p2p"] = val.M * sends
     terms["pipeline_bubble"] = idle
     terms["gradient_exchange_exposed"] = exposed(ssum(list(terms.values())))
-    terms["optimizer_step"] = optimizer_step_s(largest_params, optimizer, val.v)
+    terms["optimizer_step"] = optimizer_step_s(largest_params, optimizer, val.v, amp, val.M)
     return terms
 
 
@@ -336,7 +337,8 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced
     g = ctx.hw.gpus_per_node
     sends = mp_sends(r.seg, crit, (r.seg.msg_src // g) != (r.seg.msg_dst // g), val)
     terms = mp_terms(s, ctx.optimizer, val, float(r.u_f[mine].sum()), float(r.u_b[mine].sum()), sends,
-                     max(0.0, sched.total_s - busy), lambda body: exposed, float(r.part_params.max()))
+                     max(0.0, sched.total_s - busy), lambda body: exposed, float(r.part_params.max()),
+                     part_amp_step(ctx, r.part.hypergraph.unit_layer, r.u_params, np.asarray(r.part.assignment)))
     details["busiest_part"], memory = _memory(ctx, s, r, m, per_replica)
     details.update(_details(ctx, s, r, crit))
     return Priced.of(terms, memory, details)

@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.compute import HALF_PRECISIONS
 from ..cost.fusion import DEFAULT_FUSION, fusion_assumption
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, memory_format_assumption
 from ..units import GIB
+from .amp_step import amp_assumption
 from .baseline import Baseline
 from .context import Context
 from .pipeline import PipelineTask, pipeline_tasks
@@ -156,6 +158,8 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
     }
     if ctx.fusion != DEFAULT_FUSION:  # stated where it is not the eager default
         out["fusion"] = fusion_assumption(ctx.fusion)
+    if ctx.precision in HALF_PRECISIONS:
+        out["mixed_precision"] = amp_assumption(ctx.precision)
     if baseline:
         out["speedup_baseline"] = baseline
     return out

@@ -17,6 +17,7 @@ import numpy as np
 from ..cost.collectives import Group, LinkParams, collective_expr
 from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
 from ..cost.formulas import Num, smax, ssum
+from .amp_step import amp_step
 from .context import Context, weight_group
 from .data import bucket_reducer, shard_copies_s, stage_exchange
 from .dimension import Valuation, optimizer_step_s
@@ -142,5 +143,6 @@ def split_terms(
         terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, val.v)
         terms["nccl_contention"] = slowed
     terms["gradient_exchange_exposed"] = exposed
-    terms["optimizer_step"] = optimizer_step_s(float(params.sum()), ctx.optimizer, val.v)
+    terms["optimizer_step"] = optimizer_step_s(float(params.sum()), ctx.optimizer, val.v,
+                                               amp_step(ctx.net, ctx.precision, params), val.M)
     return terms, total_comm, dp_group
