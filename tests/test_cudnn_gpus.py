@@ -27,9 +27,9 @@ from perfmodel.validation.software_era import cudnn_major_of
 
 #: Each shipped profile's GPU generation, by hand (the profile's [device] name).
 GENERATION = {
-    "p100-16gb-nvlink": "Pascal", "p100-16gb-pcie": "Pascal", "p40-24gb-pcie": "Pascal",
+    "p100-16gb-nvlink": "Pascal", "p100-16gb-pcie": "Pascal", "p40-24gb-pcie": "Pascal", "gtx-1080-ti": "Pascal",
     "v100-16gb-dgx1": "Volta", "v100-32gb-dgx1": "Volta", "v100-32gb-dgx2": "Volta", "v100-32gb-pcie": "Volta",
-    "abci-v100-16gb": "Volta",
+    "abci-v100-16gb": "Volta", "titan-v": "Volta",
     "a100-40gb-dgx": "Ampere", "a100-80gb-dgx": "Ampere", "a100-40gb-pcie": "Ampere", "a100-80gb-pcie": "Ampere",
     "h100-80gb-dgx": "Hopper", "h100-80gb-pcie": "Hopper", "h200-141gb-dgx": "Hopper",
 }

@@ -157,9 +157,10 @@ def test_gpus_of_one_generation_share_compute_efficiencies() -> None:
     by_gen: dict[str, set[tuple[float, ...]]] = {}
     for name in profile_names():
         hw = load_hardware(name)
-        gen = next(g for g in ("P100", "P40", "V100", "A100", "H100", "H200")
+        gen = next(g for g in ("P100", "P40", "V100", "A100", "H100", "H200", "TITAN V", "GTX 1080 Ti")
                    if g in hw.device.name)
-        gen = {"P40": "Pascal", "P100": "Pascal", "H200": "H100"}.get(gen, gen)
+        gen = {"P40": "Pascal", "P100": "Pascal", "H200": "H100", "TITAN V": "V100",
+               "GTX 1080 Ti": "Pascal"}.get(gen, gen)
         fracs = tuple(x for p in PRECISIONS
                       for x in (hw.compute[p].conv, hw.compute[p].linear, hw.compute[p].memory))
         by_gen.setdefault(gen, set()).add(fracs)

@@ -13,6 +13,9 @@ GENERATIONS = {"P": "pascal", "V": "volta", "T": "turing", "A": "ampere", "L": "
                "B": "blackwell"}
 
 _TOKEN = re.compile(r"G?([PVTALHB])\d{1,4}[A-Z]*")
+#: GeForce GTX 10-series model numbers (GTX 1050 to 1080 Ti): Pascal chips GP102-GP108 (NVIDIA's
+#: GeForce GTX 1080 Ti specifications: GP102; the GTX 1080 whitepaper: GP104).
+_GTX_PASCAL = re.compile(r"10[5-8]0")
 #: Words of other vendors' device names, whose model numbers share NVIDIA's letters (Intel Arc
 #: A770, AMD Radeon Pro V620, Google TPU v4): such a name has no NVIDIA generation.
 _OTHER_VENDORS = frozenset({"AMD", "RADEON", "INSTINCT", "INTEL", "ARC", "TPU", "GOOGLE"})
@@ -20,8 +23,9 @@ _OTHER_VENDORS = frozenset({"AMD", "RADEON", "INSTINCT", "INTEL", "ARC", "TPU", 
 
 def generation(device_name: str) -> str | None:
     """The architecture of a device name (``NVIDIA A100-SXM4-80GB`` -> ``ampere``, ``Tesla V100S-PCIE``
-    -> ``volta``, ``Quadro GV100`` -> ``volta``, ``TITAN V`` -> ``volta``), or None when no token of
-    the name is a product name of :data:`GENERATIONS` (a user's own GPU: left unchecked)."""
+    -> ``volta``, ``Quadro GV100`` -> ``volta``, ``TITAN V`` -> ``volta``, ``GeForce GTX 1080 Ti`` ->
+    ``pascal``), or None when no token of the name is a product name of :data:`GENERATIONS` (a user's
+    own GPU: left unchecked)."""
     tokens = [t.upper() for t in re.split(r"[\s\-_/]+", device_name.strip()) if t]
     if any(t in _OTHER_VENDORS for t in tokens):
         return None
@@ -31,4 +35,6 @@ def generation(device_name: str) -> str | None:
             return GENERATIONS[m.group(1)]
         if token == "V" and i > 0 and tokens[i - 1] == "TITAN":
             return "volta"
+        if _GTX_PASCAL.fullmatch(token) and i > 0 and tokens[i - 1] == "GTX":
+            return "pascal"
     return None
