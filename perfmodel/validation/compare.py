@@ -263,7 +263,7 @@ def compare_rows(
             )
             continue
         key = (m.model, m.image_size, m.hardware, m.precision, m.optimizer, m.strategy_text,
-               m.gpus, m.batch_per_gpu, m.global_batch, scale, cudnn_major_of(m), memory_format_of(m))
+               m.gpus, m.batch_per_gpu, m.global_batch, scale, cudnn_major_of(m), memory_format_of(m), m.step)
         if key not in priced:  # a repeated run is priced once (a million rows, a few hundred runs)
             try:
                 if m.hardware not in hws:

@@ -9,6 +9,7 @@ from ..network import get_model
 from ..strategies.predict import context, price
 from .measurements import Measurement
 from .software_era import cudnn_major_of, memory_format_of
+from .step_scope import FORWARD_BACKWARD, without_optimizer_update
 
 __all__ = ["RowPrice", "price_row", "global_batch_of"]
 
@@ -43,13 +44,17 @@ def price_row(m: Measurement, hw: Hardware, compute_scale: float = 1.0) -> RowPr
     single-GPU calibration: :attr:`~perfmodel.strategies.context.Context.compute_scale` says what
     it scales); the other terms are priced as they are. Grouped convolutions are priced as the
     row's cuDNN runs them (:func:`~perfmodel.validation.software_era.cudnn_major_of`), with the
-    activations in the row's memory format (:func:`~perfmodel.validation.software_era.memory_format_of`)."""
+    activations in the row's memory format (:func:`~perfmodel.validation.software_era.memory_format_of`).
+    A row whose ``step`` is ``forward-backward`` is priced without the optimizer's update
+    (:func:`~perfmodel.validation.step_scope.without_optimizer_update`)."""
     batch = global_batch_of(m)
     if batch is None:
         raise ValueError(f"{m.where()}: no batch given")
     net = get_model(m.model, m.image_size)
     ctx = context(net, hw, m.precision, m.optimizer, compute_scale, cudnn_major_of(m), memory_format_of(m))
     priced = price(ctx, m.strategy, batch)
+    if m.step == FORWARD_BACKWARD:
+        priced = without_optimizer_update(priced, ctx.values)
     t = priced.time_s
     return RowPrice(
         global_batch=batch,
