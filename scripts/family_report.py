@@ -1,13 +1,14 @@
 """Throughput and speedup MAPE per CNN family over measured-run files (the README's family table).
 
 Usage: ``python scripts/family_report.py [FILE ...]`` (default: the shipped published runs, the
-hold-out set and the two family files). Prints, per family, over the rows perfmodel predicts:
-the throughput MAPE without calibration; with the pooled single-GPU calibration
-(``--calibrate single-gpu``: compute efficiencies fitted per profile and precision to the
-1-GPU rows of every network in the file, multi-GPU rows scored); with the per-group
-single-GPU calibration (``--calibrate single-gpu-per-group``: each network's compute seconds
-scaled to its own 1-GPU rows, per model, hardware, precision, framework, source and batch,
-multi-GPU rows scored); and the speedup MAPE without calibration.
+hold-out set, the two family files and u39kun's one-GPU forward-backward hold-out,
+``u39kun_runs.csv``). Prints, per family, over the rows perfmodel predicts: the throughput MAPE
+without calibration; with the pooled single-GPU calibration (``--calibrate single-gpu``:
+compute efficiencies fitted per profile and precision to the 1-GPU rows of every network in
+the file, multi-GPU rows scored); with the per-group single-GPU calibration
+(``--calibrate single-gpu-per-group``: each network's compute seconds scaled to its own 1-GPU
+rows, per model, hardware, precision, framework, source and batch, multi-GPU rows scored); and
+the speedup MAPE without calibration.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def report(files: list[str]) -> list[Row]:
 def main(argv: list[str]) -> None:
     data = Path(str(resources.files("perfmodel.data")))
     files = argv or [str(data / f) for f in ("published_runs.csv", "holdout_runs.csv", "families_runs.csv",
-                                            "families_holdout_runs.csv")]
+                                            "families_holdout_runs.csv", "u39kun_runs.csv")]
     for f in files:
         print(f"== {Path(f).name}")
         print(f"{'family':<24}{'rows':>6}{'throughput MAPE %':>19}{'pooled cal. %':>15}{'per-group cal. %':>18}"
