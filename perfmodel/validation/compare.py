@@ -70,6 +70,10 @@ DEFINITIONS = {
         "FP32/TF32 NCHW; else NCHW, PyTorch's default: perfmodel.validation.software_era); under NCHW "
         "cuDNN transposes the tensors of every tensor-core convolution"
     ),
+    "step": (
+        "each row's time as its 'step' column says: full (default) or forward-backward, priced without "
+        "the optimizer's update and state (perfmodel.validation.step_scope)"
+    ),
 }
 
 
