@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from cli_helpers import run_main
 
 from perfmodel.errors import MeasurementError
 from perfmodel.hardware import load_hardware
@@ -53,3 +56,12 @@ def test_validate_prices_each_scope_apart() -> None:
     v = validate(parse_measurements(_rows("full", FORWARD_BACKWARD)), "none")
     full, fb = (r.predicted_throughput for r in v.rows)
     assert full is not None and fb is not None and fb > full
+
+
+def test_cli_names_a_bad_step_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad_step.csv"
+    bad.write_text(_rows("optimizer-only"))
+    code, _, err = run_main(["validate", str(bad)], capsys)
+    assert code == 1
+    assert "row 1, column 'step': 'optimizer-only' is not one of full, forward-backward" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
