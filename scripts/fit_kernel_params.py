@@ -87,9 +87,11 @@ NEUSIGHT_FITS = {
 MAXITER = 1000
 #: (the fitted numbers and their bounds, PARAMS, LATENCY_PARAMS, TC_PARAMS and UNIT, are in
 #: perfmodel.validation.fit_bounds; LATENCY_PARAMS are fitted only when named with --only)
-_V100 = ("v100-16gb-dgx1", "v100-32gb-dgx1", "v100-32gb-dgx2", "abci-v100-16gb", "v100-32gb-pcie")
-#: the Pascal profiles: the P100 SXM2 and PCIe cards (GP100), the P40 and TITAN X (GP102), the GTX 1080 (GP104)
-_PASCAL = ("p100-16gb-nvlink", "p100-16gb-pcie", "p40-24gb-pcie", "titan-x-pascal", "gtx-1080")
+_V100 = ("v100-16gb-dgx1", "v100-32gb-dgx1", "v100-32gb-dgx2", "abci-v100-16gb", "v100-32gb-pcie", "titan-v")
+#: the Pascal profiles: the P100 SXM2 and PCIe cards (GP100), the P40, TITAN X and GTX 1080 Ti
+#: (GP102), the GTX 1080 (GP104)
+_PASCAL = ("p100-16gb-nvlink", "p100-16gb-pcie", "p40-24gb-pcie", "titan-x-pascal", "gtx-1080",
+           "gtx-1080-ti")
 _AMPERE = ("a100-40gb-dgx", "a100-40gb-pcie", "a100-80gb-dgx", "a100-80gb-pcie")
 _HOPPER = ("h100-80gb-dgx", "h100-80gb-pcie", "h200-141gb-dgx")
 _LATER = _AMPERE + _HOPPER

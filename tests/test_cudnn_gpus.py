@@ -28,9 +28,9 @@ from perfmodel.validation.software_era import cudnn_major_of
 #: Each shipped profile's GPU generation, by hand (the profile's [device] name).
 GENERATION = {
     "p100-16gb-nvlink": "Pascal", "p100-16gb-pcie": "Pascal", "p40-24gb-pcie": "Pascal",
-    "gtx-1080": "Pascal", "titan-x-pascal": "Pascal",
+    "gtx-1080": "Pascal", "titan-x-pascal": "Pascal", "gtx-1080-ti": "Pascal",
     "v100-16gb-dgx1": "Volta", "v100-32gb-dgx1": "Volta", "v100-32gb-dgx2": "Volta", "v100-32gb-pcie": "Volta",
-    "abci-v100-16gb": "Volta",
+    "abci-v100-16gb": "Volta", "titan-v": "Volta",
     "a100-40gb-dgx": "Ampere", "a100-80gb-dgx": "Ampere", "a100-40gb-pcie": "Ampere", "a100-80gb-pcie": "Ampere",
     "h100-80gb-dgx": "Hopper", "h100-80gb-pcie": "Hopper", "h200-141gb-dgx": "Hopper",
 }
@@ -107,7 +107,7 @@ def test_every_measured_row_names_a_cudnn_its_gpu_ran() -> None:
     """The validation data: each end-to-end row's cuDNN (software_era) ran on its GPU, the check
     the pricing context makes, so no row is refused."""
     files = sorted((Path(perfmodel.data.__file__).parent).glob("*runs.csv"))
-    assert len(files) == 5  # published, hold-out, the two family sets, jcjohnson (cuDNN 5.1 on Pascal)
+    assert len(files) == 6  # published, hold-out, the two family sets, jcjohnson (cuDNN 5.1 on Pascal), u39kun
     rows = load_measurements(files).rows
     assert len(rows) > 150
     for m in rows:

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.errors import MeasurementError
 from perfmodel.hardware import load_hardware
 from perfmodel.validation import load_measurements, validate
 from perfmodel.validation.pricing import price_row
 from perfmodel.validation.software_era import cudnn_major_of
-from perfmodel.validation.timed_scope import TIMED_COLUMN, timed_scope_of, timed_terms
+from perfmodel.validation.step_scope import FORWARD_BACKWARD, FULL_STEP
 
 DATA = Path(str(resources.files("perfmodel.data")))
 FILE = DATA / "jcjohnson_runs.csv"
@@ -43,7 +42,7 @@ def test_rows_are_sourced_and_keep_the_raw_times() -> None:
         # the source's throughput: batch 16 over the mean forward plus the mean backward time
         assert m.batch_per_gpu == 16 and m.gpus == 1
         assert m.measured_throughput == pytest.approx(16e3 / (fwd + bwd), abs=0.006)
-        assert timed_scope_of(m) == "fwd+bwd"
+        assert m.step == FORWARD_BACKWARD
         assert m.hardware in ("gtx-1080", "titan-x-pascal")
         assert "cuDNN 5.1." in m.framework and cudnn_major_of(m) == 5
         assert m.model not in NOT_SCORED
@@ -55,28 +54,14 @@ def test_every_row_is_scored_within_the_recorded_mape() -> None:
     assert v.summary.throughput_mape_pct <= RECORDED_MAPE + MARGIN
 
 
-def test_fwd_bwd_rows_leave_out_exactly_the_optimizer_step() -> None:
+def test_fwd_bwd_rows_leave_out_the_update_and_keep_the_fixed_cost() -> None:
     m = rows()[0]
     hw = load_hardware(m.hardware)
-    whole = replace(m, columns={**m.columns, TIMED_COLUMN: ""})
-    full, part = price_row(whole, hw), price_row(m, hw)
-    assert "optimizer_step" in full.breakdown and "optimizer_step" not in part.breakdown
-    assert full.breakdown["optimizer_step"] > 0
-    assert part.step_time_s == pytest.approx(full.step_time_s - full.breakdown["optimizer_step"], rel=1e-12)
-    assert part.breakdown == {k: v for k, v in full.breakdown.items() if k != "optimizer_step"}
-
-
-def test_rows_without_the_column_price_the_whole_step() -> None:
-    m = load_measurements([str(DATA / "families_holdout_runs.csv")]).rows[0]
-    assert TIMED_COLUMN not in m.columns and timed_scope_of(m) == "step"
-    terms = {"compute": 1.0, "optimizer_step": 0.5}
-    assert timed_terms(m, terms) == terms
-
-
-def test_an_unknown_timed_value_names_the_choices() -> None:
-    m = replace(rows()[0], columns={**rows()[0].columns, TIMED_COLUMN: "forward"})
-    with pytest.raises(MeasurementError, match=r"'forward' is not one of step, fwd\+bwd"):
-        timed_scope_of(m)
+    full, part = price_row(replace(m, step=FULL_STEP), hw), price_row(m, hw)
+    assert full.breakdown["optimizer_step"] > part.breakdown["optimizer_step"] > 0
+    assert part.breakdown["optimizer_step"] == hw.kernels.step_overhead_s
+    assert {k: v for k, v in part.breakdown.items() if k != "optimizer_step"} == \
+        {k: v for k, v in full.breakdown.items() if k != "optimizer_step"}
 
 
 @pytest.mark.parametrize(("name", "sms", "peak", "bandwidth"),

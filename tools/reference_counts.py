@@ -51,6 +51,7 @@ TORCHVISION: dict[str, tuple[Callable[..., nn.Module], dict[str, Any], int]] = {
     "squeezenet1_1": (tvm.squeezenet1_1, {}, 224),
     "mobilenet_v2": (tvm.mobilenet_v2, {}, 224),
     "densenet121": (tvm.densenet121, {}, 224),
+    "densenet161": (tvm.densenet161, {}, 224),
     "efficientnet_b0": (tvm.efficientnet_b0, {}, 224),
     "efficientnet_b1": (tvm.efficientnet_b1, {}, 240),
     "efficientnet_b2": (tvm.efficientnet_b2, {}, 260),

@@ -129,6 +129,7 @@ def render_summary(v: Validation) -> str:
         f"max |error| {_pct(s.max_abs_error_pct)} ({s.worst_row or '-'})",
         f"cudnn: {DEFINITIONS['cudnn']}",
         f"memory format: {DEFINITIONS['memory_format']}",
+        f"step: {DEFINITIONS['step']}",
         "",
         "per group (model, hardware, strategy kind):",
         render_frame(groups_frame(v)),

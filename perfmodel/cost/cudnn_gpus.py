@@ -3,14 +3,14 @@
 A plan priced with a cuDNN that never supported its GPU describes no run, so ``--cudnn`` (and
 ``cudnn_major=``) is checked against the profile's GPU, recognised from its device name:
 
-* **Pascal** (P100, P40, GTX 1080, TITAN X (Pascal)): every major perfmodel prices (5-9). cuDNN 5
+* **Pascal** (P100, P40, GeForce GTX 1080 and 1080 Ti, TITAN X (Pascal)): every major perfmodel prices (5-9). cuDNN 5
   was the first release for Pascal (NVIDIA's cuDNN "What's New" page, cuDNN 5: "training up to
   44% faster on a single Pascal GPU", "FP16 routines on Pascal GPUs"); jcjohnson/cnn-benchmarks
   ran cuDNN 5.0.05 and 5.1.05 on the GTX 1080 and TITAN X (Pascal), tf_cnn_benchmarks' 2017 P100
   rows cuDNN 5.1 (TensorFlow's benchmarks page), DeepBench's P100 sheets cuDNN 6.0.21 (its
   ``specs.csv``), and the cuDNN 9.0.0 Support Matrix still lists NVIDIA Pascal (compute
   capability 6.0/6.1).
-* **Volta** (V100): cuDNN >= 7. cuDNN 7.0.1 release notes: "the first release to support the
+* **Volta** (V100, TITAN V): cuDNN >= 7. cuDNN 7.0.1 release notes: "the first release to support the
   Volta GPU architecture" and "the first to support the Tensor Core operations".
 * **Ampere** (A100): cuDNN >= 8. The cuDNN Support Matrix (8.2.2 edition, covering 8.0.0 onwards)
   lists the "NVIDIA Ampere GPU architecture" only for cuDNN 8 with CUDA 11; its cuDNN 7.6.x rows

@@ -13,6 +13,8 @@ GENERATIONS = {"P": "pascal", "V": "volta", "T": "turing", "A": "ampere", "L": "
                "B": "blackwell"}
 
 _TOKEN = re.compile(r"G?([PVTALHB])\d{1,4}[A-Z]*")
+#: GeForce GTX 10-series model numbers (GTX 1050 to 1080 Ti): Pascal chips GP102-GP108 (NVIDIA's
+#: GeForce GTX 1080 Ti specifications: GP102; the GTX 1080 whitepaper: GP104).
 #: Words of other vendors' device names, whose model numbers share NVIDIA's letters (Intel Arc
 #: A770, AMD Radeon Pro V620, Google TPU v4): such a name has no NVIDIA generation.
 _OTHER_VENDORS = frozenset({"AMD", "RADEON", "INSTINCT", "INTEL", "ARC", "TPU", "GOOGLE"})
@@ -24,8 +26,8 @@ _PASCAL_CONSUMER = frozenset({"1050", "1060", "1070", "1080"})
 
 def generation(device_name: str) -> str | None:
     """The architecture of a device name (``NVIDIA A100-SXM4-80GB`` -> ``ampere``, ``Tesla V100S-PCIE``
-    -> ``volta``, ``Quadro GV100`` -> ``volta``, ``TITAN V`` -> ``volta``, ``GeForce GTX 1080`` and
-    ``TITAN X (Pascal)`` -> ``pascal``), or None when no token of
+    -> ``volta``, ``Quadro GV100`` -> ``volta``, ``TITAN V`` -> ``volta``, ``GeForce GTX 1080``,
+    ``GeForce GTX 1080 Ti`` and ``TITAN X (Pascal)`` -> ``pascal``), or None when no token of
     the name is a product name of :data:`GENERATIONS` (a user's own GPU: left unchecked)."""
     tokens = [t.upper() for t in re.split(r"[\s\-_/]+", device_name.strip()) if t]
     if any(t in _OTHER_VENDORS for t in tokens):

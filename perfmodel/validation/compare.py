@@ -70,6 +70,10 @@ DEFINITIONS = {
         "FP32/TF32 NCHW; else NCHW, PyTorch's default: perfmodel.validation.software_era); under NCHW "
         "cuDNN transposes the tensors of every tensor-core convolution"
     ),
+    "step": (
+        "each row's time as its 'step' column says: full (default) or forward-backward, priced without "
+        "the optimizer's update and state (perfmodel.validation.step_scope)"
+    ),
 }
 
 
@@ -263,7 +267,8 @@ def compare_rows(
             )
             continue
         key = (m.model, m.image_size, m.hardware, m.precision, m.optimizer, m.strategy_text,
-               m.gpus, m.batch_per_gpu, m.global_batch, scale, cudnn_major_of(m), memory_format_of(m), fusion_of(m))
+               m.gpus, m.batch_per_gpu, m.global_batch, scale, cudnn_major_of(m), memory_format_of(m), fusion_of(m),
+               m.step)
         if key not in priced:  # a repeated run is priced once (a million rows, a few hundred runs)
             try:
                 if m.hardware not in hws:

@@ -19,6 +19,7 @@ from ..limits import MAX_BATCH, MAX_GPUS, MAX_IMAGE_SIZE, shown
 from ..network import model_names
 from ..network.importers import is_import_spec
 from ..strategies.spec import Strategy, parse_strategy
+from .step_scope import FULL_STEP, STEP_SCOPES, step_scope
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -45,7 +46,7 @@ REQUIRED_COLUMNS = (
     "measured_throughput",
 )
 #: Columns read when present; any other column is kept (and shown) but not interpreted.
-OPTIONAL_COLUMNS = ("image_size", "optimizer", "framework", "source", "notes")
+OPTIONAL_COLUMNS = ("image_size", "optimizer", "framework", "source", "notes", "step")
 _OPTIMIZERS = ("sgd", "sgd-plain", "adam")
 
 #: Builds the error for (column, message) of one row.
@@ -73,6 +74,8 @@ class Measurement:
     measured_throughput: float
     image_size: int | None = None
     optimizer: str = "sgd"
+    #: what the measured time covers (:mod:`.step_scope`): ``full`` or ``forward-backward``
+    step: str = FULL_STEP
     framework: str = ""
     source: str = ""
     columns: Mapping[str, str] = field(default_factory=dict)
@@ -270,7 +273,7 @@ class _RowParser:
 
 #: The columns that say what ran (everything but the measured throughput and free text).
 _MEANING = ("model", "hardware", "gpus", "precision", "batch_per_gpu", "global_batch", "strategy",
-            "image_size", "optimizer")
+            "image_size", "optimizer", "step")
 
 
 def _fields(v: Mapping[str, str], p: _RowParser, fail: _Fail) -> dict[str, Any]:
@@ -301,9 +304,12 @@ def _fields(v: Mapping[str, str], p: _RowParser, fail: _Fail) -> dict[str, Any]:
     optimizer = (v.get("optimizer", "") or "sgd").lower()
     if optimizer not in _OPTIMIZERS:
         raise fail("optimizer", f"{shown(optimizer, 40)} is not one of {', '.join(_OPTIMIZERS)}")
+    step = step_scope(v.get("step", ""))
+    if step is None:
+        raise fail("step", f"{shown(v['step'], 40)} is not one of {', '.join(STEP_SCOPES)}")
     return dict(model=model, hardware=hardware, gpus=gpus, precision=precision, batch_per_gpu=bpg,
                 global_batch=gb, strategy=strategy, strategy_text=text, image_size=image_size,
-                optimizer=optimizer)
+                optimizer=optimizer, step=step)
 
 
 def _hardware(name: str, base: Path | None, cache: dict[str, str], fail: _Fail) -> str:

@@ -9,7 +9,7 @@ from ..network import get_model
 from ..strategies.predict import context, price
 from .measurements import Measurement
 from .software_era import cudnn_major_of, fusion_of, memory_format_of
-from .timed_scope import timed_terms
+from .step_scope import FORWARD_BACKWARD, without_optimizer_update
 
 __all__ = ["RowPrice", "price_row", "global_batch_of"]
 
@@ -46,7 +46,8 @@ def price_row(m: Measurement, hw: Hardware, compute_scale: float = 1.0) -> RowPr
     row's cuDNN runs them (:func:`~perfmodel.validation.software_era.cudnn_major_of`), with the
     activations in the row's memory format (:func:`~perfmodel.validation.software_era.memory_format_of`) and
     the batch-norm/add/ReLU chains its framework fused (:func:`~perfmodel.validation.software_era.fusion_of`);
-    the step is priced as far as the row timed it (:func:`~perfmodel.validation.timed_scope.timed_terms`)."""
+    a row whose ``step`` is ``forward-backward`` is priced without the optimizer's update
+    (:func:`~perfmodel.validation.step_scope.without_optimizer_update`)."""
     batch = global_batch_of(m)
     if batch is None:
         raise ValueError(f"{m.where()}: no batch given")
@@ -54,13 +55,14 @@ def price_row(m: Measurement, hw: Hardware, compute_scale: float = 1.0) -> RowPr
     ctx = context(net, hw, m.precision, m.optimizer, compute_scale, cudnn_major_of(m), memory_format_of(m),
                   fusion=fusion_of(m))
     priced = price(ctx, m.strategy, batch)
-    terms = timed_terms(m, priced.breakdown)  # what the row timed: the whole step, or fwd+bwd only
-    t = float(sum(terms.values()))
+    if m.step == FORWARD_BACKWARD:
+        priced = without_optimizer_update(priced, ctx.values)
+    t = priced.time_s
     return RowPrice(
         global_batch=batch,
         step_time_s=t,
         throughput_samples_per_s=batch / t,
         memory_per_gpu_bytes=float(sum(priced.memory.values())),
         memory_capacity_bytes=hw.device.memory_bytes,
-        breakdown=terms,
+        breakdown=dict(priced.breakdown),
     )

@@ -1,4 +1,4 @@
-"""DenseNet-121 as torchvision defines it (Huang et al. 2017), growth rate 32."""
+"""DenseNet-121 and DenseNet-161 as torchvision defines them (Huang et al. 2017)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,13 @@ from ..builder import NetBuilder
 from ..graph import Network
 from .entry import ModelEntry
 
-__all__ = ["densenet", "densenet121", "ENTRIES"]
+__all__ = ["densenet", "densenet121", "densenet161", "ENTRIES"]
 
 SOURCE = "torchvision.models.densenet121 (torchvision 0.29), Huang et al. 2017"
+#: torchvision's ``densenet161``: growth rate 48, blocks (6, 12, 36, 24), 96 initial features,
+#: bottleneck 4 x growth (torchvision/models/densenet.py, ``densenet161``; the paper's DenseNet-161
+#: with k = 48, Huang et al. 2017, Table 1 and its ImageNet models)
+SOURCE_161 = "torchvision.models.densenet161 (torchvision 0.28), Huang et al. 2017"
 
 
 def _dense_layer(b: NetBuilder, features: list[str], growth: int, bn_size: int, prefix: str) -> str:
@@ -27,9 +31,10 @@ def densenet(
     init_features: int = 64,
     bn_size: int = 4,
     image_size: int = 224,
+    source: str = SOURCE,
 ) -> Network:
     """Stem, dense blocks joined by transitions (BN-ReLU-conv1x1-avgpool halving channels), head."""
-    b = NetBuilder(name, (3, image_size, image_size), source=SOURCE)
+    b = NetBuilder(name, (3, image_size, image_size), source=source)
     with b.block("stem"):
         x = b.conv("input", init_features, 7, stride=2, padding=3, bias=False,
                    name="features.conv0")
@@ -62,4 +67,11 @@ def densenet121(image_size: int = 224) -> Network:
     return densenet("densenet121", (6, 12, 24, 16), image_size=image_size)
 
 
-ENTRIES = (ModelEntry("densenet121", densenet121, 224, SOURCE, min_image_size=32),)
+def densenet161(image_size: int = 224) -> Network:
+    """DenseNet-161: growth 48, 96 initial features, dense blocks of 6, 12, 36 and 24 layers."""
+    return densenet("densenet161", (6, 12, 36, 24), growth=48, init_features=96, image_size=image_size,
+                    source=SOURCE_161)
+
+
+ENTRIES = (ModelEntry("densenet121", densenet121, 224, SOURCE, min_image_size=32),
+           ModelEntry("densenet161", densenet161, 224, SOURCE_161, min_image_size=32))
