@@ -9,8 +9,12 @@ times at the global batch, with KaHyPar's partition that of ``mp=K`` plans.
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.cost.compute import layer_times
 from perfmodel.hardware import REFERENCE_PROFILE, load_hardware
@@ -144,3 +148,19 @@ def test_channel_report_loads_lie_between_an_even_share_and_the_filter_plan() ->
     compute = predict("resnet50", 8, "filter=8", global_batch=256).breakdown["compute"]
     whole = float(_network_layers(get_model("resnet50"), 256).sum())
     assert whole / 8 <= max(r.hypergraph.part_loads_s) <= compute
+
+
+_RESNET18 = build_hypergraph(get_model("resnet18"), None, "amp", "channel", 6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 2), min_size=_RESNET18.num_units, max_size=_RESNET18.num_units),
+       st.randoms(use_true_random=False))
+def test_a_parts_load_depends_on_its_own_units_only(labels: list[int], rnd: random.Random) -> None:
+    """Reshuffling the units of the other parts (and renaming parts) leaves a part's load alone."""
+    net, a = get_model("resnet18"), np.array(labels, dtype=np.int64)
+    loads = part_seconds(net, _RESNET18, a, 3, None, "amp", 64)
+    b = np.where(a == 0, 0, np.array([rnd.choice((1, 2)) for _ in labels]))
+    assert float(part_seconds(net, _RESNET18, b, 3, None, "amp", 64)[0]) == pytest.approx(float(loads[0]), rel=1e-12)
+    renamed = part_seconds(net, _RESNET18, (a + 1) % 3, 3, None, "amp", 64)
+    np.testing.assert_allclose(renamed, np.roll(loads, 1), rtol=1e-12)
