@@ -170,8 +170,12 @@ def test_unreachable_balance_is_reported() -> None:
     r = partition_report("alexnet", 8, "layer", precision="fp32")
     assert not r.balanced and r.heaviest_unit_over_bound > 1
     assert r.to_dict()["balance"]["met"] is False
+    layer_imbalance = r.hypergraph.imbalance
     r = partition_report("alexnet", 8, "channel", precision="fp32")
-    assert r.balanced and r.hypergraph.imbalance is not None and r.hypergraph.imbalance < 0.05
+    # KaHyPar's bound is met; the GPUs' own times (one kernel per layer block, its fixed costs
+    # included: partition.loads) stay far better balanced than whole layers allow (0.16 vs 0.70)
+    assert r.balanced and r.hypergraph.imbalance is not None and layer_imbalance is not None
+    assert r.hypergraph.imbalance < layer_imbalance / 2
 
 
 def test_partition_is_deterministic_with_the_seed() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .compare import PartitionReport, SplitSummary, data_parallel_volume_bytes, partition_report
 from .hypergraph import GRANULARITIES, Hypergraph, build_hypergraph
+from .loads import part_seconds
 from .metrics import connectivity, imbalance, km1_volume, part_loads
 from .plan import (
     DEFAULT_EPSILON,
@@ -31,5 +32,6 @@ __all__ = [
     "km1_volume",
     "network_partition",
     "part_loads",
+    "part_seconds",
     "partition_report",
 ]

@@ -15,8 +15,9 @@ from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, MAX_SEED, check_count, shown
 from ..network import Network, get_model
 from ..units import BYTES_PER_ELEMENT
-from .hypergraph import WEIGHT_BATCH
-from .metrics import is_acyclic, max_allowed_weight, part_loads, quotient_edges
+from .hypergraph import WEIGHT_BATCH, Hypergraph
+from .loads import part_seconds
+from .metrics import imbalance, is_acyclic, max_allowed_weight, part_loads, quotient_edges
 from .plan import (
     DEFAULT_EPSILON,
     DEFAULT_SEED,
@@ -77,15 +78,16 @@ class SplitSummary:
         }
 
 
-def _summary(p: Partition, batch: int, params_per_unit: np.ndarray) -> SplitSummary:
+def _summary(p: Partition, batch: int, params_per_unit: np.ndarray, loads_s: np.ndarray) -> SplitSummary:
+    """``p`` at the global ``batch``, its parts taking ``loads_s`` seconds (:func:`.loads.part_seconds`)."""
     total = p.volume_bytes_per_sample * batch
     return SplitSummary(
         method=p.method,
         comm_volume_bytes=total,
         comm_volume_per_device_bytes=total / p.parts,
         max_device_sent_bytes=float(p.sent_bytes_per_sample.max()) * batch,
-        imbalance=p.imbalance,
-        part_loads_s=tuple(float(x) * batch for x in p.loads_s_per_sample),
+        imbalance=imbalance(loads_s),
+        part_loads_s=tuple(float(x) for x in loads_s),
         part_params=tuple(float(x) for x in part_loads(params_per_unit, p.assignment, p.parts)),
     )
 
@@ -234,31 +236,18 @@ def partition_report(
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
     net = model if isinstance(model, Network) else get_model(model, image_size)
     hw = load_hardware(hardware)
-    hg = network_hypergraph(net, hw, precision, parts, granularity, major, fmt)  # checks cuDNN against hw
+    # channel units weighted at the step's batch; layer units at mp=K plans' (the same partition)
+    weight_batch = global_batch if granularity == "channel" else WEIGHT_BATCH
+    hg = network_hypergraph(net, hw, precision, parts, granularity, major, fmt, weight_batch)  # checks cuDNN
     hp = hypergraph_partition(hg, parts, epsilon, seed)
     cp = contiguous_partition(net, hg, parts)
+
+    def loads(p: Partition) -> np.ndarray:
+        return part_seconds(net, hg, p.assignment, parts, hw, precision, global_batch)
+
     params_unit = hg.layer_values(net_params(net))
     bound = max_allowed_weight(int(hg.unit_weights.sum()), parts, epsilon)
-    notes = {
-        "comm_volume_bytes": VOLUME_DEFINITION,
-        "data_parallel": DP_DEFINITION,
-        "imbalance": "max part load / mean part load - 1, on predicted forward+backward seconds",
-        "part_loads_s": f"forward+backward seconds of each part per step: per-sample time at batch "
-        f"{WEIGHT_BATCH} times the global batch",
-        "partitioner": f"KaHyPar direct k-way, objective km1 (connectivity - 1), "
-        f"epsilon {epsilon}, seed {seed}; "
-        "vertex weights: predicted compute time (memory is not a second constraint: "
-        "KaHyPar balances one weight)",
-        "contiguous": "the chain of links cut into K runs minimising the slowest run (as pipeline "
-        "parallelism cuts it), measured on the same hypergraph",
-        "balance": "KaHyPar's bound: heaviest part <= (1 + epsilon) x ceil(total / K) on integer "
-        "weights (predicted seconds scaled); a unit heavier than the bound makes it unreachable",
-        "excluded": "the network input (each part reads it from the host) and the loss",
-    }
-    if granularity == "channel":
-        notes["units"] = (f"each channel unit priced as the smaller layer one GPU of filter={hg.groups} runs for it "
-                          "(its block of filters from the whole input, or of the channels it follows); a part "
-                          "holding several blocks of one layer pays each one's launches and host dispatch")
+    notes = _notes(hg, epsilon, seed, global_batch)
     return PartitionReport(
         model=net.name,
         hardware=hw.name,
@@ -272,8 +261,8 @@ def partition_report(
         nets=hg.num_nets,
         params=float(net.params),
         partition_seconds=hp.seconds,
-        hypergraph=_summary(hp, global_batch, params_unit),
-        contiguous=None if cp is None else _summary(cp, global_batch, params_unit),
+        hypergraph=_summary(hp, global_batch, params_unit, loads(hp)),
+        contiguous=None if cp is None else _summary(cp, global_batch, params_unit, loads(cp)),
         data_parallel_volume_bytes=data_parallel_volume_bytes(net.params, parts),
         assignment=hp.unit_parts,
         quotient_edges=quotient_edges(hg, hp.assignment),
@@ -283,6 +272,34 @@ def partition_report(
         cudnn_major=major,
         memory_format=fmt,
     )
+
+
+def _notes(hg: Hypergraph, epsilon: float, seed: int, global_batch: int) -> dict[str, str]:
+    """The report's definitions, in words."""
+    weight_batch, granularity = hg.batch, hg.granularity
+    notes = {
+        "comm_volume_bytes": VOLUME_DEFINITION,
+        "data_parallel": DP_DEFINITION,
+        "imbalance": "max part load / mean part load - 1, on predicted forward+backward seconds",
+        "part_loads_s": f"forward+backward seconds of each part per step, priced at the global batch "
+        f"({global_batch}): per layer, one kernel over all the channels the part holds of it",
+        "partitioner": f"KaHyPar direct k-way, objective km1 (connectivity - 1), "
+        f"epsilon {epsilon}, seed {seed}; "
+        "vertex weights: predicted compute time of each unit's layer times its share of the layer's "
+        f"channels, at batch {weight_batch}" + (", as mp=K plans weight them" if granularity == "layer" else "")
+        + " (memory is not a second constraint: KaHyPar balances one weight)",
+        "contiguous": "the chain of links cut into K runs minimising the slowest run (as pipeline "
+        "parallelism cuts it), measured on the same hypergraph",
+        "balance": "KaHyPar's bound: heaviest part <= (1 + epsilon) x ceil(total / K) on integer "
+        "weights (predicted seconds scaled); a unit heavier than the bound makes it unreachable",
+        "excluded": "the network input (each part reads it from the host) and the loss",
+    }
+    if granularity == "channel":
+        notes["units"] = (f"the channels of filter={hg.groups}'s GPUs; a part runs the units it holds of a layer "
+                          "as one smaller layer (its filters from the whole input, or the channels it follows), "
+                          "priced as predict prices a filter-split GPU's layer; non-contiguous channels "
+                          "priced as contiguous")
+    return notes
 
 
 def net_params(net: Network) -> np.ndarray:

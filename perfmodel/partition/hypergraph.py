@@ -52,14 +52,15 @@ def reference_hardware() -> Hardware:
 
 
 def reference_layer_times(net: Network, precision: str, cudnn_major: int = DEFAULT_CUDNN_MAJOR,
-                          memory_format: str = DEFAULT_MEMORY_FORMAT, hw: Hardware | None = None) -> LayerTimes:
+                          memory_format: str = DEFAULT_MEMORY_FORMAT, hw: Hardware | None = None,
+                          batch: int = WEIGHT_BATCH) -> LayerTimes:
     """Forward and backward seconds per sample of every layer on ``hw`` (None: the reference
-    profile), taken at :data:`WEIGHT_BATCH` samples (:func:`~perfmodel.cost.compute.layer_times`),
+    profile), taken at ``batch`` samples (:func:`~perfmodel.cost.compute.layer_times`),
     grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`),
     activations in ``memory_format`` (:mod:`perfmodel.cost.layout`)."""
-    lt = layer_times(compile_counts(net), hw or reference_hardware(), precision, WEIGHT_BATCH,
+    lt = layer_times(compile_counts(net), hw or reference_hardware(), precision, batch,
                      cudnn_major=cudnn_major, memory_format=memory_format)
-    return LayerTimes(fwd=lt.fwd / WEIGHT_BATCH, bwd=lt.bwd / WEIGHT_BATCH)
+    return LayerTimes(fwd=lt.fwd / batch, bwd=lt.bwd / batch)
 
 
 def channel_groups_for(parts: int) -> int:
@@ -82,7 +83,12 @@ class Hypergraph:
     ``unit_seconds`` are forward plus backward seconds per sample, ``unit_fwd_seconds`` (when
     known) their forward part, priced with the grouped convolutions of cuDNN ``cudnn_major`` and
     the activations in ``memory_format``: a split layer's unit as the smaller layer its GPU runs
-    (:func:`unit_times`), not its share of the layer's time.
+    (:func:`unit_times`), not its share of the layer's time; ``layer_seconds`` (when known) every
+    whole layer's; all taken at ``batch`` samples. The partitioner's integer ``unit_weights`` are
+    each unit's channel share of its layer's time (scaled to :data:`WEIGHT_SCALE`): a part runs the
+    units of one layer it holds as one block (:mod:`perfmodel.partition.loads`), whose time grows
+    about linearly with its channels, so a unit's own time (which pays a whole kernel's fixed
+    costs) would count those costs once per unit instead of once per block.
     """
 
     model: str
@@ -103,6 +109,8 @@ class Hypergraph:
     unit_fwd_seconds: np.ndarray | None = None
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
     memory_format: str = DEFAULT_MEMORY_FORMAT
+    batch: int = WEIGHT_BATCH
+    layer_seconds: np.ndarray | None = None
 
     @property
     def num_units(self) -> int:
@@ -117,6 +125,12 @@ class Hypergraph:
         by channel share (linear: a split layer's units' own times are :attr:`unit_seconds`)."""
         values: np.ndarray = np.asarray(per_layer, dtype=float)[self.unit_layer] * self.unit_share
         return values
+
+    @cached_property
+    def weight_seconds(self) -> np.ndarray:
+        """Seconds per sample the partitioner balances (``unit_weights`` before scaling): each unit's
+        share of its whole layer's time (:attr:`unit_seconds` where the layers' are not known)."""
+        return self.unit_seconds if self.layer_seconds is None else self.layer_values(self.layer_seconds)
 
     def net_pins(self, i: int) -> np.ndarray:
         return self.pins[self.offsets[i] : self.offsets[i + 1]]
@@ -138,9 +152,10 @@ def build_hypergraph(
     groups: int = 1,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    batch: int = WEIGHT_BATCH,
 ) -> Hypergraph:
     """The hypergraph of ``net`` at ``granularity`` with compute times on ``hw`` at ``precision``
-    (``hw=None``: on the :data:`REFERENCE_PROFILE`, the same whatever profile prices it), grouped
+    for ``batch`` samples (``hw=None``: on the :data:`REFERENCE_PROFILE`, the same whatever profile prices it), grouped
     convolutions priced as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`), the
     activations in ``memory_format`` (:mod:`perfmodel.cost.layout`).
 
@@ -163,7 +178,7 @@ def build_hypergraph(
     if g < 1:
         raise UsageError(f"channel groups must be >= 1, got {groups}")
     major, fmt = check_cudnn_major(cudnn_major), check_memory_format(memory_format)
-    lt = reference_layer_times(net, precision, major, fmt, hw)
+    lt = reference_layer_times(net, precision, major, fmt, hw, batch)
     per_sample = lt.fwd + lt.bwd
     e = BYTES_PER_ELEMENT[precision]
     splits = channel_split(net, g)
@@ -176,10 +191,10 @@ def build_hypergraph(
     if g == 1:
         sec, fwd_sec = per_sample[layer_of], lt.fwd[layer_of]
     else:
-        ut = unit_times(net, splits, layer_of, share_arr, precision, major, fmt, hw, whole=lt)
+        ut = unit_times(net, splits, layer_of, share_arr, precision, major, fmt, hw, whole=lt, batch=batch)
         sec, fwd_sec = ut.fwd + ut.bwd, ut.fwd
-    total = float(sec.sum())
-    weights = np.maximum(1, np.rint(sec / total * WEIGHT_SCALE)).astype(np.int64)
+    linear = per_sample[layer_of] * share_arr  # weight_seconds: the partitioner's additive proxy
+    weights = np.maximum(1, np.rint(linear / float(linear.sum()) * WEIGHT_SCALE)).astype(np.int64)
     net_elems = np.asarray(elems, dtype=np.int64)
     return Hypergraph(
         model=net.name,
@@ -200,13 +215,16 @@ def build_hypergraph(
         unit_fwd_seconds=fwd_sec,
         cudnn_major=major,
         memory_format=fmt,
+        batch=batch,
+        layer_seconds=per_sample,
     )
 
 
 def unit_times(net: Network, splits: Sequence[LayerSplit], unit_layer: np.ndarray, unit_share: np.ndarray,
                precision: str, cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
-               hw: Hardware | None = None, whole: LayerTimes | None = None) -> LayerTimes:
-    """Forward and backward seconds per sample of every unit (as :func:`reference_layer_times`):
+               hw: Hardware | None = None, whole: LayerTimes | None = None, batch: int = WEIGHT_BATCH) -> LayerTimes:
+    """Forward and backward seconds per sample of every unit at ``batch`` samples (as
+    :func:`reference_layer_times`):
     the smaller layer one GPU of a filter split computes it as (:mod:`perfmodel.cost.shares`),
     ``ceil(F/n)``-sized filter blocks from the whole input for a layer that owns its channels,
     its share of the channels of both tensors for one that follows its input (per-channel
@@ -219,22 +237,22 @@ def unit_times(net: Network, splits: Sequence[LayerSplit], unit_layer: np.ndarra
     sizes: list[dict[tuple[float, float], int]] = [{} for _ in splits]
     rank = np.array([sizes[i].setdefault((float(a), float(b)), len(sizes[i]))
                      for i, a, b in zip(unit_layer.tolist(), x, unit_share, strict=True)], dtype=np.int64)
-    whole = whole or reference_layer_times(net, precision, cudnn_major, memory_format, hw)
+    whole = whole or reference_layer_times(net, precision, cudnn_major, memory_format, hw, batch)
     split = (unit_share < 1.0) | (x < 1.0)
     fwd, bwd = whole.fwd[unit_layer].copy(), whole.bwd[unit_layer].copy()
     cc = compile_counts(net)
-    ev = cc.evaluate(WEIGHT_BATCH)
+    ev = cc.evaluate(batch)
     for k in range(int(rank[split].max(initial=-1)) + 1):
         pick = [list(d)[min(k, len(d) - 1)] if d else (1.0, 1.0) for d in sizes]
         sx, sy = (np.array(v, dtype=float) for v in zip(*pick, strict=True))
         counts = {f: ev[f] * sy for f in ("fwd_flops", "fwd_matmul_flops", "bwd_input_flops", "bwd_weight_flops",
                                            "out_elems", "saved_extra_bytes")}
         counts[OUT_SHARE] = sy  # the split GPU's counts (as split_counts gives predict's filter plans)
-        lt = layer_times(replace(cc, params=cc.params * sy), hw or reference_hardware(), precision, WEIGHT_BATCH,
+        lt = layer_times(replace(cc, params=cc.params * sy), hw or reference_hardware(), precision, batch,
                          counts=counts, cudnn_major=cudnn_major, memory_format=memory_format,
                          shares=TensorShares(sx, sy))
         mine = split & (rank == k)
-        fwd[mine], bwd[mine] = lt.fwd[unit_layer[mine]] / WEIGHT_BATCH, lt.bwd[unit_layer[mine]] / WEIGHT_BATCH
+        fwd[mine], bwd[mine] = lt.fwd[unit_layer[mine]] / batch, lt.bwd[unit_layer[mine]] / batch
     return LayerTimes(fwd=fwd, bwd=bwd)
 
 

@@ -15,7 +15,7 @@ from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import UsageError
 from ..hardware import Hardware
 from ..network import Network
-from .hypergraph import GRANULARITIES, Hypergraph, build_hypergraph, channel_groups_for
+from .hypergraph import GRANULARITIES, WEIGHT_BATCH, Hypergraph, build_hypergraph, channel_groups_for
 from .kahypar_backend import kahypar_partition
 from .metrics import imbalance, km1_volume, part_loads
 from .stages import partition_min_max
@@ -61,8 +61,10 @@ class Partition:
 
     @cached_property
     def loads_s_per_sample(self) -> np.ndarray:
-        """Forward+backward seconds per sample of each part."""
-        return part_loads(self.hypergraph.unit_seconds, self.assignment, self.parts)
+        """Forward+backward seconds per sample of each part as the partitioner balances them (its
+        units' :attr:`~.hypergraph.Hypergraph.weight_seconds`; a part's GPU's own time, one kernel
+        per layer at the step's batch, is :func:`.loads.part_seconds`)."""
+        return part_loads(self.hypergraph.weight_seconds, self.assignment, self.parts)
 
     @cached_property
     def weight_loads(self) -> np.ndarray:
@@ -73,7 +75,7 @@ class Partition:
 
     @property
     def imbalance(self) -> float:
-        """``max part load / mean part load - 1`` on the predicted compute times."""
+        """``max part load / mean part load - 1`` on :attr:`loads_s_per_sample`."""
         return imbalance(self.loads_s_per_sample)
 
     @cached_property
@@ -160,13 +162,14 @@ def clear_cache() -> None:
 
 def contiguous_partition(net: Network, hg: Hypergraph, parts: int) -> Partition | None:
     """The best contiguous split of the chain of links, as a pipeline cuts it: the stages'
-    largest compute time is minimal (:func:`partition_min_max`). None if the chain has
-    fewer links than ``parts``."""
+    largest compute time (its whole layers', :attr:`Hypergraph.layer_seconds` where known) is
+    minimal (:func:`partition_min_max`). None if the chain has fewer links than ``parts``."""
     check_parts(parts, hg)
     links = net.links
     if parts > len(links):
         return None
-    layer_s = np.bincount(hg.unit_layer, weights=hg.unit_seconds, minlength=len(net.layers))
+    layer_s = (hg.layer_seconds if hg.layer_seconds is not None
+               else np.bincount(hg.unit_layer, weights=hg.unit_seconds, minlength=len(net.layers)))
     costs = [float(layer_s[lk.start : lk.stop].sum()) for lk in links]
     runs = partition_min_max(costs, parts)
     stage_of_link = np.repeat(np.arange(parts), runs)
@@ -181,15 +184,18 @@ def contiguous_partition(net: Network, hg: Hypergraph, parts: int) -> Partition 
 def network_hypergraph(
     net: Network, hw: Hardware | None, precision: str, parts: int, granularity: str,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
+    batch: int = WEIGHT_BATCH,
 ) -> Hypergraph:
     """The hypergraph of ``net`` for a ``parts``-way split at ``granularity``, weighted by the
     compute times on ``hw`` (``None``: on the reference profile, whatever the profile priced)
-    with the grouped convolutions of cuDNN ``cudnn_major`` and the activations in ``memory_format``."""
+    for ``batch`` samples with the grouped convolutions of cuDNN ``cudnn_major`` and the
+    activations in ``memory_format``."""
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
     if hw is not None:  # a cuDNN that never ran on the GPU describes no run (network_partition too)
         check_cudnn_for_gpu(cudnn_major, hw)
-    return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts), cudnn_major, memory_format)
+    return build_hypergraph(net, hw, precision, granularity, channel_groups_for(parts), cudnn_major, memory_format,
+                            batch)
 
 
 def network_partition(
