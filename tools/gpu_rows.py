@@ -1,7 +1,7 @@
 """Signed throughput error of every measured run on chosen GPUs (default: Ampere and Hopper profiles).
 
 Usage: ``python tools/gpu_rows.py [--hardware PREFIX,...] [FILE ...]`` (default: the four shipped
-sets, hardware ``a100,h100,h200``). Prints, per row with a prediction (no calibration), the
+sets and the Hopper hold-out, hardware ``a100,h100,h200``). Prints, per row with a prediction (no calibration), the
 file, model, hardware, precision, GPUs, batch, measured and predicted throughput (samples/s)
 and the signed error ``(predicted - measured) / measured`` in %: positive = predicted too
 fast. The summary gives the mean signed and mean absolute error per hardware and precision.
@@ -20,7 +20,8 @@ from perfmodel.validation import load_measurements, validate
 
 __all__ = ["signed_rows", "main"]
 
-SETS = ("published_runs.csv", "holdout_runs.csv", "families_runs.csv", "families_holdout_runs.csv")
+SETS = ("published_runs.csv", "holdout_runs.csv", "families_runs.csv", "families_holdout_runs.csv",
+        "hopper_runs.csv")
 
 
 def signed_rows(files: list[str], prefixes: tuple[str, ...]) -> list[tuple[str, str, str, str, int, str,
