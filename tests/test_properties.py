@@ -163,12 +163,8 @@ def test_speedup_never_exceeds_gpu_count(c: tuple[Any, ...]) -> None:
     if p.speedup_vs_1gpu is None:
         return
     assert p.speedup_vs_1gpu > 0
-    base = p.baseline
-    own_micro_batch = p.global_batch / (p.gpus * p.strategy.mb)
-    if p.fits_in_memory or (p.strategy.kind == "data" and base is not None
-                            and own_micro_batch <= base.batch / base.micro_batches):
+    if p.strategy.kind == "data" or p.fits_in_memory:
         # a plan that does not fit may run a larger micro-batch than one GPU can: no bound there
-        # (a 1-GPU parameter-server plan is priced against the accumulating baseline, not itself)
         assert p.speedup_vs_1gpu <= p.gpus * (1 + REL), (p.strategy.spec(), p.speedup_vs_1gpu, p.speedup_baseline)
 
 

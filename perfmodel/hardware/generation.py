@@ -13,8 +13,6 @@ GENERATIONS = {"P": "pascal", "V": "volta", "T": "turing", "A": "ampere", "L": "
                "B": "blackwell"}
 
 _TOKEN = re.compile(r"G?([PVTALHB])\d{1,4}[A-Z]*")
-#: GeForce GTX 10-series model numbers (GTX 1050 to 1080 Ti): Pascal chips GP102-GP108 (NVIDIA's
-#: GeForce GTX 1080 Ti specifications: GP102; the GTX 1080 whitepaper: GP104).
 #: Words of other vendors' device names, whose model numbers share NVIDIA's letters (Intel Arc
 #: A770, AMD Radeon Pro V620, Google TPU v4): such a name has no NVIDIA generation.
 _OTHER_VENDORS = frozenset({"AMD", "RADEON", "INSTINCT", "INTEL", "ARC", "TPU", "GOOGLE"})

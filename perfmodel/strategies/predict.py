@@ -103,8 +103,7 @@ def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None) -> Bas
     """One GPU of the profile training ``batch`` samples per step (accumulating gradients over
     the fewest micro-batches that fit); ``None`` if one sample does not fit. A one-GPU data
     plan ``s`` is its own baseline (one GPU is exactly 1.0x)."""
-    if s is not None and s.gpus == 1 and s.kind == "data" and s.comm in ("ring", "tree", "hierarchical") \
-            and not s.recompute:
+    if s is not None and s.gpus == 1 and s.kind == "data" and not s.recompute:
         return Baseline(ctx.hw.name, batch, s.mb, price(ctx, s, batch).time_s)
     one = one_gpu_step(ctx, batch)
     return None if one is None else Baseline(ctx.hw.name, batch, one[1], one[0])
