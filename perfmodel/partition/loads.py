@@ -40,6 +40,9 @@ def part_blocks(hg: Hypergraph, assignment: np.ndarray, parts: int) -> PartBlock
     """One block per (part, layer) pair holding at least one unit (linear in units): its share
     is the channels of its units over the layer's, exactly 1 where the part holds them all."""
     a = np.asarray(assignment, dtype=np.int64)
+    if a.shape != hg.unit_layer.shape or (a.size and (a.min() < 0 or a.max() >= parts)):
+        raise ValueError(f"assignment must give each of the {hg.unit_layer.size} units a part in 0..{parts - 1} "
+                         f"(got {a.size} labels in {a.min(initial=0)}..{a.max(initial=0)})")
     n_layers = int(hg.unit_layer.max(initial=-1)) + 1
     keys, inverse = np.unique(a * n_layers + hg.unit_layer, return_inverse=True)
     layer = keys % n_layers

@@ -45,7 +45,7 @@ COMPUTE_SCALE_BOUNDS = (1.0 / 3.0, 3.0)
 def speedup_key(m: Measurement) -> tuple[str, ...]:
     """Rows sharing this key form one speedup group (see ``compare.DEFINITIONS``)."""
     batch = f"b={m.batch_per_gpu}" if m.batch_per_gpu is not None else "global"
-    return (m.file, m.model, m.hardware, m.precision, m.framework, m.source, batch)
+    return (m.file, m.model, m.hardware, m.precision, m.framework, m.source, batch, m.step)
 
 
 def row_id(m: Measurement) -> tuple[str, int]:

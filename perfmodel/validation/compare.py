@@ -51,7 +51,7 @@ DEFINITIONS = {
     ),
     "speedup": (
         "throughput of a multi-GPU row over the 1-GPU row of its speedup group (same model, "
-        "hardware, precision, framework, source and per-GPU batch: one table's 1-GPU run is not "
+        "hardware, precision, framework, source, per-GPU batch and step scope: one table's 1-GPU run is not "
         "another's baseline; rows given by global batch, as pipeline benchmarks are, are grouped "
         "across batches, each configuration at its own batch, against the plain data-parallel "
         "1-GPU row)"

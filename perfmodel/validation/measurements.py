@@ -306,7 +306,9 @@ def _fields(v: Mapping[str, str], p: _RowParser, fail: _Fail) -> dict[str, Any]:
         raise fail("optimizer", f"{shown(optimizer, 40)} is not one of {', '.join(_OPTIMIZERS)}")
     step = step_scope(v.get("step", ""))
     if step is None:
-        raise fail("step", f"{shown(v['step'], 40)} is not one of {', '.join(STEP_SCOPES)}")
+        close = closest_names(v["step"].strip().lower(), list(STEP_SCOPES))
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise fail("step", f"{shown(v['step'], 40)} is not one of {', '.join(STEP_SCOPES)}{hint}")
     return dict(model=model, hardware=hardware, gpus=gpus, precision=precision, batch_per_gpu=bpg,
                 global_batch=gb, strategy=strategy, strategy_text=text, image_size=image_size,
                 optimizer=optimizer, step=step)
