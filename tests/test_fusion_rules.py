@@ -1,0 +1,58 @@
+"""Which chains each fusion fuses, which settings it can run in, and which rows name it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from perfmodel.cost.compute import layer_times
+from perfmodel.cost.fusion import fused_chains
+from perfmodel.hardware import load_hardware
+from perfmodel.network import get_model
+from perfmodel.network.counts import compile_counts
+
+# SE-ResNeXt-101 32x4d (Hu et al. 2018, table 1 with ResNeXt-101's 3, 4, 23, 3 blocks): 33
+# bottleneck blocks, the first of each stage down-sampling through a 1x1 conv + batch norm
+_BLOCKS, _DOWN = 3 + 4 + 23 + 3, 4
+
+
+def test_mxnet_fuses_only_the_bodys_batch_norm_with_the_add() -> None:
+    # MXNet's BatchNormAddRelu is the body's last batch norm with the shortcut as addend; an SE
+    # block's body ends in the SE multiply, so no add is fused, only each block's two bn-relu
+    net = get_model("se_resnext101_32x4d", 224)
+    chains = fused_chains(net, "mxnet-bn-add-relu")
+    assert [c for c in chains if c.add >= 0] == []
+    assert len(chains) == 1 + 2 * _BLOCKS
+    assert not any("downsample" in net.layers[c.bn].name for c in chains)
+
+
+def test_xla_fuses_the_shortcut_batch_norm_of_se_down_sampling_blocks() -> None:
+    net = get_model("se_resnext101_32x4d", 224)
+    with_add = [c for c in fused_chains(net, "xla") if c.add >= 0]
+    assert len(with_add) == _DOWN
+    for c in with_add:
+        add = net.layers[c.add]
+        assert net.layers[c.bn].name == add.name.replace(".add", ".downsample.1")
+        other = next(t for t in add.inputs if t != net.layers[c.bn].name)
+        assert next(layer for layer in net.layers if layer.name == other).kind == "mul"  # the SE scale
+
+
+def test_mxnet_prices_se_blocks_adds_and_shortcuts_eager() -> None:
+    net = get_model("se_resnext101_32x4d", 224)
+    cc, hw = compile_counts(net), load_hardware("v100-16gb-dgx1")
+    eager = layer_times(cc, hw, "amp", 64)
+    mx = layer_times(cc, hw, "amp", 64, fusion="mxnet-bn-add-relu")
+    xla = layer_times(cc, hw, "amp", 64, fusion="xla")
+    kept = [i for i, layer in enumerate(net.layers) if layer.kind == "add" or "downsample.1" in layer.name]
+    assert len(kept) == _BLOCKS + _DOWN
+    np.testing.assert_array_equal(mx.fwd[kept], eager.fwd[kept])
+    np.testing.assert_array_equal(mx.bwd[kept], eager.bwd[kept])
+    assert xla.fwd[kept].sum() < eager.fwd[kept].sum()  # XLA fuses the 4 shortcut chains
+    assert mx.total < eager.total  # the bn-relu chains still fuse
+
+
+@pytest.mark.parametrize("model", ["resnet50", "resnext101_32x4d", "resnet18"])
+def test_plain_residual_blocks_fuse_the_same_under_both(model: str) -> None:
+    # without SE the body's batch norm is the add's first input: both fusions take the same chains
+    net = get_model(model, 224)
+    assert fused_chains(net, "mxnet-bn-add-relu") == fused_chains(net, "xla")
