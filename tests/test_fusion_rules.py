@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from importlib import resources
+
 import numpy as np
 import pytest
 
@@ -10,6 +13,8 @@ from perfmodel.cost.fusion import fused_chains
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
 from perfmodel.network.counts import compile_counts
+from perfmodel.validation import load_measurements
+from perfmodel.validation.software_era import fusion_of
 
 # SE-ResNeXt-101 32x4d (Hu et al. 2018, table 1 with ResNeXt-101's 3, 4, 23, 3 blocks): 33
 # bottleneck blocks, the first of each stage down-sampling through a 1x1 conv + batch norm
@@ -56,3 +61,29 @@ def test_plain_residual_blocks_fuse_the_same_under_both(model: str) -> None:
     # without SE the body's batch norm is the add's first input: both fusions take the same chains
     net = get_model(model, 224)
     assert fused_chains(net, "mxnet-bn-add-relu") == fused_chains(net, "xla")
+
+
+def _tf_row():  # type: ignore[no-untyped-def]
+    rows = load_measurements([resources.files("perfmodel.data") / "holdout_runs.csv"]).rows
+    return next(m for m in rows if "XLA" in m.framework)
+
+
+_CONVNETS = "NVIDIA/DeepLearningExamples TensorFlow/Classification/ConvNets"
+
+
+@pytest.mark.parametrize(("framework", "source", "notes", "fusion"), [
+    ("TensorFlow 1 (NGC 20.06-tf1-py3, XLA)", _CONVNETS, "", "xla"),
+    ("TensorFlow 1 (NGC 20.06-tf1-py3, --xla)", _CONVNETS, "", "xla"),
+    # a note or source that names XLA to say it was off cannot turn it on
+    ("TensorFlow 1 (NGC 20.06-tf1-py3)", _CONVNETS, "run without XLA (--xla not passed)", "eager"),
+    ("TensorFlow 1 (NGC 20.06-tf1-py3)", _CONVNETS + " XLA comparison table", "XLA off", "eager"),
+    ("TensorFlow 1 (NGC 20.06-tf1-py3)", _CONVNETS, "with XLA", "eager"),  # only the framework says what ran
+    # negated in the framework field itself
+    ("TensorFlow 1 (NGC 20.06-tf1-py3, no XLA)", _CONVNETS, "", "eager"),
+    ("TensorFlow 1 (NGC 20.06-tf1-py3, without --xla)", _CONVNETS, "", "eager"),
+    ("TensorFlow 1 (NGC 20.06-tf1-py3, XLA off)", _CONVNETS, "", "eager"),
+])
+def test_xla_is_read_from_the_framework_field_only(framework: str, source: str, notes: str, fusion: str) -> None:
+    m = _tf_row()
+    row = dataclasses.replace(m, framework=framework, source=source, columns={**m.columns, "notes": notes})
+    assert fusion_of(row) == fusion
