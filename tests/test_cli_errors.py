@@ -519,6 +519,14 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("export", "resnet50 -n 8 -s dp=8 -o {out}.py --cudnn 7", 2, "(Ampere needs cuDNN >= 8"),
     ("partition", "resnet50 -k 2 --cudnn 6", 2, "cuDNN 6 cannot run on a100-80gb-dgx"),
     (P, "resnet50 -n 1 -s dp=1 --fusion mxnet", 2, "'mxnet' is not one of 'eager', 'mxnet-bn-add-relu', 'xla'"),
+    # NVIDIA's NHWC batch-norm kernels behind mxnet-bn-add-relu are fp16 NHWC only (perfmodel/cost/fusion.py)
+    (P, "resnet50 -n 1 -s dp=1 -H v100-16gb-dgx1 --precision fp32 --fusion mxnet-bn-add-relu --memory-format nhwc",
+     2, "fusion mxnet-bn-add-relu runs at precision amp in memory format nhwc only"),
+    (P, "resnet50 -n 1 -s dp=1 --precision bf16 --memory-format nhwc --fusion mxnet-bn-add-relu", 2,
+     "not bf16 nhwc: use --precision amp --memory-format nhwc"),
+    (P, "resnet50 -n 1 -s dp=1 -H v100-16gb-dgx1 --fusion mxnet-bn-add-relu", 2,
+     "not amp nchw: use --precision amp --memory-format nhwc, or --fusion eager or xla"),
+    (P, "resnet50 -n 1 -s dp=1 --precision tf32 --fusion mxnet-bn-add-relu", 2, "not tf32 nchw"),
 ]
 
 

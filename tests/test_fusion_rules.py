@@ -8,13 +8,15 @@ from importlib import resources
 import numpy as np
 import pytest
 
+from perfmodel import predict
 from perfmodel.cost.compute import layer_times
-from perfmodel.cost.fusion import fused_chains
+from perfmodel.cost.fusion import FUSIONS, RUNS_IN, check_fusion_setting, fused_chains
+from perfmodel.errors import UsageError
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
 from perfmodel.network.counts import compile_counts
 from perfmodel.validation import load_measurements
-from perfmodel.validation.software_era import fusion_of
+from perfmodel.validation.software_era import fusion_of, memory_format_of
 
 # SE-ResNeXt-101 32x4d (Hu et al. 2018, table 1 with ResNeXt-101's 3, 4, 23, 3 blocks): 33
 # bottleneck blocks, the first of each stage down-sampling through a 1x1 conv + batch norm
@@ -87,3 +89,29 @@ def test_xla_is_read_from_the_framework_field_only(framework: str, source: str, 
     m = _tf_row()
     row = dataclasses.replace(m, framework=framework, source=source, columns={**m.columns, "notes": notes})
     assert fusion_of(row) == fusion
+
+
+@pytest.mark.parametrize(("precision", "memory_format"), [("fp32", "nhwc"), ("bf16", "nhwc"), ("tf32", "nhwc"),
+                                                          ("amp", "nchw"), ("fp32", "nchw")])
+def test_mxnet_fusion_outside_fp16_nhwc_is_a_usage_error(precision: str, memory_format: str) -> None:
+    with pytest.raises(UsageError, match=f"precision amp in memory format nhwc only .*not {precision} {memory_format}"):
+        predict("resnet50", 1, "dp=1", "v100-16gb-dgx1", precision, 32, memory_format=memory_format,
+                fusion="mxnet-bn-add-relu")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "amp", "bf16"])
+@pytest.mark.parametrize("memory_format", ["nchw", "nhwc"])
+def test_xla_and_eager_run_at_every_precision_and_format(precision: str, memory_format: str) -> None:
+    for fusion in FUSIONS:
+        if fusion not in RUNS_IN:
+            assert check_fusion_setting(fusion, precision, memory_format) == fusion
+    assert check_fusion_setting("mxnet-bn-add-relu", "amp", "nhwc") == "mxnet-bn-add-relu"
+
+
+def test_every_shipped_mxnet_fused_row_is_fp16_nhwc() -> None:
+    # validate prices these rows with their fusion: each must be a setting the kernels run in
+    files = ("published_runs.csv", "holdout_runs.csv", "families_runs.csv", "families_holdout_runs.csv")
+    rows = [m for f in files for m in load_measurements([resources.files("perfmodel.data") / f]).rows]
+    fused = [m for m in rows if fusion_of(m) == "mxnet-bn-add-relu"]
+    assert len(fused) == 13  # perfmodel/data/MEASUREMENTS.md, the MXNet ResNet-50 amp rows
+    assert {(m.precision, memory_format_of(m)) for m in fused} == {("amp", "nhwc")}

@@ -63,6 +63,12 @@ bn-add-relu  ``4n``, 2 launches (eager ``8n``, 5)        ``8n`` + the fork's sum
                                                           (eager ``11n``, 4)
 ===========  ==========================================  ==============================================
 
+Where each runs (:data:`RUNS_IN`, checked by :func:`check_fusion_setting` for every priced run):
+``mxnet-bn-add-relu`` at ``amp`` in ``nhwc`` only, as its kernels' ``Supports`` (``kFloat16``,
+``axis == 3``) and the runner's flags (float16 with NHWC layouts) say; ``eager`` and ``xla`` at any
+precision and memory format (XLA's fusion pass works on HLO whatever the element type and layout:
+the TensorFlow XLA rows it prices are fp32, tf32 and amp, NCHW and NHWC).
+
 Which add: ``mxnet-bn-add-relu`` fuses what DeepLearningExamples' residual block calls, the
 body's last batch norm with the shortcut as the ``addend``; MXNet has no graph pass that finds
 other batch norms (its pointwise fusion leaves batch norm alone), so the batch norm must be the
@@ -95,11 +101,14 @@ from ..errors import UsageError
 from ..network.graph import Network
 from .kernels import LayerKernels
 
-__all__ = ["FUSIONS", "DEFAULT_FUSION", "check_fusion", "fusion_assumption", "fused_chains", "with_fusion",
-           "own_arithmetic", "Chain", "ChainPrice"]
+__all__ = ["FUSIONS", "DEFAULT_FUSION", "RUNS_IN", "check_fusion", "check_fusion_setting", "fusion_assumption",
+           "fused_chains", "with_fusion", "own_arithmetic", "Chain", "ChainPrice"]
 
 #: The fusions perfmodel prices (module docstring).
 FUSIONS: tuple[str, ...] = ("eager", "mxnet-bn-add-relu", "xla")
+#: The precisions and memory formats a fusion's kernels run in, where it is limited (module
+#: docstring, "Where each runs"): NVIDIA's NHWC batch-norm kernels are fp16 NHWC only.
+RUNS_IN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"mxnet-bn-add-relu": (("amp",), ("nhwc",))}
 #: Eager PyTorch: every kernel of :mod:`perfmodel.cost.kernels` runs on its own.
 DEFAULT_FUSION = "eager"
 #: Bytes of the ReLU mask per element (one bit: NVIDIA's NHWC batch-norm kernels' ``relu_bitmask``).
@@ -146,6 +155,19 @@ def check_fusion(fusion: object) -> str:
     """``fusion`` if perfmodel knows it, else a :class:`~perfmodel.errors.UsageError` naming the choices."""
     if not isinstance(fusion, str) or fusion not in FUSIONS:
         raise UsageError(f"unknown fusion {fusion!r} (valid: {', '.join(FUSIONS)})")
+    return fusion
+
+
+def check_fusion_setting(fusion: str, precision: str, memory_format: str) -> str:
+    """``fusion`` if its kernels run at ``precision`` in ``memory_format`` (:data:`RUNS_IN`), else a
+    :class:`~perfmodel.errors.UsageError` naming the precision and memory format it needs."""
+    need = RUNS_IN.get(check_fusion(fusion))
+    if need is not None and (precision not in need[0] or memory_format not in need[1]):
+        anywhere = " or ".join(f for f in FUSIONS if f not in RUNS_IN)
+        raise UsageError(
+            f"fusion {fusion} runs at precision {'/'.join(need[0])} in memory format {'/'.join(need[1])} only "
+            f"(NVIDIA's fp16 NHWC batch-norm kernels), not {precision} {memory_format}: use --precision "
+            f"{need[0][0]} --memory-format {need[1][0]}, or --fusion {anywhere}")
     return fusion
 
 
