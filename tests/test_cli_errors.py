@@ -519,6 +519,21 @@ CASES2: list[tuple[str, str, int, str]] = [
     ("export", "resnet50 -n 8 -s dp=8 -o {out}.py --cudnn 7", 2, "(Ampere needs cuDNN >= 8"),
     ("partition", "resnet50 -k 2 --cudnn 6", 2, "cuDNN 6 cannot run on a100-80gb-dgx"),
     (P, "resnet50 -n 1 -s dp=1 --fusion mxnet", 2, "'mxnet' is not one of 'eager', 'mxnet-bn-add-relu', 'xla'"),
+    # NVIDIA's NHWC batch-norm kernels behind mxnet-bn-add-relu are fp16 NHWC only (perfmodel/cost/fusion.py)
+    (P, "resnet50 -n 1 -s dp=1 -H v100-16gb-dgx1 --precision fp32 --fusion mxnet-bn-add-relu --memory-format nhwc",
+     2, "fusion mxnet-bn-add-relu runs at precision amp in memory format nhwc only"),
+    (P, "resnet50 -n 1 -s dp=1 --precision bf16 --memory-format nhwc --fusion mxnet-bn-add-relu", 2,
+     "not bf16 nhwc: use --precision amp --memory-format nhwc"),
+    (P, "resnet50 -n 1 -s dp=1 -H v100-16gb-dgx1 --fusion mxnet-bn-add-relu", 2,
+     "not amp nchw: use --precision amp --memory-format nhwc, or --fusion eager or xla"),
+    (P, "resnet50 -n 1 -s dp=1 --precision tf32 --fusion mxnet-bn-add-relu", 2, "not tf32 nchw"),
+    ("explain", "resnet50 -n 1 -s dp=1 --precision fp32 --fusion mxnet-bn-add-relu", 2, "not fp32 nchw"),
+    ("plan", "resnet50 -n 8 --fusion mxnet-bn-add-relu", 2, "use --precision amp --memory-format nhwc"),
+    ("compare", "resnet50 -n 8 -H a100-80gb-dgx --precision bf16 --fusion mxnet-bn-add-relu", 2, "not bf16 nchw"),
+    ("scale", "resnet50 --gpus 1,8 --memory-format nhwc --precision fp32 --fusion mxnet-bn-add-relu", 2,
+     "not fp32 nhwc"),
+    ("explain", "resnet50 -n 1 -s dp=1 --fusion tvm", 2, "'tvm' is not one of 'eager', 'mxnet-bn-add-relu', 'xla'"),
+    ("plan", "resnet50 -n 8 --fusion XLA", 2, "'XLA' is not one of 'eager', 'mxnet-bn-add-relu', 'xla'"),
 ]
 
 

@@ -36,12 +36,13 @@ def _rows() -> list:  # type: ignore[type-arg]
 def test_resnet50_chains_follow_its_blocks() -> None:
     # ResNet-50 (He et al. 2016, table 1: 3+4+6+3 bottleneck blocks): the stem's bn-relu, two
     # bn-relu per block, and each block's last batch norm + residual add + ReLU
-    chains = fused_chains(get_model("resnet50", 224))
     net = get_model("resnet50", 224)
+    chains = fused_chains(net, "mxnet-bn-add-relu")
+    assert fused_chains(net, "xla") == chains and fused_chains(net, DEFAULT_FUSION) == ()
     with_add = [c for c in chains if c.add >= 0]
     assert len(chains) - len(with_add) == 1 + 2 * 16 and len(with_add) == 16
     assert all(net.layers[c.bn].name.endswith("bn3") for c in with_add)  # the body's, not the shortcut's
-    assert fused_chains(get_model("vgg16", 224)) == ()  # no batch norm: nothing to fuse
+    assert fused_chains(get_model("vgg16", 224), "xla") == ()  # no batch norm: nothing to fuse
 
 
 def test_eager_is_todays_kernels_exactly() -> None:
@@ -66,7 +67,7 @@ def test_chain_bytes_and_other_layers(fusion: str) -> None:
     lk = network_kernels(net)
     fused = with_fusion(lk, net, fusion)
     touched = set()
-    for c in fused_chains(net):
+    for c in fused_chains(net, fusion):
         idx = [i for i in (c.bn, c.add, c.act) if i >= 0]
         touched.update(idx)
         n = net.layers[c.act].out_elems
@@ -90,7 +91,7 @@ def test_fusing_never_slows_a_chain(batch: int, fusion: str, model: str, gpu: st
     cc, hw = compile_counts(net), load_hardware(gpu)
     eager, fused = layer_times(cc, hw, precision, batch), layer_times(cc, hw, precision, batch, fusion=fusion)
     touched = np.zeros(len(net.layers), dtype=bool)
-    for c in fused_chains(net):
+    for c in fused_chains(net, fusion):
         idx = [i for i in (c.bn, c.add, c.act) if i >= 0]
         touched[idx] = True
         assert fused.fwd[idx].sum() <= eager.fwd[idx].sum() * (1 + 1e-12)

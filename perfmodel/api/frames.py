@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..cost.fusion import DEFAULT_FUSION, check_fusion
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..hardware import DEFAULT_HARDWARE, Hardware
@@ -35,6 +36,7 @@ def predict_frame(
     image_size: int | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    fusion: str = DEFAULT_FUSION,
     **what_if: Any,
 ) -> pd.DataFrame:
     """One row per plan in ``strategy`` (a spec or a list of specs): step, throughput, speedup,
@@ -44,7 +46,8 @@ def predict_frame(
     a :class:`Strategy` or a list of them) and one ``hardware``; ``what_if`` keys change the
     hardware profile in memory (see :func:`load_hardware`); ``cudnn_major`` the cuDNN of the
     run's framework (before 8, grouped convolutions run one kernel per group); ``memory_format``
-    the activations' layout, nchw or nhwc (:mod:`perfmodel.cost.layout`). Wrong kinds of
+    the activations' layout, nchw or nhwc (:mod:`perfmodel.cost.layout`); ``fusion`` the batch-norm/add/ReLU
+    chains the run's framework fuses (:mod:`perfmodel.cost.fusion`). Wrong kinds of
     argument raise :class:`~perfmodel.errors.UsageError`.
     """
     specs = as_list(strategy)
@@ -62,6 +65,7 @@ def predict_frame(
         image_size=image_size,
         cudnn_major=cudnn_major,
         memory_format=memory_format,
+        fusion=fusion,
     )
 
 
@@ -77,6 +81,7 @@ def plan_frame(
     kinds: Sequence[str] | str | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    fusion: str = DEFAULT_FUSION,
     **what_if: Any,
 ) -> pd.DataFrame:
     """The ``top`` plans of a search, fastest first, with why each runner-up loses (SI units).
@@ -87,7 +92,8 @@ def plan_frame(
     sgd or adam; ``top`` an integer from 1 to 1,000; ``kinds`` strategy kinds (a list or a
     comma list; default every kind); ``cudnn_major`` the cuDNN of the run's framework (before 8,
     grouped convolutions run one kernel per group); ``memory_format`` nchw or nhwc (the
-    activations' layout). ``what_if`` keys change the hardware profile
+    activations' layout); ``fusion`` one of :data:`~perfmodel.cost.fusion.FUSIONS`. ``what_if`` keys change
+    the hardware profile
     in memory.
     ``speedup_x`` is the plan's own (:attr:`~perfmodel.strategies.Prediction.speedup_baseline`).
     Wrong kinds of argument raise :class:`~perfmodel.errors.UsageError`.
@@ -108,6 +114,7 @@ def plan_frame(
         check_kinds(kinds) or available_kinds(),
         check_cudnn_major(cudnn_major),
         check_memory_format(memory_format),
+        check_fusion(fusion),
     )
     rows = []
     for i, (p, why) in enumerate(zip(r.plans, r.reasons, strict=True), 1):
@@ -136,6 +143,6 @@ def plan_frame(
         global_batch=r.global_batch,
         gpus=gpus,
         baseline=best.speedup_baseline,
-        **software_attrs(best.cudnn_major, best.memory_format),
+        **software_attrs(best.cudnn_major, best.memory_format, best.fusion),
     )
     return df

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..cost.fusion import DEFAULT_FUSION, fusion_assumption
 from ..cost.grouped import cudnn_assumption
 from ..cost.layout import memory_format_assumption
 from ..report.answers import frame_columns
@@ -19,10 +20,12 @@ from .cache import Baselines
 __all__ = ["price_row", "gap_row", "text_columns", "as_list", "resolve_batches", "software_attrs"]
 
 
-def software_attrs(cudnn_major: int, memory_format: str) -> dict[str, Any]:
-    """The software a frame's plans assume, for its ``df.attrs``: the cuDNN era and the memory format."""
+def software_attrs(cudnn_major: int, memory_format: str, fusion: str = DEFAULT_FUSION) -> dict[str, Any]:
+    """The software a frame's plans assume, for its ``df.attrs``: the cuDNN era, the memory format
+    and the batch-norm/add/ReLU fusion."""
     return {"cudnn_major": int(cudnn_major), "cudnn": cudnn_assumption(cudnn_major), "memory_format": memory_format,
-            "memory_format_assumption": memory_format_assumption(memory_format)}
+            "memory_format_assumption": memory_format_assumption(memory_format), "fusion": fusion,
+            "fusion_assumption": fusion_assumption(fusion)}
 
 
 def resolve_batches(batch_per_gpu: object, global_batch: object) -> tuple[int | None, int | None]:

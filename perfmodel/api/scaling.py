@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import NoFeasiblePlanError, UsageError
@@ -61,6 +62,7 @@ def scale(
     progress: Progress | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    fusion: str = DEFAULT_FUSION,
 ) -> pd.DataFrame:
     """Predicted speedup against GPU count: for each strategy kind and count, its best plan.
 
@@ -70,7 +72,8 @@ def scale(
     it (accumulating gradients if it does not fit). ``best`` searches every kind.
     ``gpus_list`` is what :func:`parse_gpu_list` takes; ``strategies`` names from
     :data:`SCALE_STRATEGIES` (a list or a comma list); batches integers from 1 to 1e9 (at most
-    one); ``cudnn_major`` the run's cuDNN (5 to 9), ``memory_format`` nchw or nhwc; wrong kinds of
+    one); ``cudnn_major`` the run's cuDNN (5 to 9), ``memory_format`` nchw or nhwc, ``fusion`` one of
+    :data:`~perfmodel.cost.fusion.FUSIONS` (mxnet-bn-add-relu at amp in nhwc only); wrong kinds of
     argument raise :class:`~perfmodel.errors.UsageError`. A kind with no feasible plan at a count
     leaves a gap: NaN, with the ``reason``.
     Returns one row per (strategy, gpus); ``df.attrs`` holds the setting and the baseline.
@@ -82,7 +85,7 @@ def scale(
     optimizer = check_optimizer(optimizer)
     net = load_model(model, image_size)
     hw = load_hardware(hardware)
-    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format)
+    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion)
     b1 = bpg if bpg is not None else gb
     assert b1 is not None
     one = one_gpu_step(ctx, b1)
@@ -107,7 +110,7 @@ def scale(
         hardware=hw.name,
         precision=precision,
         optimizer=optimizer,
-        **software_attrs(ctx.cudnn_major, ctx.memory_format),
+        **software_attrs(ctx.cudnn_major, ctx.memory_format, ctx.fusion),
         scaling="weak" if bpg is not None else "strong",
         batch_per_gpu=bpg,
         global_batch=gb,
@@ -146,7 +149,7 @@ def _best_of(
         return gap_row(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU")
     try:
         r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major,
-                 memory_format=ctx.memory_format)
+                 memory_format=ctx.memory_format, fusion=ctx.fusion)
     except NoFeasiblePlanError as e:
         return gap_row(
             f"no {name} plan fits in {hw.device.memory_bytes / 2**30:.0f} GiB "

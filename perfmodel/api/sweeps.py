@@ -8,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..cost.grouped import DEFAULT_CUDNN_MAJOR
-from ..cost.layout import DEFAULT_MEMORY_FORMAT
+from ..cost.fusion import DEFAULT_FUSION, check_fusion_setting
+from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
+from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
@@ -42,6 +43,7 @@ def sweep(
     progress: Progress | None = None,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    fusion: str = DEFAULT_FUSION,
 ) -> pd.DataFrame:
     """Price plans over the grid of every argument given as a list; one row per point.
 
@@ -49,9 +51,10 @@ def sweep(
     ``strategy`` spec strings or :class:`Strategy` objects (None: search); ``hardware`` profile
     names, ``.toml`` paths or :class:`Hardware`; ``precision`` one of fp32, tf32, amp, bf16;
     batches integers from 1 to 1e9 (at most one of the two); ``optimizer`` sgd or adam;
-    ``kinds`` strategy kinds as a list or a comma list; ``cudnn_major`` the run's cuDNN, one of
-    :data:`~perfmodel.cost.grouped.CUDNN_MAJORS`, and ``memory_format`` nchw or nhwc (both stated
-    in ``df.attrs``). Anything else raises :class:`~perfmodel.errors.UsageError` (a what-if value
+    ``kinds`` strategy kinds as a list or a comma list; the run's software (in ``df.attrs``):
+    ``cudnn_major`` one of :data:`~perfmodel.cost.grouped.CUDNN_MAJORS`, ``memory_format`` nchw or
+    nhwc, ``fusion`` one of :data:`~perfmodel.cost.fusion.FUSIONS` whose kernels run at every
+    precision asked. Anything else raises :class:`~perfmodel.errors.UsageError` (a what-if value
     out of range: :class:`~perfmodel.errors.ProfileError`) before any point is priced.
 
     ``gpus``, ``strategy``, ``hardware``, ``precision``, ``batch_per_gpu``, ``global_batch`` and
@@ -82,7 +85,8 @@ def sweep(
     named = [("gpus", gpus), ("strategy", strategy), ("hardware", hardware), ("precision", precision)]
     named += [("batch_per_gpu", batch_per_gpu), ("global_batch", global_batch)]
     axes, fixed = _grid([*named, *what_if.items()])
-    _check_values(axes, fixed)
+    software = (cudnn_major, memory_format, fusion)
+    _check_values(axes, fixed, software)
     base = Baselines()
     contexts: dict[tuple[int, str], Context] = {}
     hws: dict[tuple[Any, ...], Hardware] = {}
@@ -90,7 +94,7 @@ def sweep(
     rows = []
     for i, combo in enumerate(points):
         pt = {**fixed, **dict(zip(axes, combo, strict=True))}
-        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, optimizer, cudnn_major, memory_format, hws, contexts)
+        ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, optimizer, software, hws, contexts)
         row: dict[str, Any] = {k: pt[k] for k in axes}
         row.update(model=net.name, hardware=ctx.hw.name, gpus=pt["gpus"], precision=pt["precision"])
         row.update(_point(ctx, net, pt, optimizer, search_kinds, base))
@@ -98,13 +102,8 @@ def sweep(
         if progress is not None:
             progress(i + 1, len(points))
     df = text_columns(pd.DataFrame(rows))
-    df.attrs.update(
-        model=net.name,
-        image_size=net.image_size,
-        optimizer=optimizer,
-        **software_attrs(cudnn_major, memory_format),
-        scaling="weak" if global_batch is None else "strong",
-    )
+    df.attrs.update(model=net.name, image_size=net.image_size, optimizer=optimizer, **software_attrs(*software),
+                    scaling="weak" if global_batch is None else "strong")
     return df
 
 
@@ -128,13 +127,13 @@ def _context_of(
     changes: dict[str, Any],
     net: Network,
     optimizer: str,
-    cudnn_major: int,
-    memory_format: str,
+    software: tuple[int, str, str],
     hw_cache: dict[tuple[Any, ...], Hardware],
     contexts: dict[tuple[int, str], Context],
 ) -> Context:
     """The pricing context of a point: its profile with the what-if ``changes`` and its
-    precision, with ``optimizer``, ``cudnn_major`` and ``memory_format``, each built once per sweep (the caches)."""
+    precision, with ``optimizer`` and the ``software`` (cuDNN major, memory format, fusion), each built
+    once per sweep (the caches)."""
     hkey = (
         id(pt["hardware"]) if isinstance(pt["hardware"], Hardware) else pt["hardware"],
         repr(sorted(changes.items())),
@@ -144,8 +143,9 @@ def _context_of(
     hw = hw_cache[hkey]
     ckey = (id(hw), pt["precision"])
     if ckey not in contexts:
-        contexts[ckey] = context(net, hw, pt["precision"], optimizer, cudnn_major=cudnn_major,
-                                 memory_format=memory_format)
+        major, fmt, fusion = software
+        contexts[ckey] = context(net, hw, pt["precision"], optimizer, cudnn_major=major, memory_format=fmt,
+                                 fusion=fusion)
     return contexts[ckey]
 
 
@@ -159,11 +159,16 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _check_values(axes: Mapping[str, list[Any]], fixed: Mapping[str, Any]) -> None:
-    """Every value of every named axis (or fixed argument) is of the kind it must be."""
+def _check_values(axes: Mapping[str, list[Any]], fixed: Mapping[str, Any], software: tuple[int, str, str]) -> None:
+    """Every value of every named axis (or fixed argument) is of the kind it must be, and the
+    ``software`` (cuDNN major, memory format, fusion) one that runs at every precision."""
     for key, check in _CHECKS.items():
         for value in axes.get(key, [fixed.get(key)]):
             check(value)
+    major, fmt, fusion = software
+    check_cudnn_major(major)
+    for prec in axes.get("precision", [fixed.get("precision")]):
+        check_fusion_setting(fusion, prec, check_memory_format(fmt))
 
 
 def _point(
@@ -180,7 +185,7 @@ def _point(
     try:
         if spec is None:
             r = plan(net, g, ctx.hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major,
-                     memory_format=ctx.memory_format)
+                     memory_format=ctx.memory_format, fusion=ctx.fusion)
             s = r.plans[0].strategy
         else:
             if isinstance(spec, str) and spec.strip().lower() == "dp":

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import UsageError
@@ -26,6 +27,7 @@ from .common import (
     cudnn_option,
     emit,
     format_option,
+    fusion_option,
     gpus_option,
     image_size_option,
     memory_format_option,
@@ -65,12 +67,13 @@ def compare(
     model: str, gpus: int, hardware: list[str], precisions: list[str], strategy: str = "best",
     batch_per_gpu: int | None = None, global_batch: int | None = None, optimizer: str = "sgd",
     image_size: int | None = None, cudnn_major: int = DEFAULT_CUDNN_MAJOR,
-    memory_format: str = DEFAULT_MEMORY_FORMAT,
+    memory_format: str = DEFAULT_MEMORY_FORMAT, fusion: str = DEFAULT_FUSION,
 ) -> Comparison:
     """Price ``model`` on ``gpus`` GPUs of every profile in ``hardware`` at every precision:
     ``strategy`` (a spec) or ``best`` (the first row of :func:`~perfmodel.search.plan` on each),
-    with grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`)
-    and the activations in ``memory_format`` (:mod:`perfmodel.cost.layout`)."""
+    with grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`),
+    the activations in ``memory_format`` (:mod:`perfmodel.cost.layout`) and the batch-norm/add/ReLU
+    chains ``fusion`` fuses (:mod:`perfmodel.cost.fusion`)."""
     if not hardware:
         raise UsageError("compare needs at least one --hardware profile (e.g. -H a100-80gb-dgx,h100-80gb-dgx)")
     if batch_per_gpu is not None and global_batch is not None:
@@ -81,10 +84,10 @@ def compare(
         for prec in precisions:
             if strategy == "best":
                 preds.append(plan(model, gpus, hw, prec, B, optimizer, image_size, top=1,
-                                  cudnn_major=cudnn_major, memory_format=memory_format).plans[0])
+                                  cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion).plans[0])
             else:
                 preds.append(predict(model, gpus, strategy, hw, prec, None, B or default_global_batch(gpus),
-                                     optimizer, image_size, cudnn_major, memory_format))
+                                     optimizer, image_size, cudnn_major, memory_format, fusion))
     return Comparison(preds[0].model, gpus, strategy, tuple(preds))
 
 
@@ -154,14 +157,16 @@ def _split(text: str) -> list[str]:
 @optimizer_option
 @cudnn_option
 @memory_format_option
+@fusion_option
 @image_size_option
 @format_option
 @chart_option
 @training_options
 def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions: tuple[str, ...],
                 batch_per_gpu: int | None, global_batch: int | None, optimizer: str, cudnn_major: int,
-                memory_format: str, image_size: int | None, fmt: str, chart: Path | None, epochs: float | None,
-                dataset_size: int | None, price_per_gpu_hour: float | None, currency: str | None) -> None:
+                memory_format: str, fusion: str, image_size: int | None, fmt: str, chart: Path | None,
+                epochs: float | None, dataset_size: int | None, price_per_gpu_hour: float | None,
+                currency: str | None) -> None:
     """Compare MODEL on GPUS GPUs of several hardware profiles (and precisions), side by side.
 
     Each row is one profile at one precision, with its throughput's ratio to the first row's.
@@ -172,7 +177,7 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
     if bad:
         raise UsageError(f"unknown precision {bad[0]!r} (valid: {', '.join(PRECISIONS)})")
     c = compare(model, gpus, _split(hardware), precs, strategy.strip(), batch_per_gpu, global_batch, optimizer,
-                image_size, cudnn_major, memory_format)
+                image_size, cudnn_major, memory_format, fusion)
     if chart is not None:
         from ..report.charts import save_chart
 

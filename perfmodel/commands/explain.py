@@ -6,6 +6,7 @@ import math
 
 import click
 
+from ..cost.fusion import fusion_assumption
 from ..errors import UsageError, closest_names
 from ..hardware import load_hardware
 from ..limits import shown
@@ -20,6 +21,7 @@ from .common import (
     cudnn_option,
     emit,
     format_option,
+    fusion_option,
     gpus_option,
     hardware_option,
     image_size_option,
@@ -65,6 +67,7 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
 @optimizer_option
 @cudnn_option
 @memory_format_option
+@fusion_option
 @image_size_option
 @model_input_options
 @click.option("--full", is_flag=True, help="Print every term's whole expression (long).")
@@ -89,6 +92,7 @@ def explain_cmd(
     optimizer: str,
     cudnn_major: int,
     memory_format: str,
+    fusion: str,
     image_size: int | None,
     full: bool,
     changes: tuple[str, ...],
@@ -111,7 +115,7 @@ def explain_cmd(
     s = parse_strategy(strategy, gpus)
     B = resolve_batch(gpus, batch_per_gpu, global_batch)
     ctx = context(net, load_hardware(hardware), precision, optimizer, cudnn_major=cudnn_major,
-                  memory_format=memory_format)
+                  memory_format=memory_format, fusion=fusion)
     f = explain_plan(ctx, s, B)
     new = f.evaluate(what_if) if what_if else None
     if new is not None and not all(math.isfinite(v) for v in new.values()):
@@ -120,7 +124,8 @@ def explain_cmd(
     ans = answers_for(f.prediction, ctx.hw, net=net, largest=False)
     if fmt == "json":
         out = {**f.to_dict(), **{k: v for k, v in ans.fields().items() if "interval" in k},
-               "cudnn": f.prediction.assumptions["cudnn"], "memory_format": f.prediction.assumptions["memory_format"]}
+               "cudnn": f.prediction.assumptions["cudnn"], "memory_format": f.prediction.assumptions["memory_format"],
+               "fusion": fusion_assumption(f.prediction.fusion)}
         if new is not None:
             out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values())}
         emit(to_json(out))
@@ -151,6 +156,7 @@ def _table(
     emit("(one term per part of predict's breakdown, in its order, each valued as there)")
     emit(p.assumptions["cudnn"])
     emit(p.assumptions["memory_format"])
+    emit(fusion_assumption(p.fusion))
     emit("")
     limit = None if full else 400
     for k, v in f.terms.items():

@@ -21,6 +21,7 @@ from .common import (
     cudnn_option,
     emit,
     format_option,
+    fusion_option,
     gpus_option,
     hardware_option,
     image_size_option,
@@ -107,6 +108,7 @@ def render_plan(r: PlanResult, rows: list[dict[str, Any]] | None = None) -> str:
 @optimizer_option
 @cudnn_option
 @memory_format_option
+@fusion_option
 @image_size_option
 @model_input_options
 @click.option(
@@ -135,6 +137,7 @@ def plan_cmd(
     optimizer: str,
     cudnn_major: int,
     memory_format: str,
+    fusion: str,
     image_size: int | None,
     top: int,
     strategies: str,
@@ -156,7 +159,7 @@ def plan_cmd(
     check_writable(export_to, PROGRAM_SUFFIXES)
     kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
     r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds, cudnn_major,
-             memory_format)
+             memory_format, fusion)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     hw = load_hardware(hardware)
     net = get_model(model, image_size)  # an imported model's file path is relative to here
@@ -175,7 +178,8 @@ def plan_cmd(
     elif fmt == "csv":
         rows = _with_answers(plan_rows(r), answers, flat=True)
         emit(render_frame([{**row, "precision": p.precision, "cudnn_major": p.cudnn_major,
-                            "memory_format": p.memory_format} for row, p in zip(rows, r.plans, strict=True)], "csv"))
+                            "memory_format": p.memory_format, "fusion": p.fusion}
+                           for row, p in zip(rows, r.plans, strict=True)], "csv"))
     else:
         emit(render_plan(r, _with_answers(plan_rows(r), answers)) + exported)
         notes = [(f"rank {i}", a.interval.group, a.interval.runs) for i, a in enumerate(answers, 1)]

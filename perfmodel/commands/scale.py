@@ -23,6 +23,7 @@ from .common import (
     cudnn_option,
     emit,
     format_option,
+    fusion_option,
     hardware_option,
     image_size_option,
     memory_format_option,
@@ -142,6 +143,7 @@ def _progress() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
 @optimizer_option
 @cudnn_option
 @memory_format_option
+@fusion_option
 @image_size_option
 @model_input_options
 @format_option
@@ -160,6 +162,7 @@ def scale_cmd(
     optimizer: str,
     cudnn_major: int,
     memory_format: str,
+    fusion: str,
     image_size: int | None,
     fmt: str,
     chart: Path | None,
@@ -208,6 +211,7 @@ def scale_cmd(
             progress=show,
             cudnn_major=cudnn_major,
             memory_format=memory_format,
+            fusion=fusion,
         )
     finally:
         close()
@@ -233,7 +237,8 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(to_json({"setting": {k: v for k, v in a.items()}, "baseline": baseline_object(a),
                       "rows": df.to_dict(orient="records")}))
     elif fmt == "csv":  # every row carries the software its plans were priced for
-        setting = {k: a[k] for k in ("model", "hardware", "precision", "optimizer", "cudnn_major", "memory_format")}
+        keys = ("model", "hardware", "precision", "optimizer", "cudnn_major", "memory_format", "fusion")
+        setting = {k: a[k] for k in keys}
         emit(render_frame(df.assign(**setting), "csv"))
     else:
         batch = (
@@ -248,6 +253,7 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(f"speedup baseline: {a['baseline']}")
         emit(f"cudnn: {a['cudnn']}")
         emit(a['memory_format_assumption'])
+        emit(a['fusion_assumption'])
         ok = df[df["interval_group"].notna()]
         labels = [f"{s} at {g}" for s, g in zip(ok["strategy"], ok["gpus"], strict=True)]
         runs = [int(n) for n in ok["interval_runs"].to_numpy(float)]

@@ -5,8 +5,9 @@ add and the ReLU each read and write their tensors (forward ``3n`` / ``3n`` / ``
 backward ``5n`` / ``3n`` / ``3n``, ``n`` the output's elements). Some frameworks run these chains
 as fewer kernels. A fusion, named by :data:`FUSIONS`, re-prices each chain it fuses: a batch norm
 whose output only a ReLU reads (``bn-relu``), or a batch norm whose output only an add reads,
-whose output only a ReLU reads (``bn-add-relu``: the batch norm is the add's first such input,
-the other input is the residual). Other layers, and other activations, keep their eager kernels.
+whose output only a ReLU reads (``bn-add-relu``: the add's other input is the residual; which of
+the add's inputs may be the batch norm depends on the fusion, "Which add" below). Other layers,
+and other activations, keep their eager kernels.
 
 ``eager`` (the default: PyTorch without ``torch.compile``): nothing fused, today's prices exactly.
 
@@ -62,6 +63,24 @@ bn-add-relu  ``4n``, 2 launches (eager ``8n``, 5)        ``8n`` + the fork's sum
                                                           (eager ``11n``, 4)
 ===========  ==========================================  ==============================================
 
+Where each runs (:data:`RUNS_IN`, checked by :func:`check_fusion_setting` for every priced run):
+``mxnet-bn-add-relu`` at ``amp`` in ``nhwc`` only, as its kernels' ``Supports`` (``kFloat16``,
+``axis == 3``) and the runner's flags (float16 with NHWC layouts) say; ``eager`` and ``xla`` at any
+precision and memory format (XLA's fusion pass works on HLO whatever the element type and layout:
+the TensorFlow XLA rows it prices are fp32, tf32 and amp, NCHW and NHWC).
+
+Which add: ``mxnet-bn-add-relu`` fuses what DeepLearningExamples' residual block calls, the
+body's last batch norm with the shortcut as the ``addend``; MXNet has no graph pass that finds
+other batch norms (its pointwise fusion leaves batch norm alone), so the batch norm must be the
+add's first input, the block's body (the zoo, like torchvision's ``out + identity``, writes the
+body first). In a squeeze-and-excitation block the body ends in the SE multiply, so the add,
+the ReLU and, in the down-sampling blocks, the shortcut's batch norm stay eager
+(``se_resnext101_32x4d``: the 33 blocks' bn-relu chains fuse, no bn-add-relu). XLA expands every
+batch norm into element-wise ops and fuses them with whatever element-wise op reads them, so under
+``xla`` the batch norm may be either input: in SE-ResNeXt's 4 down-sampling blocks the shortcut's
+batch norm, the add and the ReLU are one loop fusion (the SE multiply, which XLA fuses into it
+too, is priced eager as its own kernel, below).
+
 Host ops: a fused-away layer dispatches nothing of its own; the batch norm keeps its eager count.
 Squeeze-and-excitation chains (sigmoid, broadcast multiply) and activations other than ReLU are
 left eager under every fusion (XLA fuses them too; not priced here). Memory (saved activations) is
@@ -82,11 +101,14 @@ from ..errors import UsageError
 from ..network.graph import Network
 from .kernels import LayerKernels
 
-__all__ = ["FUSIONS", "DEFAULT_FUSION", "check_fusion", "fusion_assumption", "fused_chains", "with_fusion",
-           "own_arithmetic", "Chain", "ChainPrice"]
+__all__ = ["FUSIONS", "DEFAULT_FUSION", "RUNS_IN", "check_fusion", "check_fusion_setting", "fusion_assumption",
+           "fused_chains", "with_fusion", "own_arithmetic", "Chain", "ChainPrice"]
 
 #: The fusions perfmodel prices (module docstring).
 FUSIONS: tuple[str, ...] = ("eager", "mxnet-bn-add-relu", "xla")
+#: The precisions and memory formats a fusion's kernels run in, where it is limited (module
+#: docstring, "Where each runs"): NVIDIA's NHWC batch-norm kernels are fp16 NHWC only.
+RUNS_IN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"mxnet-bn-add-relu": (("amp",), ("nhwc",))}
 #: Eager PyTorch: every kernel of :mod:`perfmodel.cost.kernels` runs on its own.
 DEFAULT_FUSION = "eager"
 #: Bytes of the ReLU mask per element (one bit: NVIDIA's NHWC batch-norm kernels' ``relu_bitmask``).
@@ -119,6 +141,10 @@ class ChainPrice:
     mask_reads: float
 
 
+#: Fusions whose bn-add-relu kernel takes the batch norm of the block's body only (the add's first
+#: input), the shortcut as its addend (module docstring, "Which add").
+_BODY_ONLY = frozenset({"mxnet-bn-add-relu"})
+
 _PRICES: dict[str, ChainPrice] = {
     "mxnet-bn-add-relu": ChainPrice(3.0, 5.0, 1.0, 1.0, 1.0, 4.0, 1.0, 2.0),
     "xla": ChainPrice(3.0, 7.0, 2.0, 2.0, 1.0, 4.0, 1.0, 0.0),
@@ -129,6 +155,19 @@ def check_fusion(fusion: object) -> str:
     """``fusion`` if perfmodel knows it, else a :class:`~perfmodel.errors.UsageError` naming the choices."""
     if not isinstance(fusion, str) or fusion not in FUSIONS:
         raise UsageError(f"unknown fusion {fusion!r} (valid: {', '.join(FUSIONS)})")
+    return fusion
+
+
+def check_fusion_setting(fusion: str, precision: str, memory_format: str) -> str:
+    """``fusion`` if its kernels run at ``precision`` in ``memory_format`` (:data:`RUNS_IN`), else a
+    :class:`~perfmodel.errors.UsageError` naming the precision and memory format it needs."""
+    need = RUNS_IN.get(check_fusion(fusion))
+    if need is not None and (precision not in need[0] or memory_format not in need[1]):
+        anywhere = " or ".join(f for f in FUSIONS if f not in RUNS_IN)
+        raise UsageError(
+            f"fusion {fusion} runs at precision {'/'.join(need[0])} in memory format {'/'.join(need[1])} only "
+            f"(NVIDIA's fp16 NHWC batch-norm kernels), not {precision} {memory_format}: use --precision "
+            f"{need[0][0]} --memory-format {need[1][0]}, or --fusion {anywhere}")
     return fusion
 
 
@@ -143,9 +182,14 @@ def fusion_assumption(fusion: str) -> str:
     return f"fusion {fusion}: {how}; set --fusion to the run's (valid: {', '.join(FUSIONS)})"
 
 
-def fused_chains(net: Network) -> tuple[Chain, ...]:
-    """The bn-relu and bn-add-relu chains of ``net`` (module docstring): each intermediate tensor
-    read by the next layer of the chain only."""
+def fused_chains(net: Network, fusion: str) -> tuple[Chain, ...]:
+    """The bn-relu and bn-add-relu chains ``fusion`` fuses in ``net`` (module docstring): each
+    intermediate tensor read by the next layer of the chain only; under ``mxnet-bn-add-relu`` the
+    add's batch norm must be its first input (the block's body), under ``xla`` either input;
+    none under ``eager``."""
+    if check_fusion(fusion) == DEFAULT_FUSION:
+        return ()
+    body_only = fusion in _BODY_ONLY
     index = {layer.name: i for i, layer in enumerate(net.layers)}
     readers = Counter(t for layer in net.layers for t in layer.inputs)
     layers = net.layers
@@ -161,7 +205,8 @@ def fused_chains(net: Network) -> tuple[Chain, ...]:
         if layers[src].kind == "batchnorm":
             chains.append(Chain(src, -1, i))
         elif layers[src].kind == "add" and len(layers[src].inputs) == 2:
-            bns = [index[t] for t in layers[src].inputs if only_reader(t) and layers[index[t]].kind == "batchnorm"]
+            ins = layers[src].inputs[:1] if body_only else layers[src].inputs
+            bns = [index[t] for t in ins if only_reader(t) and layers[index[t]].kind == "batchnorm"]
             if bns:
                 chains.append(Chain(bns[0], src, i))
     return tuple(chains)
@@ -182,7 +227,7 @@ def own_arithmetic(net: Network, fusion: str) -> tuple[np.ndarray, np.ndarray]:
     or add does one operation per element against at least two elements moved)."""
     fwd, bwd = np.ones(len(net.layers)), np.ones(len(net.layers))
     if check_fusion(fusion) != DEFAULT_FUSION:
-        for c in fused_chains(net):
+        for c in fused_chains(net, fusion):
             fwd[c.act] = bwd[c.act] = 0.0
             if c.add >= 0:
                 fwd[c.add] = 0.0
@@ -192,7 +237,7 @@ def own_arithmetic(net: Network, fusion: str) -> tuple[np.ndarray, np.ndarray]:
 @lru_cache(maxsize=64)
 def _fused(lk: LayerKernels, net: Network, fusion: str) -> LayerKernels:
     """:func:`with_fusion` past the eager case (cached per kernels, network and fusion)."""
-    chains = fused_chains(net)
+    chains = fused_chains(net, fusion)
     if not chains:
         return lk
     p = _PRICES[fusion]

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
@@ -108,6 +109,7 @@ def plan(
     kinds: tuple[str, ...] = KINDS,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    fusion: str = DEFAULT_FUSION,
 ) -> PlanResult:
     """Search data, spatial, pipeline, hybrid, model-parallel and filter/channel plans for ``gpus`` GPUs.
 
@@ -116,7 +118,8 @@ def plan(
     programs, linear in the chain); plans that fit in memory are ranked by throughput.
     Raises :class:`NoFeasiblePlanError` with the smallest memory any plan needs if none fits.
     ``cudnn_major``: the cuDNN of the run's framework (:mod:`perfmodel.cost.grouped`);
-    ``memory_format``: the activations' layout (:mod:`perfmodel.cost.layout`).
+    ``memory_format``: the activations' layout (:mod:`perfmodel.cost.layout`); ``fusion``: the
+    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`).
     """
     t0 = time.perf_counter()
     if not isinstance(gpus, int) or gpus < 1:
@@ -134,7 +137,7 @@ def plan(
         raise UsageError(
             f"{gpus} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"
         )
-    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format)
+    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion)
     if global_batch is not None:
         return _search(ctx, gpus, global_batch, top, kinds, t0, "")
     # the default batch: 32 per GPU, halved until some plan fits (said in the assumptions)

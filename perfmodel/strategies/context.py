@@ -10,7 +10,7 @@ import numpy as np
 from ..cost.collectives import Group
 from ..cost.compute import ComputeValues, LayerTimes, layer_times
 from ..cost.cudnn_gpus import check_cudnn_for_gpu
-from ..cost.fusion import DEFAULT_FUSION, check_fusion
+from ..cost.fusion import DEFAULT_FUSION, check_fusion_setting
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import BatchSplitError, UsageError
@@ -96,14 +96,15 @@ def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_
     unknown precisions, optimizers, cuDNN versions and memory formats are usage errors, and so is
     a cuDNN that never ran on ``hw``'s GPU (:mod:`perfmodel.cost.cudnn_gpus`) unless ``reference``
     (a shipped profile that only ranks candidates for another profile's plan, no run of its own);
-    ``fusion``: the batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`)."""
+    ``fusion``: the batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`),
+    a usage error where its kernels cannot run at ``precision`` in ``memory_format``."""
     check_cudnn_major(cudnn_major)
     if not reference:
         check_cudnn_for_gpu(int(cudnn_major), hw)
     check_memory_format(memory_format)
-    check_fusion(fusion)
     if precision not in PRECISIONS:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")
+    check_fusion_setting(fusion, precision, memory_format)
     optimizer_bytes_per_param(optimizer)  # validates
     cc = compile_counts(net)
     starts = np.array([lk.start for lk in net.links])

@@ -188,5 +188,6 @@ def predict_in(
         baseline=base,
         cudnn_major=ctx.cudnn_major,
         memory_format=ctx.memory_format,
+        fusion=ctx.fusion,
     )
 

@@ -58,6 +58,8 @@ class Prediction:
     #: the software the plan was priced for (also in words in ``assumptions``)
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
     memory_format: str = DEFAULT_MEMORY_FORMAT
+    #: the batch-norm/add/ReLU chains the run's framework fuses (perfmodel.cost.fusion)
+    fusion: str = DEFAULT_FUSION
 
     @property
     def fits_in_memory(self) -> bool:
@@ -98,6 +100,7 @@ class Prediction:
             "optimizer": self.optimizer,
             "cudnn_major": self.cudnn_major,
             "memory_format": self.memory_format,
+            "fusion": self.fusion,
             "global_batch": self.global_batch,
             "image_size": self.image_size,
             "iteration_time_s": self.iteration_time_s,

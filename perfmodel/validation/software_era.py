@@ -43,8 +43,10 @@ tensor-core convolutions) is read from the same fields (:func:`memory_format_of`
 Which batch-norm/add/ReLU chains the run's framework fused (:mod:`perfmodel.cost.fusion`) is read
 from the same fields (:func:`fusion_of`):
 
-1. ``XLA`` in the framework, source or notes (the TensorFlow ConvNets rows run with ``--xla``:
-   "TensorFlow 1 (NGC 20.06-tf1-py3, XLA)"): ``xla``;
+1. ``XLA`` or ``--xla`` in the framework field, not negated ("no XLA", "without --xla", "XLA off"):
+   ``xla`` (the TensorFlow ConvNets rows run with ``--xla``: "TensorFlow 1 (NGC 20.06-tf1-py3,
+   XLA)"). The source and notes are not read for it: a note may name XLA to say it was off ("run
+   without XLA (--xla not passed)"), while the framework field names what ran;
 2. NVIDIA DeepLearningExamples MXNet RN50v1.5 at ``amp``: ``mxnet-bn-add-relu`` (``runner`` passes
    ``--fuse-bn-relu 1 --fuse-bn-add-relu 1`` for ``--dtype float16`` only, ``models.py`` defaults
    both to 0, at 70c51ad7f811b020ddd741ea2c6ce5a573bad963); its FP32/TF32 rows stay eager (MXNet's
@@ -127,7 +129,10 @@ def _format_in(framework: str, source: str, notes: str, precision: str) -> str:
     return DEFAULT_MEMORY_FORMAT
 
 
-_XLA = re.compile(r"\bXLA\b")
+_XLA = re.compile(r"\bXLA\b", re.IGNORECASE)  # also an explicit ``--xla``
+#: XLA negated in the framework field: "no XLA", "without --xla", "XLA off", "--xla not passed".
+_NO_XLA = re.compile(r"\b(?:no|non|not|without|w/o)[\s-]+(?:--)?XLA\b|\bXLA[\s:=]+(?:off|disabled|false|not)\b",
+                     re.IGNORECASE)
 #: The DeepLearningExamples MXNet ResNet-50 v1.5 example (module docstring, fusion rule 2).
 _MXNET_RN50 = "MxNet/Classification/RN50v1.5"
 
@@ -140,7 +145,7 @@ def fusion_of(m: Measurement) -> str:
 @lru_cache(maxsize=1024)
 def _fusion_in(framework: str, source: str, notes: str, precision: str) -> str:
     """:func:`fusion_of` of one row's texts, parsed once per distinct combination."""
-    if _XLA.search(" ".join((framework, source, notes))):
+    if _XLA.search(framework) and not _NO_XLA.search(framework):
         return "xla"
     if _MXNET_RN50.lower() in source.lower() and "mxnet" in framework.lower() and precision == "amp":
         return "mxnet-bn-add-relu"
