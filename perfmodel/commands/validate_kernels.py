@@ -36,7 +36,9 @@ KERNEL_ASSUMPTIONS = (
     "are priced with "
     "the cuDNN they were measured with (grouped convolutions, perfmodel/cost/grouped.py): DeepBench P100 6, "
     "V100 7; PipeDream 7; NeuSight 8. ampere_gemm: A100 fp16 (cuBLASLt, Azure) and bf16 (torch.matmul, "
-    "LLMCompass, host-timed: its own 21 us overhead added, rows under 0.1 ms not scored) GEMMs on a100-80gb-dgx."
+    "LLMCompass, host-timed: its own 21 us overhead added, rows under 0.1 ms not scored) GEMMs on a100-80gb-dgx. "
+    "ladder_conv: fp16 NCHW forward convolutions of ResNet layers (torch F.conv2d, cuDNN 8 heuristics) on A100 "
+    "80GB PCIe and V100 PCIe, priced with NeuSight's window-floor rule (each GPU's fastest row, not scored)."
 )
 
 

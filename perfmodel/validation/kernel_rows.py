@@ -5,7 +5,8 @@ DeepBench convolution (forward, backward-data, backward-filter) and GEMM kernels
 V100; PipeDream's per-layer forward and backward times of 11 CNNs in PyTorch training (V100,
 fp32); NeuSight forward convolution and linear kernels on P100, V100, A100 and H100, and
 element-wise kernels (relu, add, mul) on A100 (fp32, TF32 off); A100 fp16/bf16 tensor-core GEMMs
-(Azure's cuBLASLt and LLMCompass's ``torch.matmul`` tables). Each measured time becomes a
+(Azure's cuBLASLt and LLMCompass's ``torch.matmul`` tables); A100 and V100 fp16 forward
+convolutions of ResNet layers (Ladder's cuDNN baseline, ``torch.nn.functional.conv2d``). Each measured time becomes a
 :class:`KernelRow`: a one-layer problem, which kernel (or phase) was timed, the profile and
 precision that price it, and the seconds measured.
 """
@@ -13,17 +14,17 @@ precision that price it, and the seconds measured.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import re
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
 
-from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..errors import DataError
 from ..network.layers import Layer
+from .kernel_row import KernelRow
 from .neusight_window import window_floor
 from .robust_line import robust_line
 
@@ -79,15 +80,17 @@ _PROFILE = {
     "NVIDIA H100 80GB HBM3": "h100-80gb-dgx",
     "NVIDIA A100-SXM4-80GB": "a100-80gb-dgx",
     "NVIDIA A100 80GB (SXM)": "a100-80gb-dgx",
+    # Ladder's V100-16GB-PCIe: the 32GB card's SMs, clocks, peaks and bandwidth (V100 datasheet, PCIe column)
+    "Tesla V100-PCIE-16GB": "v100-32gb-pcie",
 }
 #: cuDNN major version each source measured with (:mod:`perfmodel.cost.grouped`): DeepBench's
 #: Specs sheets (its ``specs.csv``: P100 cuDNN 6.0.21, V100-SXM2 7.6.2.24); PipeDream's stated
 #: environment, the NGC ``pytorch:19.05-py3`` container (NGC PyTorch release notes 19.05: cuDNN
 #: 7.6.0); NeuSight's collection script (PyTorch 2.1.0, cuDNN 8.9.2).
-CUDNN_MAJOR = {"P100": 6, "V100-SXM2 (DGX-1)": 7, "pipedream": 7, "neusight": 8}
+CUDNN_MAJOR = {"P100": 6, "V100-SXM2 (DGX-1)": 7, "pipedream": 7, "neusight": 8, "ladder_conv": 8}
 #: DeepBench precision sheet -> perfmodel precision.
 _PRECISION = {"fp32": "fp32", "fp16_tensorcore": "amp"}
-SOURCES = ("deepbench", "pipedream", "neusight", "ampere_gemm")
+SOURCES = ("deepbench", "pipedream", "neusight", "ampere_gemm", "ladder_conv")
 #: LLMCompass times each ``torch.matmul`` on the host around one call and a synchronize
 #: (``software_model/matmul.py``, median of its runs); its own A100 comparison adds 21 us of
 #: "GPU launch kernel overhead and PyTorch overhead" to a kernel time (``ae/figure5/ab/
@@ -96,41 +99,6 @@ LLMCOMPASS_HOST_S = 21e-6
 HOST_TIMED_MIN_S = 0.1e-3
 #: kernels_ampere_gemm.csv source -> (label, host seconds in the measured window)
 _GEMM_ORIGIN = {"azure_nd_a100_v4": ("Azure ND A100 v4", 0.0), "llmcompass": ("LLMCompass", LLMCOMPASS_HOST_S)}
-
-
-@dataclass(frozen=True)
-class KernelRow:
-    """One measured time: ``layer`` at ``batch`` samples, ``what`` (a GEMM slot fwd/dgrad/wgrad,
-    or a phase ``layer_fwd``/``layer_bwd`` for whole layers) on ``profile`` at ``precision``."""
-
-    source: str
-    gpu: str
-    profile: str
-    precision: str
-    op: str
-    what: str
-    layer: Layer
-    first: bool
-    batch: float
-    measured_s: float
-    #: the network the layer belongs to, where the source says (PipeDream's profiles; else "")
-    model: str = ""
-    #: GPU work the measured window holds besides ``layer``: (phase of that work's formula,
-    #: layer) pairs, priced by the same kernel model (PipeDream: untimed neighbours, see
-    #: :func:`_untimed_work`)
-    extra: tuple[tuple[str, Layer], ...] = ()
-    #: seconds of ``extra`` that can run hidden behind the window's own host work (at most: the
-    #: profiler's prologue :data:`PIPEDREAM_FWD_PROLOGUE_S` plus ``host_s``)
-    extra_hidden_s: float = 0.0
-    #: host seconds of the module's own forward work before its first launch beyond the profiler
-    #: overhead removed from ``measured_s`` (PipeDream forward rows: :func:`module_host_s`),
-    #: added to the price: the GPU idles through it
-    host_s: float = 0.0
-    #: the cuDNN major version the row was measured with (:data:`CUDNN_MAJOR`)
-    cudnn_major: int = DEFAULT_CUDNN_MAJOR
-    #: the source's fastest problem of this GPU and op, whose measured time is the host work and
-    #: small kernel every row's timing window holds (NeuSight: :mod:`.neusight_window`); None if none
-    window_floor: KernelRow | None = None
 
 
 def _open(name: str) -> Iterator[dict[str, str]]:
@@ -386,10 +354,29 @@ def _ampere_gemm() -> Iterator[KernelRow]:
                         m, t, host_s=host_s)
 
 
+def _ladder_conv() -> Iterator[KernelRow]:
+    """Ladder's cuDNN baseline (kernels_ladder_conv.csv): fp16 NCHW forward convolutions, one
+    ``F.conv2d`` call between two CUDA events. Its window holds the call's host dispatch, as
+    NeuSight's: each GPU's fastest row is the floor every other row of that GPU is priced with
+    (:mod:`.neusight_window`'s rule), and is not scored itself (its price would be its measure)."""
+    rows = []
+    for d in _open("kernels_ladder_conv.csv"):
+        v = {k: int(d[k]) for k in ("N", "C", "H", "W", "K", "R", "S", "stride", "pad")}
+        layer = conv_layer(v["C"], v["H"], v["W"], v["K"], v["R"], v["S"], (v["stride"],) * 2, (v["pad"],) * 2)
+        rows.append(KernelRow("ladder_conv", d["gpu"], _PROFILE[d["gpu"]], "amp",
+                              f"{_conv_op(v['R'], v['S'], v['stride'], v['C'])} fwd", "fwd", layer, True, v["N"],
+                              float(d["latency_ms"]) * 1e-3, cudnn_major=CUDNN_MAJOR["ladder_conv"]))
+    floor = {r.gpu: r for r in sorted(rows, key=lambda r: r.measured_s, reverse=True)}  # fastest last wins
+    for r in rows:
+        if r is not floor[r.gpu]:
+            yield dataclasses.replace(r, window_floor=floor[r.gpu])
+
+
 def load_rows(sources: tuple[str, ...] = SOURCES) -> list[KernelRow]:
     """Every shipped measured kernel/layer time of ``sources`` as :class:`KernelRow`."""
     out: list[KernelRow] = []
-    gens = {"deepbench": _deepbench, "pipedream": _pipedream, "neusight": _neusight, "ampere_gemm": _ampere_gemm}
+    gens = {"deepbench": _deepbench, "pipedream": _pipedream, "neusight": _neusight, "ampere_gemm": _ampere_gemm,
+            "ladder_conv": _ladder_conv}
     for s in sources:
         out.extend(gens[s]())
     return out

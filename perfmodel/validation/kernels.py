@@ -159,12 +159,16 @@ def price_rows(
     return new, old
 
 
+#: sources whose rows are grouped by GPU and precision, and by kernel phase (fwd/dgrad/wgrad) or GEMM
+_TENSOR_SOURCES = ("deepbench", "ampere_gemm", "ladder_conv")
+
+
 def _group_key(r: KernelRow, detail: bool) -> tuple[str, str, str]:
-    gpu = f"{r.gpu} {r.precision}" if r.source in ("deepbench", "ampere_gemm") else r.gpu
+    gpu = f"{r.gpu} {r.precision}" if r.source in _TENSOR_SOURCES else r.gpu
     if detail:
         return r.source, gpu, r.op
     op = r.op if r.source == "neusight" else r.op.split(" ")[0] + " " + r.what[6:]
-    if r.source in ("deepbench", "ampere_gemm"):
+    if r.source in _TENSOR_SOURCES:
         op = "gemm" if r.op == "gemm" else f"conv {r.what}"
     return r.source, gpu, op
 
