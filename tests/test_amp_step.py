@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.api import load_hardware, load_model
+from perfmodel.cost.compute import ComputeValues
 from perfmodel.network.counts import compile_counts
 from perfmodel.network.importers.fx import import_module
 from perfmodel.strategies.amp_step import (
@@ -20,6 +22,7 @@ from perfmodel.strategies.amp_step import (
     SCALER_SCALAR_KERNELS,
     amp_step,
     amp_step_s,
+    gradient_numels,
     unscale_launches,
 )
 from perfmodel.strategies.context import context
@@ -103,7 +106,13 @@ def test_cast_kernels_and_bytes_match_torch() -> None:
     cast_params = [p for name, p in model.named_parameters() if not name.startswith("bn.")]
     assert len(cast) == a.cast_tensors == len(cast_params) == 6
     assert sum(cast) == a.cast_params == sum(p.numel() for p in cast_params)
-    assert sum(cast) * (4 + 2) == a.cast_params * (4 + 2)  # fp32 read, bf16 written
+    # the bytes amp_step_s prices per cast element (fp32 read + 16-bit written) against the
+    # element sizes of the dtypes torch's cast ops really read and wrote
+    moved = sum(n * (src.itemsize + dst.itemsize) for op, src, dst, n, leaf in fwd.ops
+                if op == "_to_copy" and leaf and src.is_floating_point and dst.is_floating_point)
+    v = replace(ComputeValues.of(load_hardware("a100-80gb-dgx"), "bf16"), launch_s=0.0,
+                memory_bandwidth_bytes_per_s=1.0, eta_memory=1.0)
+    assert amp_step_s(a, 1.0, v) / 2 == pytest.approx(moved, rel=1e-12)
     sizes = sorted(p.numel() for p in cast_params)
     back = [n for op, src, dst, n, _ in bwd.ops if op == "_to_copy" and src == torch.bfloat16
             and dst == torch.float32 and n in sizes]
@@ -210,3 +219,21 @@ def test_explain_reproduces_the_term(spec: str) -> None:
     assert "optimizer_step" not in f.numeric_terms
     fp32 = explain_plan(context(ctx.net, ctx.hw, "fp32", "sgd"), parse_strategy(spec), 64)
     assert f.term_values["optimizer_step"] > fp32.term_values["optimizer_step"]
+
+
+def test_linear_bias_is_its_output_features() -> None:
+    """A linear on (T, D) tokens has a bias of out_features elements, not T: each gradient tensor
+    GradScaler unscales has the size of torch's parameter (weight out x in, bias out)."""
+    class _Tok(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(48, 40)
+            self.fc2 = nn.Linear(40, 24, bias=False)
+
+        def forward(self, x: Any) -> Any:
+            return self.fc2(self.fc(x))
+
+    for cls, shape in ((_Tok, (6, 48)), (_Small, (3, 12, 12))):
+        net = import_module(cls, "m", shape)
+        numels = gradient_numels(net, compile_counts(net).params)
+        assert numels == [float(p.numel()) for p in cls().parameters()]

@@ -68,6 +68,7 @@ __all__ = [
     "LAUNCH_BLOCKS",
     "SCALER_SCALAR_KERNELS",
     "amp_step",
+    "gradient_numels",
     "amp_step_s",
     "stage_amp_step",
     "part_amp_step",
@@ -141,7 +142,10 @@ def _layer_tables(net: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     weight_share = np.ones(len(net.layers))
     for i, layer in enumerate(net.layers):
         if tensors[i] == 2:
-            bias = layer.out_shape[0] if layer.kind in CAST_KINDS else layer.params / 2
+            # a conv's or linear's bias has one element per output feature: the output's channel
+            # axis (first of (C, H, W)) for a convolution, its last axis for a linear on (T, D)
+            bias = (layer.out_shape[-1] if layer.kind == "linear" else layer.out_shape[0]) \
+                if layer.kind in CAST_KINDS else layer.params / 2
             weight_share[i] = (layer.params - bias) / layer.params
     for a in (cast, weight_share):
         a.setflags(write=False)
@@ -160,20 +164,27 @@ def amp_step(net: Network, precision: str, held: np.ndarray) -> AmpStep | None:
 @lru_cache(maxsize=1024)
 def _amp_step(net: Network, precision: str, held_bytes: bytes) -> AmpStep:
     held = np.frombuffer(held_bytes)
-    cast, tensors, weight_share = _layer_tables(net)
-    mine = held > 0
-    on = cast & mine
-    numels: list[float] = []
-    for i in np.flatnonzero(mine):
-        w = float(held[i] * weight_share[i])
-        numels += [w] if tensors[i] == 1 else [w, float(held[i]) - w]
+    cast, tensors, _ = _layer_tables(net)
+    on = cast & (held > 0)
     return AmpStep(
         cast_tensors=float(tensors[on].sum()),
         cast_params=float(held[on].sum()),
         grad_params=float(held.sum()),
-        unscale_launches=float(unscale_launches(numels)),
+        unscale_launches=float(unscale_launches(gradient_numels(net, held))),
         scaler=precision == "amp",
     )
+
+
+def gradient_numels(net: Network, held: np.ndarray) -> list[float]:
+    """Elements of each gradient tensor of a GPU holding ``held`` parameters per layer of ``net``,
+    in layer order (a layer's weight, then its bias or a norm's shift): the tensors GradScaler
+    unscales."""
+    _, tensors, weight_share = _layer_tables(net)
+    numels: list[float] = []
+    for i in np.flatnonzero(np.asarray(held) > 0):
+        w = float(held[i] * weight_share[i])
+        numels += [w] if tensors[i] == 1 else [w, float(held[i]) - w]
+    return numels
 
 
 def stage_amp_step(ctx: Context, ranges: list[tuple[int, int]]) -> AmpStep | None:
