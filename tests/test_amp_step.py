@@ -20,6 +20,7 @@ from perfmodel.strategies.amp_step import (
     LAUNCH_BLOCKS,
     LAUNCH_TENSORS,
     SCALER_SCALAR_KERNELS,
+    amp_casts_s,
     amp_step,
     amp_step_s,
     gradient_numels,
@@ -186,7 +187,8 @@ def test_fp32_tf32_have_no_amp_kernels() -> None:
 
 def test_resnet50_counts_and_seconds() -> None:
     """ResNet-50: 53 convolutions and the fc (weight and bias) cast, 161 gradient tensors unscaled;
-    the step's optimizer term grows by exactly amp_step_s under amp, not at all under tf32."""
+    the step's amp_casts and optimizer terms together grow by exactly amp_step_s under amp, the
+    casts being the amp_casts term; nothing under tf32."""
     net = load_model("resnet50")
     cc = compile_counts(net)
     a = amp_step(net, "amp", cc.params)
@@ -197,26 +199,30 @@ def test_resnet50_counts_and_seconds() -> None:
     hw = load_hardware("a100-80gb-dgx")
     s = parse_strategy("dp=8")
     ctx = context(net, hw, "amp", "sgd")
-    got = predict_in(ctx, s, 2048).breakdown["optimizer_step"]
+    bd = predict_in(ctx, s, 2048).breakdown
     base = optimizer_step_s(float(cc.params.sum()), "sgd", ctx.values)
-    assert got == pytest.approx(base + amp_step_s(a, 1.0, ctx.values), rel=1e-12)
+    assert bd["optimizer_step"] + bd["amp_casts"] == pytest.approx(base + amp_step_s(a, 1.0, ctx.values), rel=1e-12)
+    assert bd["amp_casts"] == pytest.approx(amp_casts_s(a, 1.0, ctx.values), rel=1e-12)
     v = ctx.values
     bw = v.memory_bandwidth_bytes_per_s * v.eta_memory
     casts = 2 * (55 * v.launch_s + a.cast_params * 6 / bw)
     scaler = (2 + SCALER_SCALAR_KERNELS + a.unscale_launches) * v.launch_s + a.grad_params * 8 / bw + v.host_op_s
     assert amp_step_s(a, 1.0, v) == pytest.approx(casts + scaler, rel=1e-12)
     tf = context(net, hw, "tf32", "sgd")
+    assert "amp_casts" not in predict_in(tf, s, 2048).breakdown
     assert predict_in(tf, s, 2048).breakdown["optimizer_step"] == pytest.approx(
         optimizer_step_s(float(cc.params.sum()), "sgd", tf.values), rel=1e-12)
 
 
 @pytest.mark.parametrize("spec", ["dp=2", "pp=2,mb=4", "filter=2", "mp=2"])
 def test_explain_reproduces_the_term(spec: str) -> None:
-    """explain's optimizer_step (with mixed precision's kernels) evaluates to predict's."""
+    """explain's optimizer_step (with GradScaler's kernels) and amp_casts evaluate to predict's."""
     ctx = context(load_model("resnet18"), load_hardware("a100-80gb-dgx"), "amp", "sgd")
     f = explain_plan(ctx, parse_strategy(spec), 64)
-    assert f.term_values["optimizer_step"] == pytest.approx(f.prediction.breakdown["optimizer_step"], rel=1e-9)
-    assert "optimizer_step" not in f.numeric_terms
+    for term in ("optimizer_step", "amp_casts"):
+        assert f.term_values[term] == pytest.approx(f.prediction.breakdown[term], rel=1e-9)
+        assert term not in f.numeric_terms
+        assert f.legend[term]
     fp32 = explain_plan(context(ctx.net, ctx.hw, "fp32", "sgd"), parse_strategy(spec), 64)
     assert f.term_values["optimizer_step"] > fp32.term_values["optimizer_step"]
 
