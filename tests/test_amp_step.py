@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.api import load_hardware, load_model
+from perfmodel.cost.compute import ComputeValues
 from perfmodel.network.counts import compile_counts
 from perfmodel.network.importers.fx import import_module
 from perfmodel.strategies.amp_step import (
@@ -18,8 +20,10 @@ from perfmodel.strategies.amp_step import (
     LAUNCH_BLOCKS,
     LAUNCH_TENSORS,
     SCALER_SCALAR_KERNELS,
+    amp_casts_s,
     amp_step,
     amp_step_s,
+    gradient_numels,
     unscale_launches,
 )
 from perfmodel.strategies.context import context
@@ -103,7 +107,13 @@ def test_cast_kernels_and_bytes_match_torch() -> None:
     cast_params = [p for name, p in model.named_parameters() if not name.startswith("bn.")]
     assert len(cast) == a.cast_tensors == len(cast_params) == 6
     assert sum(cast) == a.cast_params == sum(p.numel() for p in cast_params)
-    assert sum(cast) * (4 + 2) == a.cast_params * (4 + 2)  # fp32 read, bf16 written
+    # the bytes amp_step_s prices per cast element (fp32 read + 16-bit written) against the
+    # element sizes of the dtypes torch's cast ops really read and wrote
+    moved = sum(n * (src.itemsize + dst.itemsize) for op, src, dst, n, leaf in fwd.ops
+                if op == "_to_copy" and leaf and src.is_floating_point and dst.is_floating_point)
+    v = replace(ComputeValues.of(load_hardware("a100-80gb-dgx"), "bf16"), launch_s=0.0,
+                memory_bandwidth_bytes_per_s=1.0, eta_memory=1.0)
+    assert amp_step_s(a, 1.0, v) / 2 == pytest.approx(moved, rel=1e-12)
     sizes = sorted(p.numel() for p in cast_params)
     back = [n for op, src, dst, n, _ in bwd.ops if op == "_to_copy" and src == torch.bfloat16
             and dst == torch.float32 and n in sizes]
@@ -177,7 +187,8 @@ def test_fp32_tf32_have_no_amp_kernels() -> None:
 
 def test_resnet50_counts_and_seconds() -> None:
     """ResNet-50: 53 convolutions and the fc (weight and bias) cast, 161 gradient tensors unscaled;
-    the step's optimizer term grows by exactly amp_step_s under amp, not at all under tf32."""
+    the step's amp_casts and optimizer terms together grow by exactly amp_step_s under amp, the
+    casts being the amp_casts term; nothing under tf32."""
     net = load_model("resnet50")
     cc = compile_counts(net)
     a = amp_step(net, "amp", cc.params)
@@ -188,25 +199,47 @@ def test_resnet50_counts_and_seconds() -> None:
     hw = load_hardware("a100-80gb-dgx")
     s = parse_strategy("dp=8")
     ctx = context(net, hw, "amp", "sgd")
-    got = predict_in(ctx, s, 2048).breakdown["optimizer_step"]
+    bd = predict_in(ctx, s, 2048).breakdown
     base = optimizer_step_s(float(cc.params.sum()), "sgd", ctx.values)
-    assert got == pytest.approx(base + amp_step_s(a, 1.0, ctx.values), rel=1e-12)
+    assert bd["optimizer_step"] + bd["amp_casts"] == pytest.approx(base + amp_step_s(a, 1.0, ctx.values), rel=1e-12)
+    assert bd["amp_casts"] == pytest.approx(amp_casts_s(a, 1.0, ctx.values), rel=1e-12)
     v = ctx.values
     bw = v.memory_bandwidth_bytes_per_s * v.eta_memory
     casts = 2 * (55 * v.launch_s + a.cast_params * 6 / bw)
     scaler = (2 + SCALER_SCALAR_KERNELS + a.unscale_launches) * v.launch_s + a.grad_params * 8 / bw + v.host_op_s
     assert amp_step_s(a, 1.0, v) == pytest.approx(casts + scaler, rel=1e-12)
     tf = context(net, hw, "tf32", "sgd")
+    assert "amp_casts" not in predict_in(tf, s, 2048).breakdown
     assert predict_in(tf, s, 2048).breakdown["optimizer_step"] == pytest.approx(
         optimizer_step_s(float(cc.params.sum()), "sgd", tf.values), rel=1e-12)
 
 
 @pytest.mark.parametrize("spec", ["dp=2", "pp=2,mb=4", "filter=2", "mp=2"])
 def test_explain_reproduces_the_term(spec: str) -> None:
-    """explain's optimizer_step (with mixed precision's kernels) evaluates to predict's."""
+    """explain's optimizer_step (with GradScaler's kernels) and amp_casts evaluate to predict's."""
     ctx = context(load_model("resnet18"), load_hardware("a100-80gb-dgx"), "amp", "sgd")
     f = explain_plan(ctx, parse_strategy(spec), 64)
-    assert f.term_values["optimizer_step"] == pytest.approx(f.prediction.breakdown["optimizer_step"], rel=1e-9)
-    assert "optimizer_step" not in f.numeric_terms
+    for term in ("optimizer_step", "amp_casts"):
+        assert f.term_values[term] == pytest.approx(f.prediction.breakdown[term], rel=1e-9)
+        assert term not in f.numeric_terms
+        assert f.legend[term]
     fp32 = explain_plan(context(ctx.net, ctx.hw, "fp32", "sgd"), parse_strategy(spec), 64)
     assert f.term_values["optimizer_step"] > fp32.term_values["optimizer_step"]
+
+
+def test_linear_bias_is_its_output_features() -> None:
+    """A linear on (T, D) tokens has a bias of out_features elements, not T: each gradient tensor
+    GradScaler unscales has the size of torch's parameter (weight out x in, bias out)."""
+    class _Tok(nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(48, 40)
+            self.fc2 = nn.Linear(40, 24, bias=False)
+
+        def forward(self, x: Any) -> Any:
+            return self.fc2(self.fc(x))
+
+    for cls, shape in ((_Tok, (6, 48)), (_Small, (3, 12, 12))):
+        net = import_module(cls, "m", shape)
+        numels = gradient_numels(net, compile_counts(net).params)
+        assert numels == [float(p.numel()) for p in cls().parameters()]

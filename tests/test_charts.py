@@ -202,7 +202,7 @@ def test_gantt_draws_the_priced_sends() -> None:
     tasks = p.pipeline_schedule()
     assert len(tasks) == 2 * 4 * 8
     # the drawn pipeline ends where the priced one does (GPipe, no recomputation)
-    tail = ("nccl_contention", "gradient_bucket_copies", "gradient_exchange_exposed", "optimizer_step")
+    tail = ("nccl_contention", "gradient_bucket_copies", "gradient_exchange_exposed", "amp_casts", "optimizer_step")
     pipeline = p.iteration_time_s - sum(p.breakdown.get(k, 0.0) for k in tail)
     assert max(t.end_s for t in tasks) == pytest.approx(pipeline, rel=1e-9)
     assert predict("resnet50", 8, "dp=8", "a100-80gb-dgx", batch_per_gpu=8).pipeline_schedule() == []

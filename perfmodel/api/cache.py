@@ -28,6 +28,7 @@ class Baselines:
             ctx.cudnn_major,
             ctx.memory_format,
             ctx.fusion,
+            ctx.amp_runtime,
             batch,
         )
         if key not in self._memo:

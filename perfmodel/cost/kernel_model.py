@@ -100,10 +100,14 @@ def tensor_cores(hw: Hardware, precision: str) -> bool:
 
 def mm_time(w: KernelWork, s: str, weights: Num, v: ComputeValues, eta: Num) -> Num:
     """GEMM slot ``s``: the slower of its FLOPs (tensor path or CUDA-core path) and its bytes
-    (activations at the precision, the weights read, and for ``wgrad`` their fp32 gradient written)."""
+    (activations at the precision, and the weights: read by ``fwd`` and ``dgrad``, their gradient written
+    by ``wgrad``, which reads no weights). Both are at the precision's element size: under autocast the
+    GEMM takes the 16-bit cast of the weight and writes a 16-bit gradient of that cast (its conversion to
+    the fp32 gradient is the cast's backward, :mod:`perfmodel.strategies.amp_step`), and a 16-bit model
+    (``model.half()``) holds 16-bit weights and gradients."""
     present = w.mm_elems[s]
     wts = weights if isinstance(present, float) else np.where(np.asarray(present) > 0, weights, 0.0)
-    wbytes = wts * (v.elem_bytes + (GRAD_BYTES_PER_PARAM if s == "wgrad" else 0))
+    wbytes = wts * v.elem_bytes
     return smax(
         w.flops[s] / (v.peak_flops_per_s * eta),
         w.cc_flops[s] / v.fp32_peak_flops_per_s,

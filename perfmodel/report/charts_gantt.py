@@ -73,7 +73,8 @@ def pipeline_gantt(p: Prediction) -> Figure:
 
 
 #: The step's parts after the pipeline, drawn on every stage: (breakdown key, words).
-_GANTT_TAIL = {"gradient_exchange_exposed": "exposed gradient exchange", "optimizer_step": "optimizer step"}
+_GANTT_TAIL = {"gradient_exchange_exposed": "exposed gradient exchange", "amp_casts": "autocast's weight casts",
+               "optimizer_step": "optimizer step"}
 _FWD_COLOUR, _BWD_COLOUR = "#4C72B0", "#DD8452"
 
 

@@ -33,6 +33,7 @@ _ORDER = (
     "pipeline_p2p",
     "pipeline_bubble",
     "gradient_exchange_exposed",
+    "amp_casts",
     "optimizer_step",
 )
 
@@ -100,7 +101,7 @@ def _pipeline_events(p: Prediction, stages: list[Any]) -> list[dict[str, Any]]:
     end = max((o.end_s for o in ops), default=0.0)
     for i in range(len(stages)):
         t = end
-        for k in ("gradient_exchange_exposed", "optimizer_step"):
+        for k in ("gradient_exchange_exposed", "amp_casts", "optimizer_step"):
             v = p.breakdown.get(k, 0.0)
             if v > 0:
                 out.append(_event(k, "step", t, v, 1, i, seconds=v))

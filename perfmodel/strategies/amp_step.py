@@ -35,10 +35,19 @@ runs have none), per step:
 
 Every kernel is priced as the model prices memory-bound kernels: its bytes over the achievable
 memory bandwidth (``beta_mem * eta_mem``) plus one launch gap ``tau``. fp32 and tf32 launch none
-of these: :func:`amp_step` is ``None`` for them and the step is priced as before. The seconds
-join the ``optimizer_step`` term of the GPU it prices (the stage or part holding the most
-parameters, :func:`~.dimension.optimizer_step_s`), serial with the step, not inside each layer's
-time: in a pipeline that stage's casts count ``M`` times, as if on the critical path.
+of these: :func:`amp_step` is ``None`` for them and the step is priced as before. The casts,
+which run inside forward and backward, are their own term, ``amp_casts`` (:func:`amp_casts_s`);
+GradScaler's kernels join the ``optimizer_step`` term (:func:`amp_update_s`), both of the GPU the
+update is priced on (the stage or part holding the most parameters,
+:func:`~.dimension.optimizer_step_s`), serial with the step, not inside each layer's time: in a
+pipeline that stage's casts count ``M`` times, as if on the critical path. A row timed without the
+optimizer (``step = forward-backward``) keeps ``amp_casts`` and drops the update with the scaler.
+
+The runtime (:mod:`.amp_runtime`) decides which of these run: PyTorch autocast (the default) as
+above; a 16-bit model (``model.half()``) none; MXNet ``multi_precision`` no casts and no scaler
+but its update writes the fp16 weight copy and reads the 16-bit gradient
+(``P (e + e - 4) / (beta_mem eta_mem)`` beside the fp32 update's traffic); TensorFlow AMP as
+autocast.
 
 Not priced: the casts of activations into fp32-list ops (the loss's logits, layer and group norm
 in fp32, softmax), the input batch's cast to 16 bits in the first layer, and the host time of each
@@ -56,11 +65,13 @@ import numpy as np
 from ..cost.compute import GRAD_BYTES_PER_PARAM, HALF_PRECISIONS, ComputeValues
 from ..cost.formulas import Num
 from ..network import Network
+from .amp_runtime import DEFAULT_AMP_RUNTIME, runtime_of
 from .context import Context
 from .data import param_tensors
 
 __all__ = [
-    "AMP_WORDS",
+    "AMP_CASTS_WORDS",
+    "amp_update_words",
     "AmpStep",
     "CAST_KINDS",
     "CHUNK_ELEMS",
@@ -68,6 +79,9 @@ __all__ = [
     "LAUNCH_BLOCKS",
     "SCALER_SCALAR_KERNELS",
     "amp_step",
+    "amp_casts_s",
+    "amp_update_s",
+    "gradient_numels",
     "amp_step_s",
     "stage_amp_step",
     "part_amp_step",
@@ -89,26 +103,37 @@ LAUNCH_BLOCKS = 320
 SCALER_SCALAR_KERNELS = 8
 
 
-#: What the ``optimizer_step`` term adds under each half precision (``explain``'s legend).
-AMP_WORDS = {
-    "amp": "; with autocast's casts of each conv/linear weight to fp16 and back per micro-batch and GradScaler's "
-    "unscale, scalar kernels and found_inf synchronisation",
-    "bf16": "; with autocast's casts of each conv/linear weight to bf16 and back per micro-batch (no loss scaler)",
-}
+#: ``explain``'s legend of the ``amp_casts`` term.
+AMP_CASTS_WORDS = ("autocast's casts of each conv/linear weight and bias to 16 bits and of its gradient back to "
+                   "fp32, per micro-batch: 2*M*(T*tau + P*(4 + e)/(beta_mem*eta_mem))")
+
+
+def amp_update_words(precision: str, runtime: str = DEFAULT_AMP_RUNTIME) -> str:
+    """What the ``optimizer_step`` term adds under ``precision`` and ``runtime`` (``explain``'s legend)."""
+    if precision not in HALF_PRECISIONS:
+        return ""
+    rt = runtime_of(runtime)
+    if rt.master_copy:
+        return "; with the fp16 weight copy the multi-precision update writes and its 16-bit gradient read"
+    if rt.scaler_at_fp16 and precision == "amp":
+        return "; with GradScaler's unscale, scalar kernels and found_inf synchronisation"
+    return ""
 
 
 @dataclass(frozen=True)
 class AmpStep:
     """What mixed precision launches per step on one GPU: ``cast_tensors`` parameter tensors of
-    ``cast_params`` elements that autocast casts (per micro-batch, forward and back), and under
+    ``cast_params`` elements that autocast casts (per micro-batch, forward and back), under
     GradScaler (``scaler``) the unscale of ``grad_params`` gradient elements in
-    ``unscale_launches`` launches."""
+    ``unscale_launches`` launches, and under MXNet multi-precision (``master_copy``) the 16-bit copy of
+    ``grad_params`` weights the update writes."""
 
     cast_tensors: float
     cast_params: float
     grad_params: float
     unscale_launches: float
     scaler: bool
+    master_copy: bool = False
 
 
 def unscale_launches(numels: list[float]) -> int:
@@ -141,39 +166,54 @@ def _layer_tables(net: Network) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     weight_share = np.ones(len(net.layers))
     for i, layer in enumerate(net.layers):
         if tensors[i] == 2:
-            bias = layer.out_shape[0] if layer.kind in CAST_KINDS else layer.params / 2
+            # a conv's or linear's bias has one element per output feature: the output's channel
+            # axis (first of (C, H, W)) for a convolution, its last axis for a linear on (T, D)
+            bias = (layer.out_shape[-1] if layer.kind == "linear" else layer.out_shape[0]) \
+                if layer.kind in CAST_KINDS else layer.params / 2
             weight_share[i] = (layer.params - bias) / layer.params
     for a in (cast, weight_share):
         a.setflags(write=False)
     return cast, tensors, weight_share
 
 
-def amp_step(net: Network, precision: str, held: np.ndarray) -> AmpStep | None:
+def amp_step(net: Network, precision: str, held: np.ndarray, runtime: str = DEFAULT_AMP_RUNTIME) -> AmpStep | None:
     """:class:`AmpStep` of a GPU holding ``held`` parameters per layer of ``net`` (a layer's
-    tensors count where it holds any: a shard of a split is a slice of each), or None for fp32
-    and tf32, which launch none of these kernels."""
-    if precision not in HALF_PRECISIONS:
+    tensors count where it holds any: a shard of a split is a slice of each) under the
+    mixed-precision ``runtime`` (:mod:`.amp_runtime`), or None for fp32 and tf32 and for a 16-bit
+    model, which launch none of these kernels."""
+    rt = runtime_of(runtime)
+    if precision not in HALF_PRECISIONS or not (rt.casts or rt.master_copy):
         return None
-    return _amp_step(net, precision, np.asarray(held, dtype=float).tobytes())
+    return _amp_step(net, precision, np.asarray(held, dtype=float).tobytes(), runtime)
 
 
 @lru_cache(maxsize=1024)
-def _amp_step(net: Network, precision: str, held_bytes: bytes) -> AmpStep:
+def _amp_step(net: Network, precision: str, held_bytes: bytes, runtime: str) -> AmpStep:
     held = np.frombuffer(held_bytes)
-    cast, tensors, weight_share = _layer_tables(net)
-    mine = held > 0
-    on = cast & mine
-    numels: list[float] = []
-    for i in np.flatnonzero(mine):
-        w = float(held[i] * weight_share[i])
-        numels += [w] if tensors[i] == 1 else [w, float(held[i]) - w]
+    rt = runtime_of(runtime)
+    cast, tensors, _ = _layer_tables(net)
+    on = cast & (held > 0) & rt.casts
+    scaler = rt.scaler_at_fp16 and precision == "amp"
     return AmpStep(
         cast_tensors=float(tensors[on].sum()),
         cast_params=float(held[on].sum()),
         grad_params=float(held.sum()),
-        unscale_launches=float(unscale_launches(numels)),
-        scaler=precision == "amp",
+        unscale_launches=float(unscale_launches(gradient_numels(net, held))) if scaler else 0.0,
+        scaler=scaler,
+        master_copy=rt.master_copy,
     )
+
+
+def gradient_numels(net: Network, held: np.ndarray) -> list[float]:
+    """Elements of each gradient tensor of a GPU holding ``held`` parameters per layer of ``net``,
+    in layer order (a layer's weight, then its bias or a norm's shift): the tensors GradScaler
+    unscales."""
+    _, tensors, weight_share = _layer_tables(net)
+    numels: list[float] = []
+    for i in np.flatnonzero(np.asarray(held) > 0):
+        w = float(held[i] * weight_share[i])
+        numels += [w] if tensors[i] == 1 else [w, float(held[i]) - w]
+    return numels
 
 
 def stage_amp_step(ctx: Context, ranges: list[tuple[int, int]]) -> AmpStep | None:
@@ -183,7 +223,7 @@ def stage_amp_step(ctx: Context, ranges: list[tuple[int, int]]) -> AmpStep | Non
     a, b = ranges[sums.index(max(sums))]
     held = np.zeros(len(ctx.cc.params))
     held[a:b] = ctx.cc.params[a:b]
-    return amp_step(ctx.net, ctx.precision, held)
+    return amp_step(ctx.net, ctx.precision, held, ctx.amp_runtime)
 
 
 def part_amp_step(ctx: Context, unit_layer: np.ndarray, unit_params: np.ndarray,
@@ -195,30 +235,53 @@ def part_amp_step(ctx: Context, unit_layer: np.ndarray, unit_params: np.ndarray,
     sums = np.bincount(a, weights=unit_params)
     mine = a == int(np.argmax(sums))
     held = np.bincount(np.asarray(unit_layer)[mine], weights=unit_params[mine], minlength=len(ctx.cc.params))
-    return amp_step(ctx.net, ctx.precision, held)
+    return amp_step(ctx.net, ctx.precision, held, ctx.amp_runtime)
 
 
 def amp_step_s(a: AmpStep, micro_batches: Num, v: ComputeValues) -> Num:
-    """Seconds of ``a`` per step (numbers or symbols, by ``v`` and ``micro_batches``): every
-    micro-batch casts each tensor to 16 bits and its gradient back, ``2 (T tau + P (4 + e) /
-    (beta_mem eta_mem))``; GradScaler adds ``(2 M + 8 + L) tau + 8 G / (beta_mem eta_mem) + h``
-    (module docstring)."""
+    """Seconds of ``a`` per step: its casts and its update's part, :func:`amp_casts_s` +
+    :func:`amp_update_s`."""
+    return amp_casts_s(a, micro_batches, v) + amp_update_s(a, micro_batches, v)
+
+
+def amp_casts_s(a: AmpStep, micro_batches: Num, v: ComputeValues) -> Num:
+    """Seconds of autocast's casts per step (numbers or symbols, by ``v`` and ``micro_batches``): every
+    micro-batch casts each tensor to 16 bits and its gradient back, ``2 M (T tau + P (4 + e) /
+    (beta_mem eta_mem))`` (module docstring)."""
     bw = v.memory_bandwidth_bytes_per_s * v.eta_memory
     per_pass = a.cast_tensors * v.launch_s + a.cast_params * (GRAD_BYTES_PER_PARAM + v.elem_bytes) / bw
-    total = micro_batches * 2 * per_pass
+    return micro_batches * 2 * per_pass
+
+
+def amp_update_s(a: AmpStep, micro_batches: Num, v: ComputeValues) -> Num:
+    """Seconds mixed precision adds to the update: GradScaler's ``(2 M + 8 + L) tau + 8 G /
+    (beta_mem eta_mem) + h``; MXNet multi-precision's fp16 copy written and 16-bit gradient read,
+    ``G (2 e - 4) / (beta_mem eta_mem)`` (module docstring)."""
+    bw = v.memory_bandwidth_bytes_per_s * v.eta_memory
+    total: Num = 0.0
     if a.scaler:
         launches = 2 * micro_batches + SCALER_SCALAR_KERNELS + a.unscale_launches
-        total = total + launches * v.launch_s + a.grad_params * 2 * GRAD_BYTES_PER_PARAM / bw + v.host_op_s
+        total = launches * v.launch_s + a.grad_params * 2 * GRAD_BYTES_PER_PARAM / bw + v.host_op_s
+    if a.master_copy:
+        total = total + a.grad_params * (2 * v.elem_bytes - GRAD_BYTES_PER_PARAM) / bw
     return total
 
 
-def amp_assumption(precision: str) -> str:
-    """What the step pays for mixed precision, in words (every output's assumptions)."""
+def amp_assumption(precision: str, runtime: str = DEFAULT_AMP_RUNTIME) -> str:
+    """What the step pays for mixed precision under ``runtime``, in words (every output's assumptions)."""
     if precision not in HALF_PRECISIONS:
         return f"{precision}: no autocast casts, no loss scaling"
+    rt = runtime_of(runtime)
+    if runtime != DEFAULT_AMP_RUNTIME:
+        named = f"{runtime}: {rt.words}"
+        if not rt.casts:
+            return named + ("; part of the optimizer_step term" if rt.master_copy else "")
+        prefix = named + "; "
+    else:
+        prefix = ""
     scaler = ("; torch.amp.GradScaler: loss scaled, every gradient unscaled and checked in multi-tensor "
-              "launches, one host synchronisation on found_inf and a scale update per step"
-              if precision == "amp" else "; no loss scaler (bf16)")
-    return ("torch.autocast casts each convolution and linear weight and bias to 16 bits once per micro-batch "
-            "forward and its gradient back to fp32 (one kernel per tensor each way)" + scaler
-            + "; part of the optimizer_step term")
+              "launches, one host synchronisation on found_inf and a scale update per step (in the "
+              "optimizer_step term)" if precision == "amp" else "; no loss scaler (bf16)")
+    return (prefix + "torch.autocast casts each convolution and linear weight and bias to 16 bits once per "
+            "micro-batch forward and its gradient back to fp32 (one kernel per tensor each way; the amp_casts term)"
+            + scaler)

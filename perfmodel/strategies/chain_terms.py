@@ -24,7 +24,7 @@ from .amp_step import stage_amp_step
 from .context import Context, weight_group
 from .data import Drain, ExchangeTerms, bucket_copies_s, drain_stage, gradient_exchange, stage_backward_s
 from .dataparallel import dataparallel_parts
-from .dimension import Valuation, optimizer_step_s
+from .dimension import Valuation, step_tail_terms
 from .memory import input_batch_bytes
 from .parameter_server import parameter_server_comm_s, parameter_server_links
 from .pipeline import critical_stage, cut_sends, pipeline_parts, stage_ranges
@@ -91,7 +91,7 @@ def chain_terms(
     terms["gradient_exchange_exposed"] = exposed
     link_params = ctx.link_sum(ctx.cc.params)
     largest = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
-    terms["optimizer_step"] = optimizer_step_s(largest, ctx.optimizer, q.val.v, stage_amp_step(ctx, ranges), q.val.M)
+    terms.update(step_tail_terms(largest, ctx.optimizer, q.val.v, stage_amp_step(ctx, ranges), q.val.M))
     return ChainTerms(terms, body, details)
 
 

@@ -28,7 +28,7 @@ from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes
 from .data import BUCKET_BYTES, Drain, drain_stage, gradient_exchange, stage_backward_s
 from .dataparallel import check_dataparallel
-from .dimension import Priced, Valuation, memory_parts, optimizer_step_s
+from .dimension import Priced, Valuation, memory_parts, step_tail_terms
 from .memory import input_batch_bytes
 from .model_parallel import price_model_parallel
 from .parameter_server import parameter_server_exchange
@@ -141,8 +141,8 @@ def _best_split(
                               Drain(rb, s.mb, drain_stage(rb, s.mb)))
         params = _largest_stage_params(ctx, sp_.bounds)
         steps.append(t.total_s + x.contention + x.copies + x.exposed
-                     + optimizer_step_s(params, ctx.optimizer, ctx.values, stage_amp_step(ctx, sp_.layer_ranges(ctx)),
-                                        s.mb))
+                     + sum(step_tail_terms(params, ctx.optimizer, ctx.values,
+                                           stage_amp_step(ctx, sp_.layer_ranges(ctx)), s.mb).values()))
         fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
     best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
     if not s.balance:

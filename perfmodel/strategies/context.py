@@ -18,6 +18,7 @@ from ..hardware import PRECISIONS, Hardware
 from ..network import Network, compile_counts
 from ..network.counts import CompiledCounts
 from ..units import BYTES_PER_ELEMENT
+from .amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
 from .memory import optimizer_bytes_per_param
 from .spec import Strategy
 
@@ -50,6 +51,9 @@ class Context:
     memory_format: str = DEFAULT_MEMORY_FORMAT
     #: the batch-norm/add/ReLU chains the run's framework fuses (perfmodel.cost.fusion; eager: none)
     fusion: str = DEFAULT_FUSION
+    #: the mixed-precision runtime of a 16-bit run (perfmodel.strategies.amp_runtime: which casts,
+    #: loss scaler and weight copies it launches; default PyTorch autocast)
+    amp_runtime: str = DEFAULT_AMP_RUNTIME
     memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
         default_factory=dict, repr=False
     )
@@ -90,18 +94,21 @@ class Context:
 
 def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_scale: float = 1.0,
             cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
-            reference: bool = False, fusion: str = DEFAULT_FUSION) -> Context:
+            reference: bool = False, fusion: str = DEFAULT_FUSION,
+            amp_runtime: str = DEFAULT_AMP_RUNTIME) -> Context:
     """The pricing context (layer seconds times ``compute_scale``, :attr:`Context.compute_scale`;
     grouped convolutions as cuDNN ``cudnn_major`` runs them; activations in ``memory_format``);
     unknown precisions, optimizers, cuDNN versions and memory formats are usage errors, and so is
     a cuDNN that never ran on ``hw``'s GPU (:mod:`perfmodel.cost.cudnn_gpus`) unless ``reference``
     (a shipped profile that only ranks candidates for another profile's plan, no run of its own);
     ``fusion``: the batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`),
-    a usage error where its kernels cannot run at ``precision`` in ``memory_format``."""
+    a usage error where its kernels cannot run at ``precision`` in ``memory_format``;
+    ``amp_runtime``: the mixed-precision runtime (:mod:`.amp_runtime`)."""
     check_cudnn_major(cudnn_major)
     if not reference:
         check_cudnn_for_gpu(int(cudnn_major), hw)
     check_memory_format(memory_format)
+    check_amp_runtime(amp_runtime)
     if precision not in PRECISIONS:
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")
     check_fusion_setting(fusion, precision, memory_format)
@@ -110,7 +117,7 @@ def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_
     starts = np.array([lk.start for lk in net.links])
     cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
     return Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale, int(cudnn_major),
-                   memory_format, fusion)
+                   memory_format, fusion, amp_runtime)
 
 
 def split_batch(global_batch: int, s: Strategy) -> tuple[int, int]:

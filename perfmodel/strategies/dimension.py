@@ -34,10 +34,10 @@ from typing import Any
 from ..cost.collectives import LinkParams
 from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
 from ..cost.formulas import Num
-from .amp_step import AmpStep, amp_step_s
+from .amp_step import AmpStep, amp_casts_s, amp_update_s
 from .memory import optimizer_bytes_per_param, optimizer_traffic_bytes_per_param, weight_bytes_per_param
 
-__all__ = ["OPTIMIZER_LAUNCHES", "Priced", "Valuation", "memory_parts", "optimizer_step_s"]
+__all__ = ["OPTIMIZER_LAUNCHES", "Priced", "Valuation", "memory_parts", "optimizer_step_s", "step_tail_terms"]
 
 #: Kernel launches of one optimizer step: torch.optim's ``foreach`` implementation (the
 #: default since PyTorch 2.0) updates lists of tensors in a handful of fused launches.
@@ -100,13 +100,26 @@ def optimizer_step_s(params: Num, optimizer: str, v: ComputeValues, amp: AmpStep
                      micro_batches: Num = 1.0) -> Num:
     """The optimizer's update of ``params`` weights: its fp32 traffic over the achievable
     memory bandwidth plus :data:`OPTIMIZER_LAUNCHES` launches, plus the step's fixed cost (zero_grad,
-    loss, host synchronisation: ``v.step_overhead_s``), plus under amp/bf16 the kernels mixed
-    precision launches on that GPU in ``micro_batches`` micro-batches (``amp``,
-    :func:`.amp_step.amp_step_s`) (numbers or symbols by ``v``)."""
+    loss, host synchronisation: ``v.step_overhead_s``), plus under amp/bf16 what mixed precision adds
+    to the update on that GPU in ``micro_batches`` micro-batches (``amp``: GradScaler's kernels or
+    MXNet's fp16 weight copy, :func:`.amp_step.amp_update_s`; autocast's casts are the
+    ``amp_casts`` term, :func:`step_tail_terms`) (numbers or symbols by ``v``)."""
     traffic = optimizer_traffic_bytes_per_param(optimizer)
     base = (params * traffic / (v.memory_bandwidth_bytes_per_s * v.eta_memory) + OPTIMIZER_LAUNCHES * v.launch_s
             + v.step_overhead_s)
-    return base if amp is None else base + amp_step_s(amp, micro_batches, v)
+    return base if amp is None else base + amp_update_s(amp, micro_batches, v)
+
+
+def step_tail_terms(params: Num, optimizer: str, v: ComputeValues, amp: AmpStep | None,
+                    micro_batches: Num) -> dict[str, Num]:
+    """The terms after a step's body on the GPU holding ``params`` weights: ``amp_casts`` (autocast's
+    weight casts in ``micro_batches`` forwards and backwards, only where ``amp`` casts any,
+    :func:`.amp_step.amp_casts_s`) and ``optimizer_step`` (:func:`optimizer_step_s`)."""
+    out: dict[str, Num] = {}
+    if amp is not None and amp.cast_tensors > 0:
+        out["amp_casts"] = amp_casts_s(amp, micro_batches, v)
+    out["optimizer_step"] = optimizer_step_s(params, optimizer, v, amp, micro_batches)
+    return out
 
 
 def memory_parts(

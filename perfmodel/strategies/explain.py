@@ -29,7 +29,7 @@ import sympy as sp
 
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import ceil
-from .amp_step import AMP_WORDS
+from .amp_step import AMP_CASTS_WORDS, amp_update_words
 from .chain_terms import ChainStep, chain_terms
 from .context import Context, weight_group
 from .explain_split import explain_mp, explain_split
@@ -142,7 +142,8 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
             "(p - 1)/p of its 1/p share: 2*k*alpha + 2*(p - 1)/p**2 * b*N_redist*e/beta"
         ),
         "optimizer_step": "the update of the largest stage's weights: fp32 traffic over the memory bandwidth, "
-        "launches and the step's fixed cost" + AMP_WORDS.get(ctx.precision, ""),
+        "launches and the step's fixed cost" + amp_update_words(ctx.precision, ctx.amp_runtime),
+        "amp_casts": AMP_CASTS_WORDS,
     }
     if s.dp * s.sp_degree == 1:
         words["gradient_exchange_exposed"] = "one GPU holds each weight: no gradient exchange"

@@ -12,7 +12,7 @@ import sympy as sp
 
 from ..cost.formulas import p2p
 from ..partition.hypergraph import Hypergraph
-from .amp_step import AMP_WORDS, part_amp_step
+from .amp_step import AMP_CASTS_WORDS, amp_update_words, part_amp_step
 from .channels import split_counts, split_plan
 from .context import Context, weight_group
 from .expr_code import compile_expr
@@ -69,7 +69,8 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
     if s.dp > 1:
         legend["nccl_contention"] = contention_words(s.overlap)
         legend["gradient_bucket_copies"] = COPIES_WORDS
-    legend["optimizer_step"] = "the update of the shard's weights" + AMP_WORDS.get(ctx.precision, "")
+    legend["optimizer_step"] = "the update of the shard's weights" + amp_update_words(ctx.precision, ctx.amp_runtime)
+    legend["amp_casts"] = AMP_CASTS_WORDS
     notes = [
         f"{mode}={n}: every exchanged tensor of |y| elements per sample is one ring collective of n = b*|y|*e "
         "bytes; the k tensors of one collective in one pass are one summand with k latencies and N = sum |y| "
@@ -208,7 +209,9 @@ def explain_mp(
     largest = float(max(u_params[q.assignment == d].sum() for d in range(K)))
     terms = mp_terms(s, ctx.optimizer, val, f_d, b_d, sends, q.idle, exposed, largest,
                      part_amp_step(ctx, q.hg.unit_layer, u_params, q.assignment))
-    legend["optimizer_step"] = "the update of the largest part's weights" + AMP_WORDS.get(ctx.precision, "")
+    legend["optimizer_step"] = ("the update of the largest part's weights"
+                                + amp_update_words(ctx.precision, ctx.amp_runtime))
+    legend["amp_casts"] = AMP_CASTS_WORDS
     resimulate, sim_symbols = _mp_resimulate(q)
     values.update(resimulate(values))
     notes = [

@@ -67,7 +67,7 @@ from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_p
 from .amp_step import AmpStep, part_amp_step
 from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, bucket_reducer, buckets
-from .dimension import Priced, Valuation, memory_parts, optimizer_step_s
+from .dimension import Priced, Valuation, memory_parts, step_tail_terms
 from .memory import input_batch_bytes
 from .mp_schedule import Schedule, simulate
 from .mp_segments import Segments, segments
@@ -296,7 +296,7 @@ def mp_terms(
     terms["pipeline_p2p"] = val.M * sends
     terms["pipeline_bubble"] = idle
     terms["gradient_exchange_exposed"] = exposed(ssum(list(terms.values())))
-    terms["optimizer_step"] = optimizer_step_s(largest_params, optimizer, val.v, amp, val.M)
+    terms.update(step_tail_terms(largest_params, optimizer, val.v, amp, val.M))
     return terms
 
 

@@ -192,7 +192,7 @@ def stage_split(ctx: Context, s: Strategy, layers: ChainLayers, balance: tuple[i
 #: two ends of the link classes (Pascal over PCIe, Ampere over NVSwitch). A third (V100 over
 #: an NVLink cube-mesh) changed no validation figure and made a 64-GPU search 1.4x slower.
 STAGE_REFERENCE_PROFILES = ("p40-24gb-pcie", "a100-80gb-dgx")
-_REF_CONTEXTS: dict[tuple[int, str, str, str, int, str, str], tuple[Network, Context]] = {}
+_REF_CONTEXTS: dict[tuple[int, str, str, str, int, str, str, str], tuple[Network, Context]] = {}
 _STAGE_MEMO: dict[tuple[Any, ...], tuple[Network, list[tuple[int, ...]]]] = {}
 
 
@@ -219,8 +219,8 @@ def stage_candidates(ctx: Context, s: Strategy, layers: ChainLayers) -> list[tup
     with the P40's too it stays 9.3%.
     """
     m = layers.m
-    key = (id(ctx.net), ctx.precision, ctx.optimizer, ctx.cudnn_major, ctx.memory_format, ctx.fusion, s.dp, s.sp,
-           s.pp, s.comm, s.recompute, s.decomp, m)
+    key = (id(ctx.net), ctx.precision, ctx.optimizer, ctx.cudnn_major, ctx.memory_format, ctx.fusion, ctx.amp_runtime,
+           s.dp, s.sp, s.pp, s.comm, s.recompute, s.decomp, m)
     hit = _STAGE_MEMO.get(key)
     if hit is not None and hit[0] is ctx.net:
         return hit[1]
@@ -237,13 +237,14 @@ def stage_candidates(ctx: Context, s: Strategy, layers: ChainLayers) -> list[tup
 
 def _reference_context(ctx: Context, name: str) -> Context:
     """``ctx`` with the shipped profile ``name`` in place of its hardware (cached)."""
-    key = (id(ctx.net), name, ctx.precision, ctx.optimizer, ctx.cudnn_major, ctx.memory_format, ctx.fusion)
+    key = (id(ctx.net), name, ctx.precision, ctx.optimizer, ctx.cudnn_major, ctx.memory_format, ctx.fusion,
+           ctx.amp_runtime)
     hit = _REF_CONTEXTS.get(key)
     if hit is None or hit[0] is not ctx.net:
         if len(_REF_CONTEXTS) > 64:
             _REF_CONTEXTS.clear()
         hit = (ctx.net, context(ctx.net, load_hardware(name), ctx.precision, ctx.optimizer, 1.0, ctx.cudnn_major,
-                               ctx.memory_format, reference=True, fusion=ctx.fusion))
+                               ctx.memory_format, reference=True, fusion=ctx.fusion, amp_runtime=ctx.amp_runtime))
         _REF_CONTEXTS[key] = hit
     return hit[1]
 

@@ -162,7 +162,7 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
     if ctx.fusion != DEFAULT_FUSION:  # stated where it is not the eager default
         out["fusion"] = fusion_assumption(ctx.fusion)
     if ctx.precision in HALF_PRECISIONS:
-        out["mixed_precision"] = amp_assumption(ctx.precision)
+        out["mixed_precision"] = amp_assumption(ctx.precision, ctx.amp_runtime)
     if baseline:
         out["speedup_baseline"] = baseline
     return out

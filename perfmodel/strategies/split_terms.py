@@ -20,7 +20,7 @@ from ..cost.formulas import Num, smax, ssum
 from .amp_step import amp_step
 from .context import Context, weight_group
 from .data import bucket_reducer, shard_copies_s, stage_exchange
-from .dimension import Valuation, optimizer_step_s
+from .dimension import Valuation, step_tail_terms
 from .spec import Strategy
 
 __all__ = ["BREAKDOWN_KEYS", "OPS", "Exchange", "exchange_s", "replica_exchange", "split_terms"]
@@ -143,6 +143,6 @@ def split_terms(
         terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, val.v)
         terms["nccl_contention"] = slowed
     terms["gradient_exchange_exposed"] = exposed
-    terms["optimizer_step"] = optimizer_step_s(float(params.sum()), ctx.optimizer, val.v,
-                                               amp_step(ctx.net, ctx.precision, params), val.M)
+    terms.update(step_tail_terms(float(params.sum()), ctx.optimizer, val.v,
+                                 amp_step(ctx.net, ctx.precision, params, ctx.amp_runtime), val.M))
     return terms, total_comm, dp_group

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import PerfmodelError, UsageError
 from ..hardware import Hardware
 from ..units import GIB
+from .amp_runtime_of import amp_runtime_of
 from .calibrate import Calibration, calibrate_single_gpu
 from .calibrate_group import GroupCalibration, calibrate_per_group, row_id, speedup_key
 from .devices import CPU_REASON, CPU_ROLE, ran_on_cpu
@@ -268,7 +269,7 @@ def compare_rows(
             continue
         key = (m.model, m.image_size, m.hardware, m.precision, m.optimizer, m.strategy_text,
                m.gpus, m.batch_per_gpu, m.global_batch, scale, cudnn_major_of(m), memory_format_of(m), fusion_of(m),
-               m.step)
+               amp_runtime_of(m), m.step)
         if key not in priced:  # a repeated run is priced once (a million rows, a few hundred runs)
             try:
                 if m.hardware not in hws:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from ..hardware import Hardware
 from ..network import get_model
 from ..strategies.predict import context, price
+from .amp_runtime_of import amp_runtime_of
 from .measurements import Measurement
 from .software_era import cudnn_major_of, fusion_of, memory_format_of
 from .step_scope import FORWARD_BACKWARD, without_optimizer_update
@@ -45,7 +46,8 @@ def price_row(m: Measurement, hw: Hardware, compute_scale: float = 1.0) -> RowPr
     it scales); the other terms are priced as they are. Grouped convolutions are priced as the
     row's cuDNN runs them (:func:`~perfmodel.validation.software_era.cudnn_major_of`), with the
     activations in the row's memory format (:func:`~perfmodel.validation.software_era.memory_format_of`) and
-    the batch-norm/add/ReLU chains its framework fused (:func:`~perfmodel.validation.software_era.fusion_of`);
+    the batch-norm/add/ReLU chains its framework fused (:func:`~perfmodel.validation.software_era.fusion_of`)
+    and its mixed-precision runtime (:func:`~perfmodel.validation.amp_runtime_of.amp_runtime_of`);
     a row whose ``step`` is ``forward-backward`` is priced without the optimizer's update
     (:func:`~perfmodel.validation.step_scope.without_optimizer_update`)."""
     batch = global_batch_of(m)
@@ -53,7 +55,7 @@ def price_row(m: Measurement, hw: Hardware, compute_scale: float = 1.0) -> RowPr
         raise ValueError(f"{m.where()}: no batch given")
     net = get_model(m.model, m.image_size)
     ctx = context(net, hw, m.precision, m.optimizer, compute_scale, cudnn_major_of(m), memory_format_of(m),
-                  fusion=fusion_of(m))
+                  fusion=fusion_of(m), amp_runtime=amp_runtime_of(m))
     priced = price(ctx, m.strategy, batch)
     if m.step == FORWARD_BACKWARD:
         priced = without_optimizer_update(priced, ctx.values)

@@ -36,8 +36,9 @@ def without_optimizer_update(priced: Priced, v: ComputeValues) -> Priced:
     """``priced`` without the optimizer's update: its ``optimizer_step`` term keeps only the step's
     fixed cost (``v.step_overhead_s``: zero_grad, the loss, the host synchronisation, all inside a
     forward-backward timing), and no optimizer state is held. The update's weight traffic and
-    launches (:func:`~perfmodel.strategies.dimension.optimizer_step_s`) leave the step; every other
-    term is kept as priced, so the step is still the sum of its terms."""
+    launches and the loss scaler's kernels (:func:`~perfmodel.strategies.dimension.optimizer_step_s`)
+    leave the step; every other term is kept as priced, autocast's casts in forward and backward
+    (``amp_casts``) included, so the step is still the sum of its terms."""
     if "optimizer_step" not in priced.breakdown:
         return priced
     breakdown = {**priced.breakdown, "optimizer_step": float(v.step_overhead_s)}
