@@ -30,7 +30,8 @@ def test_predictions_carry_their_software() -> None:
 
 @pytest.mark.parametrize(("model", "spec", "precision", "software"), [
     ("resnet50", "pp=4,mb=8", "amp", {"memory_format": "nhwc"}),
-    ("resnext50_32x4d", "pp=2,dp=2,mb=4", "fp32", {"cudnn_major": 7}),
+    # fp32 resnext50 pp=2 no longer moves (its groups may take Winograd under cuDNN 7: cost/grouped.py)
+    ("resnext101_32x8d", "pp=2,dp=2,mb=8", "amp", {"cudnn_major": 7}),
 ])
 def test_largest_batch_follows_the_predictions_software(model: str, spec: str, precision: str,
                                                         software: dict[str, object]) -> None:

@@ -106,7 +106,9 @@ def test_each_kind_prices_its_layers_with_the_assumptions(spec: str, major: int,
 def test_old_cudnn_slows_grouped_convolutions_of_every_kind(spec: str) -> None:
     old = _predict("resnext50_32x4d", spec, "fp32", 7, "nchw")
     new = _predict("resnext50_32x4d", spec, "fp32", 9, "nchw")
-    assert old.iteration_time_s > 1.05 * new.iteration_time_s
+    # fp32 groups run as their own calls may take Winograd (cost/grouped.py), which narrows the
+    # gap: channel=4 1.055 -> 1.021x, filter=4 1.096 -> 1.037x the cuDNN 9 step
+    assert old.iteration_time_s > 1.01 * new.iteration_time_s
     plain = [_predict("resnet50", spec, "fp32", major, "nchw").iteration_time_s for major in (7, 9)]
     assert plain[0] == plain[1]
 

@@ -18,10 +18,11 @@ from perfmodel.validation.step_scope import FORWARD_BACKWARD, FULL_STEP
 
 DATA = Path(str(resources.files("perfmodel.data")))
 FILE = DATA / "jcjohnson_runs.csv"
-#: Uncalibrated throughput MAPE (%) of the set (python scripts/family_report.py, branch integ
-#: with the GTX 1080 Ti rows: 23 rows; 12.1 on its 15 rows before them, 12.8 on the branch that
-#: added the set); a change that makes it worse by more than MARGIN fails.
-RECORDED_MAPE = 11.4
+#: Uncalibrated throughput MAPE (%) of the set (python scripts/family_report.py, branch planner:
+#: 23 rows; 11.4 before cudnn.torch's per-group calls could take Winograd, which moved AlexNet's
+#: three rows from +2.5..+15.7% to +25.9..+40.5%: MEASUREMENTS.md "jcjohnson_runs.csv"); a change
+#: that makes it worse by more than MARGIN fails.
+RECORDED_MAPE = 14.5
 MARGIN = 2.0
 #: The networks the benchmark ran that the zoo does not define exactly (MEASUREMENTS.md,
 #: "jcjohnson_runs.csv"): fb.resnet.torch's published ResNet-50 (batch norm after the addition)

@@ -147,8 +147,10 @@ def _waves(blocks: np.ndarray, slots: np.ndarray, sms: int, spread: np.ndarray) 
 def winograd_mask(
     shape_ok: np.ndarray, groups: np.ndarray, c: np.ndarray, k: np.ndarray, tensor_cores: bool, min_channels: float
 ) -> np.ndarray:
-    """Where cuDNN's Winograd/FFT kernels run: 3x3 and 5x5 stride-1, undilated, ungrouped
-    convolutions (``shape_ok``) with at least ``min_channels`` channels in and out, in fp32 on
+    """Where cuDNN's Winograd/FFT kernels run: 3x3 and 5x5 stride-1, undilated convolutions
+    (``shape_ok``) whose call is ungrouped (``groups``: the groups one call covers, 1 for a group
+    run as its own call: :mod:`perfmodel.cost.grouped`) with at least ``min_channels`` channels
+    (``c``, ``k``: per call) in and out, in fp32 on
     CUDA cores (Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016:
     F(4x4, 3x3) does 4x fewer multiplies than direct convolution; cuDNN picks WINOGRAD /
     WINOGRAD_NONFUSED / FFT_TILING for such layers in DeepBench's V100/P100 fp32 results and in

@@ -20,26 +20,39 @@ A ResNeXt-style convolution of ``C -> K`` channels in ``g`` groups is ``g`` inde
   rule of :func:`~perfmodel.cost.efficiency.gemm_shape_efficiency`, ``groups x`` the tiles of one
   group quantised together into waves).
 
-So before cuDNN 8 each group is priced as its own kernel: its own tile and wave quantisation
-(a group whose tiles fill a fraction of a wave still takes the whole wave) and its own launch,
-forward, data gradient and weight gradient alike; the FLOPs are the same. A group's kernel is
-never credited with a better shape efficiency than one kernel over all groups would reach (the
-shape rule's split-K slice counts are whole numbers, so a lone group may split into a finer
-grid than all groups together; a loop of launches does not beat the kernel that covers them). Depthwise layers
-(``groups == channels``) run PyTorch's own kernels in every era (:mod:`.depthwise`), ungrouped
-layers are unaffected, and Winograd stays off grouped layers in both eras (as before).
+So before cuDNN 8 each group is priced as its own call of an ordinary ``C/g -> K/g``
+convolution: its own tile and wave quantisation (a group whose tiles fill a fraction of a wave
+still takes the whole wave), its own launch, forward, data gradient and weight gradient alike,
+and Winograd where an ungrouped layer of that shape may use it; the FLOPs are the same. A looped
+layer is ``groups`` times its one-group layer priced alone (``tests/test_grouped_winograd.py``).
+Why each group is an ordinary convolution in those majors:
+
+* cuDNN 5/6: the framework's loop hands cuDNN one group at a time through an ungrouped
+  descriptor, so cuDNN's algorithm search sees an ordinary convolution and may pick Winograd.
+  soumith/cudnn.torch ``SpatialConvolution.lua`` @ f746b794 (the Torch7 bindings jcjohnson's
+  cnn-benchmarks ran AlexNet's grouped layers with): the filter descriptor is one group's
+  ``nOutputPlane/groups x nInputPlane/groups``, the algorithms are found on one group's input and
+  output slices, and ``cudnnConvolutionForward`` / ``BackwardData`` / ``BackwardFilter`` run once
+  per group at its offsets; Caffe2 v0.8.1 likewise ("It's just a loop. Serialized in the same
+  stream": facebookarchive/caffe2 issue #1077, 2017);
+* cuDNN 7: NVIDIA's engineer in the group-count PR (facebookarchive/caffe2 PR #1079, 2017): in
+  the worst case the groups "run in streams", and the new routine's performance is expected to be
+  ``>=`` "the old loop over groups": at least that loop, which is what is priced.
+
+From cuDNN 8 one kernel covers all groups and Winograd stays off grouped layers (as before;
+pytorch/pytorch issue #73764, 2022: a grouped convolution slower than its groups run as separate
+convolutions). Depthwise layers (``groups == channels``) run PyTorch's own kernels in every era
+(:mod:`.depthwise`), and ungrouped layers are unaffected.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 
 from ..errors import UsageError
 
 __all__ = ["CUDNN_MAJORS", "DEFAULT_CUDNN_MAJOR", "FIRST_GROUPED_KERNEL_MAJOR", "check_cudnn_major",
-           "loops_groups", "kernel_groups", "looped_efficiency", "extra_launches", "cudnn_assumption"]
+           "loops_groups", "kernel_groups", "extra_launches", "cudnn_assumption"]
 
 #: cuDNN major versions perfmodel knows how grouped convolutions run under (5: DeepBench's
 #: Maxwell sheets; 6: its Pascal sheets and 2017 TensorFlow benchmarks; 7: PyTorch 1.0-1.5 and
@@ -73,16 +86,6 @@ def kernel_groups(groups: np.ndarray, depthwise: np.ndarray, major: int) -> np.n
     (the ``groups`` the shape rule quantises tiles and waves over)."""
     g = np.asarray(groups, dtype=float)
     return np.asarray(np.where(_looped(g, depthwise, major), 1.0, g))
-
-
-def looped_efficiency(shape: Callable[[np.ndarray], np.ndarray], groups: np.ndarray,
-                      kg: np.ndarray) -> np.ndarray:
-    """Shape efficiency of each layer's kernels: ``shape(kg)`` (``shape`` maps the groups one kernel
-    covers to efficiencies), capped where the groups loop at ``shape(groups)``, one kernel's."""
-    eff = shape(kg)
-    if np.array_equal(kg, np.asarray(groups, dtype=float)):
-        return eff
-    return np.asarray(np.minimum(eff, shape(np.asarray(groups, dtype=float))))
 
 
 def extra_launches(groups: np.ndarray, depthwise: np.ndarray, major: int, gemm_kernels: np.ndarray) -> np.ndarray:

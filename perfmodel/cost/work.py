@@ -17,7 +17,7 @@ from ..hardware.profile import KernelParams
 from .depthwise import depthwise_flops
 from .efficiency import gemm_shape_efficiency, winograd_gain, winograd_mask
 from .formulas import Num
-from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups, looped_efficiency
+from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups
 from .kernels import MM_SLOTS, LayerKernels, slot_roles
 from .shares import TensorShares, operand_elems, per_gpu_kernels
 from .tensor_core import ChannelPads, channel_pads, pad_slot, pad_sum_view
@@ -110,7 +110,10 @@ def kernel_work(
     scale = np.asarray(scale, dtype=float)
     out_scale = scale if shares is None else scale * shares.y
     lk_all, lk = lk, lk if shares is None else per_gpu_kernels(lk, shares)
-    wino = winograd_mask(lk.winograd_shape, lk.groups, lk.c_in, lk.c_out, tensor_cores, kp.winograd_min_channels)
+    kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major)  # groups one kernel's tiles cover
+    # a group run as its own call is an ordinary convolution of C/g -> K/g channels (grouped.py)
+    wino = winograd_mask(lk.winograd_shape, kg, lk.c_in / lk.groups, lk.c_out / lk.groups, tensor_cores,
+                         kp.winograd_min_channels)
     gain = np.where(wino, winograd_gain(kp.winograd_gain, lk.out_h, lk.out_w), 1.0)
     pads = channel_pads(lk, tensor_cores)  # the underlying convolution's C and K, padded on tensor cores
     flops: dict[str, np.ndarray] = {}
@@ -118,7 +121,6 @@ def kernel_work(
     dw = depthwise_flops(lk, kp, scale, half_precision)
     operands = operand_elems(lk_all, scale, shares)
     mm_elems: dict[str, np.ndarray] = {}
-    kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major)  # groups one kernel's tiles cover
     for s in MM_SLOTS:
         present = lk.n[s] > 0
         m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
@@ -165,7 +167,7 @@ def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarra
     split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
     shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half,
                     split_k=~lk.conv if s != "wgrad" else True, **_slot_rules(lk, kp, s, role, split_eff))
-    eff = looped_efficiency(shape, lk.groups, kg)
+    eff: np.ndarray = shape(groups=kg)
     if s == "wgrad":
         return eff
     alt = np.where(role == "dgrad", _dgrad_sum_efficiency(lk, m, direct, pads, kp, kg, half), 0.0)
@@ -208,7 +210,7 @@ def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, p
     n, k = np.where(has, n, 1.0), np.where(has, k, 1.0)
     shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half, split_k=False,
                     store_passes=2.0)
-    eff = looped_efficiency(shape, lk.groups, kg)
+    eff = shape(groups=kg)
     own = 2 * lk.groups * m * n * k
     seconds_like = own / eff + kp.dgrad_atomic_flops * lk.groups * m * n  # effective FLOPs
     # the caller divides the implicit view's FLOPs by this: implicit / own effective FLOPs

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from .graph import Network
 from .layers import MATMUL_KINDS, Layer, numel
 
-__all__ = ["Share", "LayerSplit", "blocks", "aligned_groups", "channel_split"]
+__all__ = ["Share", "LayerSplit", "blocks", "aligned_groups", "channel_window", "mixes_all_channels", "halo_reads",
+           "channel_split"]
 
 #: The output channels of one part of a layer: disjoint ``(lo, hi)`` intervals, in order (one
 #: interval except for a concatenation, whose part takes part ``j`` of each input).
@@ -30,6 +31,46 @@ def aligned_groups(layer: Layer, n: int) -> bool:
     return layer.kind in MATMUL_KINDS and layer.kind != "linear" and layer.groups > 1 and layer.groups % n == 0
 
 
+def channel_window(layer: Layer) -> tuple[int, int]:
+    """Channels below and above its own that each output channel of ``layer`` reads from its input:
+    a cross-channel LRN over ``size`` channels reads ``size // 2`` below and ``(size - 1) // 2``
+    above (``torch.nn.LocalResponseNorm`` pads its channel axis so; Torch7's ``SpatialCrossMapLRN``
+    and cuDNN's cross-channel LRN centre the same window for the odd sizes of the zoo's models);
+    (0, 0) for every other layer."""
+    if layer.kind != "lrn":
+        return (0, 0)
+    size = int(layer.attr("size"))
+    return (size // 2, (size - 1) // 2)
+
+
+def mixes_all_channels(layer: Layer) -> bool:
+    """A layer whose every output channel depends on all input channels although it is not a matmul:
+    a softmax over a per-sample vector (the classifier's), whose max and sum run over the whole row.
+    A softmax over a tensor of more axes is taken over its last axis (``F.softmax(x, dim=-1)`` in
+    attention, ONNX ``Softmax``'s default axis), which a channel split does not cut."""
+    return layer.kind == "softmax" and len(layer.in_shape) == 1
+
+
+def halo_reads(ls: LayerSplit, j: int) -> Share:
+    """The channels of its input that part ``j`` of ``ls`` reads beyond its own share (its
+    :attr:`LayerSplit.halo` on each side of each interval, inside the tensor), in order."""
+    below, above = ls.halo
+    own: set[int] = set()
+    for lo, hi in ls.parts[j]:
+        own.update(range(lo, hi))
+    need: set[int] = set()
+    for lo, hi in ls.parts[j]:
+        need.update(range(max(0, lo - below), min(ls.channels, hi + above)))
+    extra = sorted(need - own)
+    runs: list[tuple[int, int]] = []
+    for c in extra:
+        if runs and runs[-1][1] == c:
+            runs[-1] = (runs[-1][0], c + 1)
+        else:
+            runs.append((c, c + 1))
+    return tuple(runs)
+
+
 @dataclass(frozen=True)
 class LayerSplit:
     """How one layer's output channels split into ``n`` parts.
@@ -39,13 +80,16 @@ class LayerSplit:
     channel, or a grouped convolution with :func:`aligned_groups`: its part ``j`` is computed
     from part ``j`` of its split inputs) or ``whole`` (not split: one part, every channel).
     ``parts`` has ``n`` shares when split (some may be empty), else one. ``aligned[i]`` says
-    whether part ``j`` reads only part ``j`` of input ``i``; otherwise it reads all of it.
+    whether part ``j`` reads only part ``j`` of input ``i`` (plus, with a ``halo``, that many
+    channels below and above each of its intervals: :func:`channel_window`, :func:`halo_reads`);
+    otherwise it reads all of it.
     """
 
     role: str
     channels: int
     parts: tuple[Share, ...]
     aligned: tuple[bool, ...]
+    halo: tuple[int, int] = (0, 0)
 
     @property
     def split(self) -> bool:
@@ -75,7 +119,10 @@ def channel_split(net: Network, n: int, split_matmul: bool = True) -> tuple[Laye
       its input, part ``j`` from input part ``j``, and is split either way.
     * Any other layer is split when one of its inputs is, and follows it: a layer acting per
       channel (batch norm, activation, pooling, add, mul, dropout, upsample) takes the parts
-      of its first split input; a flatten takes its input's parts, channel ``c`` becoming the
+      of its first split input, a cross-channel LRN too with the neighbouring channels of its
+      window as a ``halo`` (:func:`channel_window`); a classifier's softmax, which needs its
+      whole row (:func:`mixes_all_channels`), computes its own ``blocks`` from its whole input
+      like a convolution (``own``); a flatten takes its input's parts, channel ``c`` becoming the
       features ``c * HW .. (c + 1) * HW``; a concatenation's part ``j`` is part ``j`` of each
       input (the ``blocks`` of an input that is not split), at that input's offset.
     * Layers that read only tensors that are not split are whole.
@@ -106,6 +153,8 @@ def channel_split(net: Network, n: int, split_matmul: bool = True) -> tuple[Laye
             ls = LayerSplit("own", c, blocks(c, n), (False,) * len(ins)) if split_matmul else _whole(layer)
         elif not any(is_split(t) for t in ins):
             ls = _whole(layer)
+        elif mixes_all_channels(layer):
+            ls = LayerSplit("own", c, blocks(c, n), (False,) * len(ins))
         elif layer.kind == "concat":
             parts: list[Share] = []
             for j in range(n):
@@ -127,7 +176,8 @@ def channel_split(net: Network, n: int, split_matmul: bool = True) -> tuple[Laye
             if by_name[first].channels != c:  # not a per-channel layer after all: its own blocks
                 src_parts = blocks(c, n)
             ls = LayerSplit(
-                "follow", c, src_parts, tuple(is_split(t) and by_name[t].parts == src_parts for t in ins)
+                "follow", c, src_parts, tuple(is_split(t) and by_name[t].parts == src_parts for t in ins),
+                channel_window(layer),
             )
         out.append(ls)
         by_name[layer.name] = ls

@@ -15,7 +15,7 @@ from ..cost.shares import TensorShares
 from ..errors import UsageError
 from ..hardware import REFERENCE_PROFILE, Hardware, load_hardware
 from ..network import Network, compile_counts
-from ..network.channel_split import LayerSplit, Share, channel_split
+from ..network.channel_split import LayerSplit, Share, channel_split, halo_reads
 from ..units import BYTES_PER_ELEMENT
 
 __all__ = [
@@ -164,7 +164,8 @@ def build_hypergraph(
     (empty shares dropped): convolution and linear layers in ``ceil(F/groups)`` channel blocks,
     layers acting per channel (batch norm, activation, pooling, add, ...) and evenly grouped
     (depthwise) convolutions in the shares of their input, part ``j`` reading only part ``j``
-    of it; a layer that mixes channels reads every unit of its inputs. A unit's time is that of
+    of it (a cross-channel LRN also the edge channels of its neighbours' units: a net of those
+    channels per neighbour); a layer that mixes channels reads every unit of its inputs. A unit's time is that of
     the smaller layer one GPU of filter parallelism runs for it (:func:`unit_times`), so a layer's
     units together take at least its time where their blocks are small (launches, tile and
     tensor-core padding of few channels), and ``perfmodel predict --strategy filter=N`` prices its
@@ -314,4 +315,25 @@ def _nets(
             pins.extend(members)
             offsets.append(len(pins))
             elems.append(per_channel * splits[i].size(j))
+            for r, channels in _halo_readers(splits, unit_of, readers, splits[i].parts[j]):
+                net_names.append(f"{names[u]}>{names[r]}")  # its edge channels a neighbour's window reads
+                pins.extend((u, r))
+                offsets.append(len(pins))
+                elems.append(per_channel * channels)
     return net_names, offsets, pins, elems
+
+
+def _halo_readers(splits: Sequence[LayerSplit], unit_of: list[dict[int, int]], readers: list[int],
+                  share: Share) -> list[tuple[int, int]]:
+    """(unit, channels) of every reader unit with a halo (:func:`~perfmodel.network.channel_split.halo_reads`:
+    a cross-channel window) that reads channels of ``share`` beyond its own: a net of its own, of those
+    channels only, so a cut between neighbours costs the halo, not the whole share."""
+    out: list[tuple[int, int]] = []
+    for k in readers:
+        if splits[k].halo == (0, 0) or not splits[k].split:
+            continue
+        for jr, r in unit_of[k].items():
+            got = sum(max(0, min(hi, b) - max(lo, a)) for lo, hi in halo_reads(splits[k], jr) for a, b in share)
+            if got:
+                out.append((r, got))
+    return out

@@ -12,7 +12,7 @@ from ..cost.collectives import link_params
 from ..cost.compute import OUT_SHARE, layer_times
 from ..cost.shares import TensorShares
 from ..errors import StrategyError
-from ..network.channel_split import LayerSplit, channel_split
+from ..network.channel_split import LayerSplit, channel_split, halo_reads
 from ..network.counts import CompiledCounts, saved_storages
 from ..network.graph import Network
 from ..network.layers import MATMUL_KINDS, Layer, numel
@@ -85,7 +85,9 @@ def split_plan(net: Network, mode: str, n: int) -> SplitPlan:
     Other layers (batch norm, activations, pooling, add, concat, ...) act per channel: they
     run on the split tensor if any input is split (a replicated operand is sliced), else
     replicated; a grouped convolution whose groups split evenly over the GPUs (depthwise)
-    runs on the split tensor too.
+    runs on the split tensor too. A cross-channel LRN on a split tensor also exchanges the
+    channels of its window that its neighbours hold, each pass (``halo`` exchanges); a
+    classifier's softmax needs its whole row and is split like a convolution (gathered input).
     """
     if mode not in BREAKDOWN_KEYS:
         raise StrategyError(f"unknown layer split '{mode}' (valid: {', '.join(BREAKDOWN_KEYS)})")
@@ -174,10 +176,25 @@ class _Walk:
             f = share.largest_fraction
             for t in layer.inputs:
                 self.slice_back(t, i)
+            if share.halo != (0, 0):  # a cross-channel window: its neighbours' edge channels
+                self.halo(i, layer, share)
         else:
             f = 1.0
             self.plan.replicated.append(layer.name)
         self._set(i, layer.name, f, f, f, share.split, f)
+
+
+    def halo(self, i: int, layer: Layer, share: LayerSplit) -> None:
+        """A layer whose window spans neighbouring channels (LRN) on a split tensor: before its
+        forward each GPU receives the channels of its window its neighbours hold, and before its
+        backward the same channels of the gradient terms (a point-to-point halo exchange each
+        pass, as a spatial split's; the busiest GPU's, the one receiving the most channels)."""
+        per_channel = numel(layer.in_shape) // layer.in_shape[0]
+        most = max(sum(hi - lo for lo, hi in halo_reads(share, j)) for j in range(len(share.parts)))
+        if most:
+            t = layer.inputs[0]
+            self.plan.exchanges.append(Exchange(i, "fwd", "halo", t, most * per_channel))
+            self.plan.exchanges.append(Exchange(i, "bwd", "halo", t, most * per_channel))
 
 
 def _check(s: Strategy) -> tuple[str, int]:

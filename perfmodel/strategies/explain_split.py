@@ -53,13 +53,17 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
     _, _, where = tier(group)
     legend = {"compute": f"forward and backward of every layer's share on the busiest of the {n} GPUs, M micro-batches"}
     for phase, key in zip(("fwd", "bwd"), BREAKDOWN_KEYS[mode], strict=True):
-        ops = sorted({OPS[x.op][1] for x in plan.exchanges if x.phase == phase})
+        ops = sorted({OPS[x.op][1] for x in plan.exchanges if x.phase == phase and x.op in OPS})
         legend[key] = (
             f"p = {n} GPUs {where}, M micro-batches; one ring {' / '.join(ops)} per tensor, those of one collective "
             "summed: (p - 1)/p * b*N*e/beta + k*(alpha_0 + (p - q)*alpha_intra + (q - 1)*alpha_net) over q nodes "
             "(NCCL's ring model; an allreduce twice the bytes and hops)" if ops
             else "no exchange in this pass"
         )
+    if "halo_exchange" in terms:
+        legend["halo_exchange"] = (f"p = {n} GPUs {where}, M micro-batches; before each cross-channel window layer's "
+                                   "forward and backward, the channels of its window the neighbours hold, point to "
+                                   "point: one latency each plus 2*b*N_halo*e over the link")
     when = "after" if s.overlap == "none" else "overlapped with"
     legend["gradient_exchange_exposed"] = (
         f"{s.comm} allreduce of each shard's gradients over the dp = {s.dp} replicas in 25 MiB buckets, "

@@ -21,6 +21,7 @@ from .amp_step import amp_step
 from .context import Context, weight_group
 from .data import bucket_reducer, shard_copies_s, stage_exchange
 from .dimension import Valuation, step_tail_terms
+from .spatial import halo_exchange_s, spatial_tier
 from .spec import Strategy
 
 __all__ = ["BREAKDOWN_KEYS", "OPS", "Exchange", "exchange_s", "replica_exchange", "split_terms"]
@@ -45,7 +46,8 @@ class Exchange:
 
     ``layer`` is the index of the layer it is charged to (its time joins that layer's forward
     or backward), ``op`` one of ``allgather``, ``reduce_scatter``, ``allreduce``, and
-    ``elems_per_sample`` the size of the whole (gathered / reduced) tensor per sample.
+    ``elems_per_sample`` the size of the whole (gathered / reduced) tensor per sample; or ``op``
+    ``halo``: the busiest GPU receives ``elems_per_sample`` from its neighbours, point to point.
     """
 
     layer: int
@@ -103,7 +105,7 @@ def _collectives(
     terms: dict[str, Num] = {}
     layer_b: list[Num] = [0.0] * n_layers
     for x in exchanges:
-        if x.phase == "bwd":
+        if x.phase == "bwd" and x.op in OPS:
             layer_b[x.layer] = layer_b[x.layer] + exchange_s(x.op, val.b * x.elems_per_sample * val.e, group, val.lp)
     for phase, key in zip(("fwd", "bwd"), BREAKDOWN_KEYS[mode], strict=True):
         parts: list[Num] = []
@@ -121,6 +123,26 @@ def _collectives(
     return terms, layer_b
 
 
+def _halos(exchanges: Sequence[Exchange], n: int, gpus_per_node: int, val: Valuation,
+           layer_b: list[Num]) -> Num | None:
+    """Seconds of the halo exchanges (cross-channel windows at the GPUs' channel boundaries), both
+    passes, priced as a spatial split's halos (:func:`~.spatial.halo_exchange_s`: one latency per
+    exchange, each pass's elements over the group's link); each backward one added to its layer in
+    ``layer_b``. None without halos."""
+    xs = [x for x in exchanges if x.op == "halo"]
+    if not xs:
+        return None
+    bw, alpha, _ = spatial_tier(n, gpus_per_node, val.lp)
+    for x in xs:
+        if x.phase == "bwd":
+            layer_b[x.layer] = layer_b[x.layer] + alpha + val.b * x.elems_per_sample * val.e / bw
+    fwd = [x for x in xs if x.phase == "fwd"]
+    elems = val.count("N_halo", float(sum(x.elems_per_sample for x in fwd)),
+                      f"channel halo elements per sample the busiest GPU receives for the {len(fwd)} "
+                      "cross-channel window layer(s), each pass")
+    return val.M * halo_exchange_s(elems, len(xs), val.b, val.e, bw, alpha)
+
+
 def split_terms(
     ctx: Context, s: Strategy, mode: str, n: int, exchanges: Sequence[Exchange],
     fwd: Sequence[Num] | np.ndarray, bwd: Sequence[Num] | np.ndarray, params: np.ndarray, val: Valuation,
@@ -135,6 +157,9 @@ def split_terms(
     group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)
     comm, layer_b = _collectives(exchanges, mode, n, group, val, len(params))
     terms: dict[str, Num] = {"compute": val.M * (ssum(fwd) + ssum(bwd)), **comm}
+    halo = _halos(exchanges, n, ctx.hw.gpus_per_node, val, layer_b)
+    if halo is not None:
+        terms["halo_exchange"] = halo
     body = ssum(list(terms.values()))
     exposed, total_comm, dp_group, slowed = replica_exchange(
         ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None, val.v
