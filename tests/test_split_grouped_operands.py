@@ -15,35 +15,18 @@ out 1.16x forward, 1.07x backward of the 8-channel layer.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
+from split_layers import BATCH, busiest_gpu_times
 
-from perfmodel.cost.compute import layer_times
 from perfmodel.cost.kernels import network_kernels
 from perfmodel.cost.shares import TensorShares, operand_elems
-from perfmodel.hardware import load_hardware
 from perfmodel.network.builder import NetBuilder
-from perfmodel.network.counts import compile_counts
 from perfmodel.network.graph import Network
-from perfmodel.strategies.channels import split_counts, split_plan
+from perfmodel.strategies.channels import split_plan
 
-BATCH = 32.0
 SETUPS = [("v100-16gb-dgx1", "fp32"), ("a100-80gb-dgx", "amp")]
-
-
-def _times(net: Network, hw: str, precision: str, mode: str | None, n: int, major: int = 8) -> np.ndarray:
-    """Forward and backward seconds of layer ``L`` on the busiest GPU of the split (whole where ``mode`` is None)."""
-    cc = compile_counts(net)
-    i = [layer.name for layer in net.layers].index("L")
-    if mode is None:
-        lt = layer_times(cc, load_hardware(hw), precision, BATCH, cudnn_major=major)
-    else:
-        plan = split_plan(net, mode, n)
-        lt = layer_times(replace(cc, params=cc.params * plan.f_par), load_hardware(hw), precision, BATCH,
-                         counts=split_counts(cc, plan, BATCH), cudnn_major=major, shares=plan.tensor_shares)
-    return np.array([lt.fwd[i], lt.bwd[i]])
 
 
 def _depthwise(c: int, k: int, stride: int, hw: int = 28) -> Network:
@@ -70,8 +53,8 @@ def test_an_unevenly_split_depthwise_layer_is_the_smaller_depthwise_layer(
     i = [layer.name for layer in net.layers].index("L")
     plan = split_plan(net, mode, n)
     assert c % n and min(plan.f_in[i], plan.f_out[i]) < 1.0 < max(plan.f_in[i], plan.f_out[i]) + 1e-12
-    split = _times(net, hw, precision, mode, n)
-    direct = _times(_depthwise(math.ceil(c / n), k, stride), hw, precision, None, 1)
+    split = busiest_gpu_times(net, hw, precision, mode, n)
+    direct = busiest_gpu_times(_depthwise(math.ceil(c / n), k, stride), hw, precision, None, 1)
     assert split == pytest.approx(direct, rel=1e-9)
 
 
@@ -85,8 +68,8 @@ def test_an_unevenly_split_grouped_layer_on_whole_groups_is_the_smaller_grouped_
     them (14 channels over 4 GPUs: 4 channels, 2 groups): the 2-group layer (on tensor cores, its
     NCHW transposes at its own channels too)."""
     per = math.ceil(c / n)
-    split = _times(_grouped(c, groups), hw, precision, mode, n, major)
-    direct = _times(_grouped(per, per // (c // groups)), hw, precision, None, 1, major)
+    split = busiest_gpu_times(_grouped(c, groups), hw, precision, mode, n, major)
+    direct = busiest_gpu_times(_grouped(per, per // (c // groups)), hw, precision, None, 1, major)
     assert split == pytest.approx(direct, rel=1e-9)
 
 

@@ -13,55 +13,23 @@ channel padding of the per-GPU channel counts (64/16 = 4 filters padded to 8).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 import pytest
+from split_layers import busiest_gpu_times, conv_layer, linear_layer
 
-from perfmodel.cost.compute import layer_times
-from perfmodel.hardware import load_hardware
 from perfmodel.network.builder import NetBuilder
-from perfmodel.network.counts import compile_counts
 from perfmodel.network.graph import Network
-from perfmodel.strategies.channels import split_counts, split_plan
+from perfmodel.strategies.channels import split_plan
 
-BATCH = 32.0
 SETUPS = [("v100-16gb-dgx1", "fp32"), ("a100-80gb-dgx", "amp")]
 
 
-def _linear(c: int, f: int) -> Network:
-    b = NetBuilder("lin", (c,))
-    b.linear(b.act("input", "relu", name="r"), f, bias=False, name="L")
-    return b.build()
-
-
-def _conv(k: int, hw: int) -> Callable[[int, int], Network]:
-    def build(c: int, f: int) -> Network:
-        b = NetBuilder("conv", (c, hw, hw))
-        b.conv(b.act("input", "relu", name="r"), f, k, padding=k // 2, bias=False, name="L")
-        return b.build()
-    return build
-
-
 LAYERS = {  # name: (builder of a C -> F layer after a ReLU, C, F)
-    "linear 4096->1000": (_linear, 4096, 1000),
-    "conv3x3 64->64 56^2": (_conv(3, 56), 64, 64),
-    "conv1x1 256->64 28^2": (_conv(1, 28), 256, 64),
+    "linear 4096->1000": (linear_layer, 4096, 1000),
+    "conv3x3 64->64 56^2": (conv_layer(3, 56), 64, 64),
+    "conv1x1 256->64 28^2": (conv_layer(1, 28), 256, 64),
 }
-
-
-def _times(net: Network, hw: str, precision: str, mode: str | None, n: int, major: int = 8) -> np.ndarray:
-    """Forward and backward seconds of layer ``L`` on the busiest GPU (unsplit where ``mode`` is None)."""
-    cc = compile_counts(net)
-    i = [layer.name for layer in net.layers].index("L")
-    if mode is None:
-        lt = layer_times(cc, load_hardware(hw), precision, BATCH, cudnn_major=major)
-    else:
-        plan = split_plan(net, mode, n)
-        lt = layer_times(replace(cc, params=cc.params * plan.f_par), load_hardware(hw), precision, BATCH,
-                         counts=split_counts(cc, plan, BATCH), cudnn_major=major, shares=plan.tensor_shares)
-    return np.array([lt.fwd[i], lt.bwd[i]])
 
 
 @pytest.mark.parametrize(("hw", "precision"), SETUPS)
@@ -69,8 +37,8 @@ def _times(net: Network, hw: str, precision: str, mode: str | None, n: int, majo
 @pytest.mark.parametrize("n", [2, 8, 16])
 def test_a_filter_split_runs_the_layer_with_fewer_filters(layer: str, hw: str, precision: str, n: int) -> None:
     build, c, f = LAYERS[layer]
-    split = _times(build(c, f), hw, precision, "filter", n)
-    direct = _times(build(c, math.ceil(f / n)), hw, precision, None, 1)
+    split = busiest_gpu_times(build(c, f), hw, precision, "filter", n)
+    direct = busiest_gpu_times(build(c, math.ceil(f / n)), hw, precision, None, 1)
     assert split == pytest.approx(direct, rel=1e-9)
 
 
@@ -80,8 +48,8 @@ def test_a_filter_split_runs_the_layer_with_fewer_filters(layer: str, hw: str, p
 def test_a_channel_split_runs_the_layer_with_fewer_input_channels(layer: str, hw: str, precision: str,
                                                                    n: int) -> None:
     build, c, f = LAYERS[layer]
-    split = _times(build(c, f), hw, precision, "channel", n)
-    direct = _times(build(math.ceil(c / n), f), hw, precision, None, 1)
+    split = busiest_gpu_times(build(c, f), hw, precision, "channel", n)
+    direct = busiest_gpu_times(build(math.ceil(c / n), f), hw, precision, None, 1)
     assert split == pytest.approx(direct, rel=1e-9)
 
 
@@ -101,10 +69,10 @@ def test_a_depthwise_layer_on_a_split_tensor_runs_its_share_of_the_groups(hw: st
     c, n = 64, 4
     plan = split_plan(_depthwise(c), "filter", n)
     assert plan.f_in[2] == plan.f_out[2] == 1 / n  # the strategy splits its groups evenly
-    split = _times(_depthwise(c), hw, precision, "filter", n, major)
+    split = busiest_gpu_times(_depthwise(c), hw, precision, "filter", n, major)
     b = NetBuilder("dw_gpu", (c // n, 28, 28))
     b.conv(b.act("input", "relu", name="r"), c // n, 3, padding=1, groups=c // n, bias=False, name="L")
-    direct = _times(b.build(), hw, precision, None, 1, major)
+    direct = busiest_gpu_times(b.build(), hw, precision, None, 1, major)
     assert split == pytest.approx(direct, rel=1e-9)
 
 
@@ -116,10 +84,10 @@ def test_a_grouped_layer_on_a_split_tensor_runs_its_share_of_the_groups(major: i
     b = NetBuilder("g", (c, 28, 28))
     x = b.conv(b.act("input", "relu", name="r"), c, 1, bias=False, name="a")
     b.conv(x, c, 3, padding=1, groups=c // 2, bias=False, name="L")
-    split = _times(b.build(), hw, precision, "filter", n, major)
+    split = busiest_gpu_times(b.build(), hw, precision, "filter", n, major)
     d = NetBuilder("g_gpu", (c // n, 28, 28))
     d.conv(d.act("input", "relu", name="r"), c // n, 3, padding=1, groups=c // 2 // n, bias=False, name="L")
-    direct = _times(d.build(), hw, precision, None, 1, major)
+    direct = busiest_gpu_times(d.build(), hw, precision, None, 1, major)
     assert split == pytest.approx(direct, rel=1e-9)
 
 
@@ -135,12 +103,12 @@ def test_a_split_grouped_layer_runs_the_whole_groups_its_channels_touch(major: i
     """A grouped layer split itself (4 channels per group, 32 groups over 4 GPUs): each GPU runs 8
     whole groups, reading and writing only their channels, not 32 groups a quarter as wide."""
     hw, precision = "v100-16gb-dgx1", "fp32"
-    split = _times(_grouped(128, 128, 32), hw, precision, mode, 4, major)
-    direct = _times(_grouped(32, 32, 8), hw, precision, None, 1, major)
+    split = busiest_gpu_times(_grouped(128, 128, 32), hw, precision, mode, 4, major)
+    direct = busiest_gpu_times(_grouped(32, 32, 8), hw, precision, None, 1, major)
     assert split == pytest.approx(direct, rel=1e-9)
     # 3 GPUs: ceil(128/3) = 43 channels touch 11 groups, the last one not full: about the
     # 11-group layer's time (cuDNN 8's one kernel over fractional widths prices up to 1.19x of
     # it); priced as 32 groups a third as wide it was 2.5-2.9x (review of 68901fb)
-    three = _times(_grouped(128, 128, 32), hw, precision, mode, 3, major)
-    eleven = _times(_grouped(44, 44, 11), hw, precision, None, 1, major)
+    three = busiest_gpu_times(_grouped(128, 128, 32), hw, precision, mode, 3, major)
+    eleven = busiest_gpu_times(_grouped(44, 44, 11), hw, precision, None, 1, major)
     assert np.all(three >= 0.9 * eleven) and np.all(three <= 1.2 * eleven)

@@ -12,11 +12,11 @@ longer than the layer (each pays its launches, host dispatch and tile padding).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from split_layers import conv_layer, linear_layer
 
 from perfmodel.cost.compute import layer_times
 from perfmodel.hardware import REFERENCE_PROFILE, load_hardware
@@ -47,24 +47,10 @@ def _units(hg: Hypergraph, net: Network, name: str) -> list[tuple[int, int]]:
     return [(u, sum(hi - lo for lo, hi in hg.unit_channels[u])) for u in np.flatnonzero(hg.unit_layer == i)]
 
 
-def _linear(c: int, f: int) -> Network:
-    b = NetBuilder("lin", (c,))
-    b.linear(b.act("input", "relu", name="r"), f, bias=False, name="L")
-    return b.build()
-
-
-def _conv(k: int, hw: int) -> Callable[[int, int], Network]:
-    def build(c: int, f: int) -> Network:
-        b = NetBuilder("conv", (c, hw, hw))
-        b.conv(b.act("input", "relu", name="r"), f, k, padding=k // 2, bias=False, name="L")
-        return b.build()
-    return build
-
-
 LAYERS = {  # name: (builder of a C -> F layer after a ReLU, C, F)
-    "linear 4096->1000": (_linear, 4096, 1000),
-    "conv3x3 64->64 56^2": (_conv(3, 56), 64, 64),
-    "conv1x1 256->72 28^2": (_conv(1, 28), 256, 72),
+    "linear 4096->1000": (linear_layer, 4096, 1000),
+    "conv3x3 64->64 56^2": (conv_layer(3, 56), 64, 64),
+    "conv1x1 256->72 28^2": (conv_layer(1, 28), 256, 72),
 }
 
 
