@@ -163,7 +163,7 @@ def _hardware_row(hw: Hardware) -> dict[str, Any]:
         "memory_GiB": d.memory_bytes / GIB,
         "fp32_TFLOP/s": d.peak_flops_per_s["fp32"] / 1e12,
         "fp16_TFLOP/s": d.peak("amp") / 1e12,
-        "HBM_GB/s": d.memory_bandwidth_bytes_per_s / 1e9,
+        "memory_GB/s": d.memory_bandwidth_bytes_per_s / 1e9,
         "intra_GB/s": hw.intra.bandwidth_bytes_per_s / 1e9,
         "intra_topology": hw.intra.topology,
         "inter_GB/s_per_node": hw.inter.bandwidth_bytes_per_s / 1e9,
