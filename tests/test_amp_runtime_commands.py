@@ -14,6 +14,7 @@ from perfmodel import predict
 from perfmodel.api import plan_frame, predict_frame, scale, sweep
 from perfmodel.commands.compare import compare
 from perfmodel.errors import UsageError
+from perfmodel.network import get_model
 from perfmodel.search import plan
 from perfmodel.strategies.amp_runtime import AMP_RUNTIMES, DEFAULT_AMP_RUNTIME
 
@@ -118,3 +119,36 @@ def test_api_refuses_an_unknown_runtime_before_pricing() -> None:
         sweep("resnet50", 8, "dp=8", _HW, ["amp", "fp32"], amp_runtime="pytorch-halfs")
     with pytest.raises(UsageError, match="unknown mixed-precision runtime"):
         plan_frame("resnet50", 8, _HW, amp_runtime="apex")
+
+
+# -- memory of a 16-bit model (pytorch-half): 16-bit weights and gradients, no fp32 master --------
+def test_a_half_model_holds_16_bit_weights_and_gradients_only() -> None:
+    torch = pytest.importorskip("torch")
+    # the mechanism, checked on torch: after model.half() parameters and their .grad are 2-byte tensors
+    layer = torch.nn.Linear(8, 4).half()
+    layer(torch.ones(2, 8, dtype=torch.float16)).sum().backward()
+    assert {p.element_size() for p in layer.parameters()} == {2}
+    assert {p.grad.element_size() for p in layer.parameters()} == {2}
+    params = get_model("resnet50").params
+    kw = dict(batch_per_gpu=64)
+    half = predict("resnet50", 8, "dp=8", _HW, "amp", amp_runtime="pytorch-half", **kw).memory
+    auto = predict("resnet50", 8, "dp=8", _HW, "amp", **kw).memory
+    assert math.isclose(half["weights"], 2 * params) and math.isclose(auto["weights"], 6 * params)
+    assert math.isclose(half["gradients"], 2 * params) and math.isclose(auto["gradients"], 4 * params)
+    assert math.isclose(half["gradient_buckets"], 2 * params)
+    for part in ("optimizer_state", "input_batch", "activations", "workspace"):
+        assert half[part] == auto[part], part
+
+
+@pytest.mark.parametrize("spec", ["pp=2,dp=4,mb=4", "mp=2,dp=4", "channel=2,dp=4"])
+def test_every_plan_kind_counts_the_half_models_memory(spec: str) -> None:
+    half = predict("resnet50", 8, spec, _HW, "amp", batch_per_gpu=64, amp_runtime="pytorch-half").memory
+    auto = predict("resnet50", 8, spec, _HW, "amp", batch_per_gpu=64).memory
+    assert half["weights"] > 0 and math.isclose(3 * half["weights"], auto["weights"])
+    assert math.isclose(2 * half["gradients"], auto["gradients"])
+
+
+@pytest.mark.parametrize("runtime", AMP_RUNTIMES)
+def test_fp32_memory_ignores_the_runtime(runtime: str) -> None:
+    m = predict("resnet50", 8, "dp=8", _HW, "fp32", batch_per_gpu=64, amp_runtime=runtime).memory
+    assert m == predict("resnet50", 8, "dp=8", _HW, "fp32", batch_per_gpu=64).memory
