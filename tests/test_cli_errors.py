@@ -534,6 +534,12 @@ CASES2: list[tuple[str, str, int, str]] = [
      "not fp32 nhwc"),
     ("explain", "resnet50 -n 1 -s dp=1 --fusion tvm", 2, "'tvm' is not one of 'eager', 'mxnet-bn-add-relu', 'xla'"),
     ("plan", "resnet50 -n 8 --fusion XLA", 2, "'XLA' is not one of 'eager', 'mxnet-bn-add-relu', 'xla'"),
+    (P, "resnet50 -n 1 -s dp=1 --amp-runtime pytorch-halfs", 2,
+     "unknown mixed-precision runtime 'pytorch-halfs' (closest: pytorch-half, pytorch-autocast)"),
+    ("explain", "resnet50 -n 1 -s dp=1 --amp-runtime apex", 2, "valid: pytorch-autocast, pytorch-half"),
+    ("plan", "resnet50 -n 8 --amp-runtime mxnet", 2, "unknown mixed-precision runtime 'mxnet'"),
+    ("compare", "resnet50 -n 8 --amp-runtime tensorflow", 2, "(closest: tensorflow-amp"),
+    ("scale", "resnet50 --gpus 1,8 --amp-runtime autocast", 2, "(closest: pytorch-autocast"),
 ]
 
 

@@ -15,6 +15,7 @@ from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
 from ..report.answers import answers_for
 from ..search.plan import plan
+from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.spec import Strategy
 from .args import check_batches, check_gpus, check_kinds, check_optimizer, check_precision, check_strategy, check_top
 from .loading import available_kinds, load_hardware, load_model
@@ -37,6 +38,7 @@ def predict_frame(
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     fusion: str = DEFAULT_FUSION,
+    amp_runtime: str = DEFAULT_AMP_RUNTIME,
     **what_if: Any,
 ) -> pd.DataFrame:
     """One row per plan in ``strategy`` (a spec or a list of specs): step, throughput, speedup,
@@ -47,7 +49,8 @@ def predict_frame(
     hardware profile in memory (see :func:`load_hardware`); ``cudnn_major`` the cuDNN of the
     run's framework (before 8, grouped convolutions run one kernel per group); ``memory_format``
     the activations' layout, nchw or nhwc (:mod:`perfmodel.cost.layout`); ``fusion`` the batch-norm/add/ReLU
-    chains the run's framework fuses (:mod:`perfmodel.cost.fusion`). Wrong kinds of
+    chains the run's framework fuses (:mod:`perfmodel.cost.fusion`); ``amp_runtime`` the mixed-precision
+    runtime of an amp or bf16 run (:mod:`perfmodel.strategies.amp_runtime`). Wrong kinds of
     argument raise :class:`~perfmodel.errors.UsageError`.
     """
     specs = as_list(strategy)
@@ -66,6 +69,7 @@ def predict_frame(
         cudnn_major=cudnn_major,
         memory_format=memory_format,
         fusion=fusion,
+        amp_runtime=amp_runtime,
     )
 
 
@@ -82,6 +86,7 @@ def plan_frame(
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     fusion: str = DEFAULT_FUSION,
+    amp_runtime: str = DEFAULT_AMP_RUNTIME,
     **what_if: Any,
 ) -> pd.DataFrame:
     """The ``top`` plans of a search, fastest first, with why each runner-up loses (SI units).
@@ -92,9 +97,9 @@ def plan_frame(
     sgd or adam; ``top`` an integer from 1 to 1,000; ``kinds`` strategy kinds (a list or a
     comma list; default every kind); ``cudnn_major`` the cuDNN of the run's framework (before 8,
     grouped convolutions run one kernel per group); ``memory_format`` nchw or nhwc (the
-    activations' layout); ``fusion`` one of :data:`~perfmodel.cost.fusion.FUSIONS`. ``what_if`` keys change
-    the hardware profile
-    in memory.
+    activations' layout); ``fusion`` one of :data:`~perfmodel.cost.fusion.FUSIONS`;
+    ``amp_runtime`` one of :data:`~perfmodel.strategies.amp_runtime.AMP_RUNTIMES`. ``what_if`` keys change
+    the hardware profile in memory.
     ``speedup_x`` is the plan's own (:attr:`~perfmodel.strategies.Prediction.speedup_baseline`).
     Wrong kinds of argument raise :class:`~perfmodel.errors.UsageError`.
     """
@@ -115,6 +120,7 @@ def plan_frame(
         check_cudnn_major(cudnn_major),
         check_memory_format(memory_format),
         check_fusion(fusion),
+        amp_runtime=amp_runtime,
     )
     rows = []
     for i, (p, why) in enumerate(zip(r.plans, r.reasons, strict=True), 1):
@@ -143,6 +149,6 @@ def plan_frame(
         global_batch=r.global_batch,
         gpus=gpus,
         baseline=best.speedup_baseline,
-        **software_attrs(best.cudnn_major, best.memory_format, best.fusion),
+        **software_attrs(best.cudnn_major, best.memory_format, best.fusion, best.amp_runtime),
     )
     return df

@@ -17,6 +17,7 @@ from ..network import Network
 from ..report.answers import FRAME_COLUMNS, frame_columns
 from ..search.enumerate import KINDS, candidates
 from ..search.plan import plan
+from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.predict import Context, baseline_text, context, one_gpu_step
 from .args import check_optimizer, check_precision, names
 from .gpus import parse_gpu_list
@@ -63,6 +64,7 @@ def scale(
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     fusion: str = DEFAULT_FUSION,
+    amp_runtime: str = DEFAULT_AMP_RUNTIME,
 ) -> pd.DataFrame:
     """Predicted speedup against GPU count: for each strategy kind and count, its best plan.
 
@@ -73,10 +75,10 @@ def scale(
     ``gpus_list`` is what :func:`parse_gpu_list` takes; ``strategies`` names from
     :data:`SCALE_STRATEGIES` (a list or a comma list); batches integers from 1 to 1e9 (at most
     one); ``cudnn_major`` the run's cuDNN (5 to 9), ``memory_format`` nchw or nhwc, ``fusion`` one of
-    :data:`~perfmodel.cost.fusion.FUSIONS` (mxnet-bn-add-relu at amp in nhwc only); wrong kinds of
-    argument raise :class:`~perfmodel.errors.UsageError`. A kind with no feasible plan at a count
-    leaves a gap: NaN, with the ``reason``.
-    Returns one row per (strategy, gpus); ``df.attrs`` holds the setting and the baseline.
+    :data:`~perfmodel.cost.fusion.FUSIONS` (mxnet-bn-add-relu at amp in nhwc only),
+    ``amp_runtime`` one of :data:`~perfmodel.strategies.amp_runtime.AMP_RUNTIMES`; wrong kinds of argument
+    raise :class:`~perfmodel.errors.UsageError`. A kind with no feasible plan at a count leaves a gap: NaN,
+    with the ``reason``. Returns one row per (strategy, gpus); ``df.attrs`` holds the setting and the baseline.
     """
     counts = parse_gpu_list(gpus_list)
     bpg, gb = resolve_batches(batch_per_gpu, global_batch)
@@ -85,7 +87,8 @@ def scale(
     optimizer = check_optimizer(optimizer)
     net = load_model(model, image_size)
     hw = load_hardware(hardware)
-    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion)
+    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion,
+                  amp_runtime=amp_runtime)
     b1 = bpg if bpg is not None else gb
     assert b1 is not None
     one = one_gpu_step(ctx, b1)
@@ -110,7 +113,7 @@ def scale(
         hardware=hw.name,
         precision=precision,
         optimizer=optimizer,
-        **software_attrs(ctx.cudnn_major, ctx.memory_format, ctx.fusion),
+        **software_attrs(ctx.cudnn_major, ctx.memory_format, ctx.fusion, ctx.amp_runtime),
         scaling="weak" if bpg is not None else "strong",
         batch_per_gpu=bpg,
         global_batch=gb,
@@ -149,7 +152,7 @@ def _best_of(
         return gap_row(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU")
     try:
         r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major,
-                 memory_format=ctx.memory_format, fusion=ctx.fusion)
+                 memory_format=ctx.memory_format, fusion=ctx.fusion, amp_runtime=ctx.amp_runtime)
     except NoFeasiblePlanError as e:
         return gap_row(
             f"no {name} plan fits in {hw.device.memory_bytes / 2**30:.0f} GiB "

@@ -15,6 +15,7 @@ from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
 from ..search.plan import DEFAULT_BATCH_PER_GPU, plan
+from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
 from ..strategies.predict import Context, context
 from ..strategies.spec import Strategy, parse_strategy
 from .args import check_gpus, check_hardware, check_kinds, check_optimizer, check_precision, check_strategy
@@ -44,6 +45,7 @@ def sweep(
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     fusion: str = DEFAULT_FUSION,
+    amp_runtime: str = DEFAULT_AMP_RUNTIME,
 ) -> pd.DataFrame:
     """Price plans over the grid of every argument given as a list; one row per point.
 
@@ -54,8 +56,9 @@ def sweep(
     ``kinds`` strategy kinds as a list or a comma list; the run's software (in ``df.attrs``):
     ``cudnn_major`` one of :data:`~perfmodel.cost.grouped.CUDNN_MAJORS`, ``memory_format`` nchw or
     nhwc, ``fusion`` one of :data:`~perfmodel.cost.fusion.FUSIONS` whose kernels run at every
-    precision asked. Anything else raises :class:`~perfmodel.errors.UsageError` (a what-if value
-    out of range: :class:`~perfmodel.errors.ProfileError`) before any point is priced.
+    precision asked, ``amp_runtime`` one of :data:`~perfmodel.strategies.amp_runtime.AMP_RUNTIMES`.
+    Anything else raises :class:`~perfmodel.errors.UsageError` (a what-if value out of range:
+    :class:`~perfmodel.errors.ProfileError`) before any point is priced.
 
     ``gpus``, ``strategy``, ``hardware``, ``precision``, ``batch_per_gpu``, ``global_batch`` and
     each value of ``what_if`` (keys of :meth:`Hardware.what_if`, e.g.
@@ -85,7 +88,7 @@ def sweep(
     named = [("gpus", gpus), ("strategy", strategy), ("hardware", hardware), ("precision", precision)]
     named += [("batch_per_gpu", batch_per_gpu), ("global_batch", global_batch)]
     axes, fixed = _grid([*named, *what_if.items()])
-    software = (cudnn_major, memory_format, fusion)
+    software = (cudnn_major, memory_format, fusion, amp_runtime)
     _check_values(axes, fixed, software)
     base = Baselines()
     contexts: dict[tuple[int, str], Context] = {}
@@ -127,12 +130,13 @@ def _context_of(
     changes: dict[str, Any],
     net: Network,
     optimizer: str,
-    software: tuple[int, str, str],
+    software: tuple[int, str, str, str],
     hw_cache: dict[tuple[Any, ...], Hardware],
     contexts: dict[tuple[int, str], Context],
 ) -> Context:
     """The pricing context of a point: its profile with the what-if ``changes`` and its
-    precision, with ``optimizer`` and the ``software`` (cuDNN major, memory format, fusion), each built
+    precision, with ``optimizer`` and the ``software`` (cuDNN major, memory format, fusion, mixed-precision
+    runtime), each built
     once per sweep (the caches)."""
     hkey = (
         id(pt["hardware"]) if isinstance(pt["hardware"], Hardware) else pt["hardware"],
@@ -143,9 +147,9 @@ def _context_of(
     hw = hw_cache[hkey]
     ckey = (id(hw), pt["precision"])
     if ckey not in contexts:
-        major, fmt, fusion = software
+        major, fmt, fusion, runtime = software
         contexts[ckey] = context(net, hw, pt["precision"], optimizer, cudnn_major=major, memory_format=fmt,
-                                 fusion=fusion)
+                                 fusion=fusion, amp_runtime=runtime)
     return contexts[ckey]
 
 
@@ -159,14 +163,15 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _check_values(axes: Mapping[str, list[Any]], fixed: Mapping[str, Any], software: tuple[int, str, str]) -> None:
+def _check_values(axes: Mapping[str, list[Any]], fixed: Mapping[str, Any], software: tuple[int, str, str, str]) -> None:
     """Every value of every named axis (or fixed argument) is of the kind it must be, and the
-    ``software`` (cuDNN major, memory format, fusion) one that runs at every precision."""
+    ``software`` (cuDNN major, memory format, fusion, mixed-precision runtime) one that runs at every precision."""
     for key, check in _CHECKS.items():
         for value in axes.get(key, [fixed.get(key)]):
             check(value)
-    major, fmt, fusion = software
+    major, fmt, fusion, runtime = software
     check_cudnn_major(major)
+    check_amp_runtime(runtime)
     for prec in axes.get("precision", [fixed.get("precision")]):
         check_fusion_setting(fusion, prec, check_memory_format(fmt))
 
@@ -185,7 +190,7 @@ def _point(
     try:
         if spec is None:
             r = plan(net, g, ctx.hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major,
-                     memory_format=ctx.memory_format, fusion=ctx.fusion)
+                     memory_format=ctx.memory_format, fusion=ctx.fusion, amp_runtime=ctx.amp_runtime)
             s = r.plans[0].strategy
         else:
             if isinstance(spec, str) and spec.strip().lower() == "dp":

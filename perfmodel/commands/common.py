@@ -17,6 +17,7 @@ from ..io import check_target
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
 from ..network.importers import input_options
 from ..report import FORMATS
+from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
 
 __all__ = [
     "format_option",
@@ -26,6 +27,7 @@ __all__ = [
     "cudnn_option",
     "memory_format_option",
     "fusion_option",
+    "amp_runtime_option",
     "image_size_option",
     "model_input_options",
     "gpus_option",
@@ -80,6 +82,20 @@ def fusion_option(f: F) -> F:
                         help="Batch-norm/add/ReLU chains the run's framework fuses: eager (PyTorch, none), "
                         "mxnet-bn-add-relu (NGC MXNet --fuse-bn-relu/--fuse-bn-add-relu, fp16 NHWC) or xla "
                         "(TensorFlow with XLA).")(f)
+
+
+def _amp_runtime(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    check_amp_runtime(value)  # one usage line naming the closest runtimes, exit 2
+    return value
+
+
+def amp_runtime_option(f: F) -> F:
+    return click.option("--amp-runtime", "amp_runtime", default=DEFAULT_AMP_RUNTIME, show_default=True,
+                        callback=_amp_runtime, metavar="RUNTIME",
+                        help="Mixed-precision runtime of an amp or bf16 run: pytorch-autocast (per-forward weight "
+                        "casts, GradScaler at amp), pytorch-half (model.half(): no casts, no scaler), "
+                        "mxnet-multi-precision (fp32 master weights, fp16 copy written by the update) or "
+                        "tensorflow-amp (priced as autocast). Ignored at fp32 and tf32.")(f)
 
 
 def image_size_option(f: F) -> F:

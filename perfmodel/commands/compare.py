@@ -19,9 +19,11 @@ from ..report.answers import answers_for, interval_notes
 from ..search import plan
 from ..search.plan import default_global_batch
 from ..strategies import Prediction, predict
+from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..units import GIB
 from .answer_options import training_options, training_request
 from .common import (
+    amp_runtime_option,
     chart_option,
     check_writable,
     cudnn_option,
@@ -68,12 +70,14 @@ def compare(
     batch_per_gpu: int | None = None, global_batch: int | None = None, optimizer: str = "sgd",
     image_size: int | None = None, cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT, fusion: str = DEFAULT_FUSION,
+    amp_runtime: str = DEFAULT_AMP_RUNTIME,
 ) -> Comparison:
     """Price ``model`` on ``gpus`` GPUs of every profile in ``hardware`` at every precision:
     ``strategy`` (a spec) or ``best`` (the first row of :func:`~perfmodel.search.plan` on each),
     with grouped convolutions as cuDNN ``cudnn_major`` runs them (:mod:`perfmodel.cost.grouped`),
     the activations in ``memory_format`` (:mod:`perfmodel.cost.layout`) and the batch-norm/add/ReLU
-    chains ``fusion`` fuses (:mod:`perfmodel.cost.fusion`)."""
+    chains ``fusion`` fuses (:mod:`perfmodel.cost.fusion`), under the mixed-precision runtime
+    ``amp_runtime`` at amp and bf16 (:mod:`perfmodel.strategies.amp_runtime`)."""
     if not hardware:
         raise UsageError("compare needs at least one --hardware profile (e.g. -H a100-80gb-dgx,h100-80gb-dgx)")
     if batch_per_gpu is not None and global_batch is not None:
@@ -84,10 +88,11 @@ def compare(
         for prec in precisions:
             if strategy == "best":
                 preds.append(plan(model, gpus, hw, prec, B, optimizer, image_size, top=1,
-                                  cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion).plans[0])
+                                  cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion,
+                                  amp_runtime=amp_runtime).plans[0])
             else:
                 preds.append(predict(model, gpus, strategy, hw, prec, None, B or default_global_batch(gpus),
-                                     optimizer, image_size, cudnn_major, memory_format, fusion))
+                                     optimizer, image_size, cudnn_major, memory_format, fusion, amp_runtime))
     return Comparison(preds[0].model, gpus, strategy, tuple(preds))
 
 
@@ -158,13 +163,14 @@ def _split(text: str) -> list[str]:
 @cudnn_option
 @memory_format_option
 @fusion_option
+@amp_runtime_option
 @image_size_option
 @format_option
 @chart_option
 @training_options
 def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions: tuple[str, ...],
                 batch_per_gpu: int | None, global_batch: int | None, optimizer: str, cudnn_major: int,
-                memory_format: str, fusion: str, image_size: int | None, fmt: str, chart: Path | None,
+                memory_format: str, fusion: str, amp_runtime: str, image_size: int | None, fmt: str, chart: Path | None,
                 epochs: float | None, dataset_size: int | None, price_per_gpu_hour: float | None,
                 currency: str | None) -> None:
     """Compare MODEL on GPUS GPUs of several hardware profiles (and precisions), side by side.
@@ -177,7 +183,7 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
     if bad:
         raise UsageError(f"unknown precision {bad[0]!r} (valid: {', '.join(PRECISIONS)})")
     c = compare(model, gpus, _split(hardware), precs, strategy.strip(), batch_per_gpu, global_batch, optimizer,
-                image_size, cudnn_major, memory_format, fusion)
+                image_size, cudnn_major, memory_format, fusion, amp_runtime)
     if chart is not None:
         from ..report.charts import save_chart
 

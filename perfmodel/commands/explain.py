@@ -13,11 +13,13 @@ from ..limits import shown
 from ..network import get_model
 from ..report import to_json
 from ..report.answers import answers_for
+from ..strategies.amp_step import amp_assumption
 from ..strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
 from ..strategies.formula import ZERO_OK_SYMBOLS, what_if_value
 from ..strategies.predict import context, resolve_batch
 from ..strategies.spec import parse_strategy
 from .common import (
+    amp_runtime_option,
     cudnn_option,
     emit,
     format_option,
@@ -68,6 +70,7 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
 @cudnn_option
 @memory_format_option
 @fusion_option
+@amp_runtime_option
 @image_size_option
 @model_input_options
 @click.option("--full", is_flag=True, help="Print every term's whole expression (long).")
@@ -93,6 +96,7 @@ def explain_cmd(
     cudnn_major: int,
     memory_format: str,
     fusion: str,
+    amp_runtime: str,
     image_size: int | None,
     full: bool,
     changes: tuple[str, ...],
@@ -115,7 +119,7 @@ def explain_cmd(
     s = parse_strategy(strategy, gpus)
     B = resolve_batch(gpus, batch_per_gpu, global_batch)
     ctx = context(net, load_hardware(hardware), precision, optimizer, cudnn_major=cudnn_major,
-                  memory_format=memory_format, fusion=fusion)
+                  memory_format=memory_format, fusion=fusion, amp_runtime=amp_runtime)
     f = explain_plan(ctx, s, B)
     new = f.evaluate(what_if) if what_if else None
     if new is not None and not all(math.isfinite(v) for v in new.values()):
@@ -125,7 +129,8 @@ def explain_cmd(
     if fmt == "json":
         out = {**f.to_dict(), **{k: v for k, v in ans.fields().items() if "interval" in k},
                "cudnn": f.prediction.assumptions["cudnn"], "memory_format": f.prediction.assumptions["memory_format"],
-               "fusion": fusion_assumption(f.prediction.fusion)}
+               "fusion": fusion_assumption(f.prediction.fusion), "amp_runtime": f.prediction.amp_runtime,
+               "mixed_precision": amp_assumption(f.prediction.precision, f.prediction.amp_runtime)}
         if new is not None:
             out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values())}
         emit(to_json(out))
@@ -157,6 +162,7 @@ def _table(
     emit(p.assumptions["cudnn"])
     emit(p.assumptions["memory_format"])
     emit(fusion_assumption(p.fusion))
+    emit("mixed precision: " + amp_assumption(p.precision, p.amp_runtime))
     emit("")
     limit = None if full else 400
     for k, v in f.terms.items():

@@ -16,6 +16,7 @@ from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..units import GIB
 from .answer_options import RANK_BY, rank, training_options, training_request
 from .common import (
+    amp_runtime_option,
     chart_option,
     check_writable,
     cudnn_option,
@@ -109,6 +110,7 @@ def render_plan(r: PlanResult, rows: list[dict[str, Any]] | None = None) -> str:
 @cudnn_option
 @memory_format_option
 @fusion_option
+@amp_runtime_option
 @image_size_option
 @model_input_options
 @click.option(
@@ -138,6 +140,7 @@ def plan_cmd(
     cudnn_major: int,
     memory_format: str,
     fusion: str,
+    amp_runtime: str,
     image_size: int | None,
     top: int,
     strategies: str,
@@ -159,7 +162,7 @@ def plan_cmd(
     check_writable(export_to, PROGRAM_SUFFIXES)
     kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
     r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds, cudnn_major,
-             memory_format, fusion)
+             memory_format, fusion, amp_runtime)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     hw = load_hardware(hardware)
     net = get_model(model, image_size)  # an imported model's file path is relative to here
@@ -178,7 +181,8 @@ def plan_cmd(
     elif fmt == "csv":
         rows = _with_answers(plan_rows(r), answers, flat=True)
         emit(render_frame([{**row, "precision": p.precision, "cudnn_major": p.cudnn_major,
-                            "memory_format": p.memory_format, "fusion": p.fusion}
+                            "memory_format": p.memory_format, "fusion": p.fusion,
+                            "amp_runtime": p.amp_runtime}
                            for row, p in zip(rows, r.plans, strict=True)], "csv"))
     else:
         emit(render_plan(r, _with_answers(plan_rows(r), answers)) + exported)

@@ -14,6 +14,7 @@ from ..strategies import Prediction, predict
 from ..units import GIB
 from .answer_options import training_options, training_request
 from .common import (
+    amp_runtime_option,
     chart_option,
     check_writable,
     cudnn_option,
@@ -80,6 +81,7 @@ def prediction_row(p: Prediction) -> dict[str, object]:
 @cudnn_option
 @memory_format_option
 @fusion_option
+@amp_runtime_option
 @image_size_option
 @model_input_options
 @format_option
@@ -89,7 +91,7 @@ def prediction_row(p: Prediction) -> dict[str, object]:
               help="Also write the priced step as a Chrome trace (.json: chrome://tracing, ui.perfetto.dev).")
 def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
                 global_batch: int | None, optimizer: str, cudnn_major: int, memory_format: str, fusion: str,
-                image_size: int | None, fmt: str,
+                amp_runtime: str, image_size: int | None, fmt: str,
                 chart: Path | None, epochs: float | None, dataset_size: int | None,
                 price_per_gpu_hour: float | None, currency: str | None, trace: Path | None) -> None:
     """Predict step time, throughput, speedup and memory of MODEL under one plan.
@@ -102,7 +104,7 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     if batch_per_gpu is None and global_batch is None:
         batch_per_gpu = 32
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
-                cudnn_major, memory_format, fusion)
+                cudnn_major, memory_format, fusion, amp_runtime)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     ans = answers_for(p, load_hardware(hardware), req, net=get_model(model, image_size))
     if chart is not None:

@@ -15,9 +15,11 @@ from ..errors import UsageError
 from ..report import render_frame, to_json
 from ..report.answers import interval_notes
 from ..search.plan import DEFAULT_BATCH_PER_GPU
+from ..strategies.amp_step import amp_assumption
 from ..units import GIB
 from .answer_options import training_options, training_request
 from .common import (
+    amp_runtime_option,
     chart_option,
     check_writable,
     cudnn_option,
@@ -144,6 +146,7 @@ def _progress() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
 @cudnn_option
 @memory_format_option
 @fusion_option
+@amp_runtime_option
 @image_size_option
 @model_input_options
 @format_option
@@ -163,6 +166,7 @@ def scale_cmd(
     cudnn_major: int,
     memory_format: str,
     fusion: str,
+    amp_runtime: str,
     image_size: int | None,
     fmt: str,
     chart: Path | None,
@@ -212,6 +216,7 @@ def scale_cmd(
             cudnn_major=cudnn_major,
             memory_format=memory_format,
             fusion=fusion,
+            amp_runtime=amp_runtime,
         )
     finally:
         close()
@@ -237,7 +242,8 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(to_json({"setting": {k: v for k, v in a.items()}, "baseline": baseline_object(a),
                       "rows": df.to_dict(orient="records")}))
     elif fmt == "csv":  # every row carries the software its plans were priced for
-        keys = ("model", "hardware", "precision", "optimizer", "cudnn_major", "memory_format", "fusion")
+        keys = ("model", "hardware", "precision", "optimizer", "cudnn_major", "memory_format", "fusion",
+                "amp_runtime")
         setting = {k: a[k] for k in keys}
         emit(render_frame(df.assign(**setting), "csv"))
     else:
@@ -254,6 +260,7 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(f"cudnn: {a['cudnn']}")
         emit(a['memory_format_assumption'])
         emit(a['fusion_assumption'])
+        emit("mixed precision: " + amp_assumption(a['precision'], a['amp_runtime']))
         ok = df[df["interval_group"].notna()]
         labels = [f"{s} at {g}" for s, g in zip(ok["strategy"], ok["gpus"], strict=True)]
         runs = [int(n) for n in ok["interval_runs"].to_numpy(float)]

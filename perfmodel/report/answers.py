@@ -147,7 +147,7 @@ def answers_for(
         b0, rem = divmod(p.global_batch, p.gpus)
         known = (b0, p.memory_per_gpu_bytes) if rem == 0 else None
         ctx = context(net, hw, p.precision, p.optimizer, cudnn_major=p.cudnn_major, memory_format=p.memory_format,
-                      fusion=p.fusion)
+                      fusion=p.fusion, amp_runtime=p.amp_runtime)
         big = largest_batch_per_gpu(ctx, p.strategy, known=known)
     err = activation_error(p.model)
     note = f"{100 * abs(err.fraction):.1f}% of the activations ({err.note}); other parts not measured (no GPU data)"

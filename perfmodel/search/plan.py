@@ -14,6 +14,7 @@ from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
 from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
+from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.baseline import Baseline
 from ..strategies.predict import Context, Prediction, assumptions, context, one_gpu_baseline, predict_in, price
 from ..strategies.spec import Strategy
@@ -110,6 +111,7 @@ def plan(
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     fusion: str = DEFAULT_FUSION,
+    amp_runtime: str = DEFAULT_AMP_RUNTIME,
 ) -> PlanResult:
     """Search data, spatial, pipeline, hybrid, model-parallel and filter/channel plans for ``gpus`` GPUs.
 
@@ -119,7 +121,8 @@ def plan(
     Raises :class:`NoFeasiblePlanError` with the smallest memory any plan needs if none fits.
     ``cudnn_major``: the cuDNN of the run's framework (:mod:`perfmodel.cost.grouped`);
     ``memory_format``: the activations' layout (:mod:`perfmodel.cost.layout`); ``fusion``: the
-    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`).
+    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`); ``amp_runtime``:
+    the mixed-precision runtime of a 16-bit run (:mod:`perfmodel.strategies.amp_runtime`).
     """
     t0 = time.perf_counter()
     if not isinstance(gpus, int) or gpus < 1:
@@ -137,7 +140,8 @@ def plan(
         raise UsageError(
             f"{gpus} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"
         )
-    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion)
+    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion,
+                  amp_runtime=amp_runtime)
     if global_batch is not None:
         return _search(ctx, gpus, global_batch, top, kinds, t0, "")
     # the default batch: 32 per GPU, halved until some plan fits (said in the assumptions)

@@ -295,7 +295,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     # every GPU of a split group reads the replica's whole micro-batch
     memory = memory_parts(
         params_gpu, ctx.precision, ctx.optimizer, s.dp > 1, input_batch_bytes(ctx.net.input_shape, m), acts,
-        transient + ctx.hw.framework_reserve_bytes,
+        transient + ctx.hw.framework_reserve_bytes, ctx.amp_runtime,
     )
     details["bucket_bytes"] = BUCKET_BYTES
     details["params_per_gpu"] = params_gpu

@@ -196,5 +196,5 @@ def chain_memory(
             acts = in_flight * stage_saved
         inputs = input_batch_bytes(net.input_shape, inputs_held) if i == 0 else 0.0
         stages.append(memory_parts(float(link_params[a:b].sum()), ctx.precision, ctx.optimizer, exchanged, inputs,
-                                   acts, workspace))
+                                   acts, workspace, ctx.amp_runtime))
     return max(stages, key=lambda d: sum(d.values()))

@@ -32,10 +32,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cost.collectives import LinkParams
-from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
+from ..cost.compute import ComputeValues
 from ..cost.formulas import Num
+from .amp_runtime import DEFAULT_AMP_RUNTIME
 from .amp_step import AmpStep, amp_casts_s, amp_update_s
-from .memory import optimizer_bytes_per_param, optimizer_traffic_bytes_per_param, weight_bytes_per_param
+from .memory import (
+    grad_bytes_per_param,
+    optimizer_bytes_per_param,
+    optimizer_traffic_bytes_per_param,
+    weight_bytes_per_param,
+)
 
 __all__ = ["OPTIMIZER_LAUNCHES", "Priced", "Valuation", "memory_parts", "optimizer_step_s", "step_tail_terms"]
 
@@ -130,19 +136,22 @@ def memory_parts(
     input_batch: float,
     activations: float,
     workspace: float,
+    amp_runtime: str = DEFAULT_AMP_RUNTIME,
 ) -> dict[str, float]:
     """Memory of one GPU holding ``params`` weights, by part (bytes).
 
     fp32 weights (+16-bit copies under amp/bf16), fp32 gradients, optimizer state, the DDP
     gradient buckets when the weights are exchanged (``buckets``), the input batch, the
     activations kept for backward and the workspace (transient tensors and the framework's
-    reserve).
+    reserve). A 16-bit model (``amp_runtime`` pytorch-half at amp/bf16) holds 16-bit weights and
+    gradients only (:func:`~.memory.half_model`).
     """
+    grad = grad_bytes_per_param(precision, amp_runtime)
     return {
-        "weights": params * weight_bytes_per_param(precision),
-        "gradients": params * GRAD_BYTES_PER_PARAM,
+        "weights": params * weight_bytes_per_param(precision, amp_runtime),
+        "gradients": params * grad,
         "optimizer_state": params * optimizer_bytes_per_param(optimizer),
-        "gradient_buckets": params * GRAD_BYTES_PER_PARAM if buckets else 0.0,
+        "gradient_buckets": params * grad if buckets else 0.0,
         "input_batch": input_batch,
         "activations": activations,
         "workspace": workspace,

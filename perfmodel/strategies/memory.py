@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import math
 
+from ..cost.compute import GRAD_BYTES_PER_PARAM, HALF_PRECISIONS
 from ..errors import UsageError
+from .amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
 
 __all__ = [
     "OPTIMIZERS",
+    "HALF_MODEL_RUNTIME",
+    "grad_bytes_per_param",
+    "half_model",
     "INPUT_BYTES_PER_ELEMENT",
     "input_batch_bytes",
     "optimizer_bytes_per_param",
@@ -44,9 +49,30 @@ def optimizer_traffic_bytes_per_param(optimizer: str) -> int:
     return {"sgd": 20, "sgd-plain": 12, "adam": 28}[optimizer]
 
 
-def weight_bytes_per_param(precision: str) -> int:
-    """fp32 weights, plus the 16-bit copies autocast caches during the forward pass under amp/bf16."""
-    return 4 + (2 if precision in ("amp", "bf16") else 0)
+#: The runtime whose 16-bit run is a 16-bit model (``model.half()``): its parameters and their
+#: ``.grad`` are fp16 tensors, with no fp32 master copy (:mod:`.amp_runtime`).
+HALF_MODEL_RUNTIME = "pytorch-half"
+
+
+def half_model(precision: str, amp_runtime: str = DEFAULT_AMP_RUNTIME) -> bool:
+    """Whether a run at ``precision`` under ``amp_runtime`` keeps only 16-bit weights and gradients."""
+    check_amp_runtime(amp_runtime)
+    return precision in HALF_PRECISIONS and amp_runtime == HALF_MODEL_RUNTIME
+
+
+def weight_bytes_per_param(precision: str, amp_runtime: str = DEFAULT_AMP_RUNTIME) -> int:
+    """fp32 weights, plus the 16-bit copies autocast caches during the forward pass under amp/bf16;
+    a 16-bit model (:func:`half_model`) holds its 16-bit weights only (2 B)."""
+    if half_model(precision, amp_runtime):
+        return 2
+    return 4 + (2 if precision in HALF_PRECISIONS else 0)
+
+
+def grad_bytes_per_param(precision: str, amp_runtime: str = DEFAULT_AMP_RUNTIME) -> int:
+    """Bytes of one parameter's gradient (and of its DDP bucket slot, which has the gradient's
+    dtype): fp32, or fp16 in a 16-bit model (:func:`half_model`), whose ``.grad`` has the
+    parameter's dtype."""
+    return 2 if half_model(precision, amp_runtime) else GRAD_BYTES_PER_PARAM
 
 
 def input_batch_bytes(input_shape: tuple[int, ...], samples: float, tiles: int = 1) -> float:

@@ -245,6 +245,7 @@ def _memory(ctx: Context, s: Strategy, r: _Run, m: int, per_replica: int) -> tup
         memory_parts(
             float(r.part_params[d]), ctx.precision, ctx.optimizer, s.dp > 1,
             input_batch_bytes(net.input_shape, per_replica) if reads_input[d] else 0.0, float(acts[d]), workspace,
+            ctx.amp_runtime,
         )
         for d in range(K)
     ]

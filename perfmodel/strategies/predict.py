@@ -12,6 +12,7 @@ from ..errors import BatchSplitError, StrategyError, UsageError
 from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
+from .amp_runtime import DEFAULT_AMP_RUNTIME
 from .baseline import Baseline
 from .compose import price
 from .context import Context, context, weight_group
@@ -122,13 +123,15 @@ def predict(
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     fusion: str = DEFAULT_FUSION,
+    amp_runtime: str = DEFAULT_AMP_RUNTIME,
 ) -> Prediction:
     """Price plan ``strategy`` of ``model`` on ``gpus`` GPUs of ``hardware``.
 
     ``cudnn_major``: the cuDNN of the run's framework (before 8, grouped convolutions run one
     kernel per group: :mod:`perfmodel.cost.grouped`); ``memory_format``: the activations'
     layout, ``nchw`` (PyTorch's default) or ``nhwc`` (:mod:`perfmodel.cost.layout`); ``fusion``: the
-    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`; eager: none).
+    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`; eager: none);
+    ``amp_runtime``: the mixed-precision runtime of a 16-bit run (:mod:`.amp_runtime`).
 
     The batch is ``batch_per_gpu`` samples per GPU (global batch = that times ``gpus``) or
     ``global_batch``. The speedup is against one GPU of the same profile training the same
@@ -144,7 +147,8 @@ def predict(
     if s.gpus != gpus:
         raise StrategyError(f"strategy {s.spec()} uses {s.gpus} GPUs, not {gpus}")
     B = resolve_batch(gpus, batch_per_gpu, global_batch)
-    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion)
+    ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion,
+                  amp_runtime=amp_runtime)
     return predict_in(ctx, s, B)
 
 
@@ -189,5 +193,6 @@ def predict_in(
         cudnn_major=ctx.cudnn_major,
         memory_format=ctx.memory_format,
         fusion=ctx.fusion,
+        amp_runtime=ctx.amp_runtime,
     )
 

@@ -12,6 +12,7 @@ from ..cost.fusion import DEFAULT_FUSION, fusion_assumption
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, cudnn_assumption
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, memory_format_assumption
 from ..units import GIB
+from .amp_runtime import DEFAULT_AMP_RUNTIME
 from .amp_step import amp_assumption
 from .baseline import Baseline
 from .context import Context
@@ -60,6 +61,8 @@ class Prediction:
     memory_format: str = DEFAULT_MEMORY_FORMAT
     #: the batch-norm/add/ReLU chains the run's framework fuses (perfmodel.cost.fusion)
     fusion: str = DEFAULT_FUSION
+    #: the mixed-precision runtime of a 16-bit run (perfmodel.strategies.amp_runtime)
+    amp_runtime: str = DEFAULT_AMP_RUNTIME
 
     @property
     def fits_in_memory(self) -> bool:
@@ -101,6 +104,7 @@ class Prediction:
             "cudnn_major": self.cudnn_major,
             "memory_format": self.memory_format,
             "fusion": self.fusion,
+            "amp_runtime": self.amp_runtime,
             "global_batch": self.global_batch,
             "image_size": self.image_size,
             "iteration_time_s": self.iteration_time_s,
