@@ -23,10 +23,9 @@ differs is what the runtime adds per step (:mod:`.amp_step` prices it):
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ..errors import UsageError, closest_names
 
 __all__ = ["AMP_RUNTIMES", "DEFAULT_AMP_RUNTIME", "AmpRuntime", "check_amp_runtime", "runtime_of"]
 
@@ -35,18 +34,22 @@ __all__ = ["AMP_RUNTIMES", "DEFAULT_AMP_RUNTIME", "AmpRuntime", "check_amp_runti
 class AmpRuntime:
     """What a mixed-precision runtime launches: per-micro-batch weight casts (``casts``), a
     GradScaler-like unscale and check at fp16 (``scaler_at_fp16``; never at bf16), and a 16-bit
-    weight copy written by the optimizer's update (``master_copy``); ``words``: the assumption."""
+    weight copy written by the optimizer's update (``master_copy``); ``words``: the assumption;
+    ``sixteen_bit_model``: the parameters and their gradients are 16-bit tensors with no fp32
+    master (``model.half()``, :func:`~.memory.half_model`)."""
 
     casts: bool
     scaler_at_fp16: bool
     master_copy: bool
     words: str
+    sixteen_bit_model: bool = False
 
 
 #: The runtimes by name (module docstring).
 AMP_RUNTIMES = {
     "pytorch-autocast": AmpRuntime(True, True, False, "PyTorch torch.autocast"),
-    "pytorch-half": AmpRuntime(False, False, False, "a 16-bit PyTorch model (model.half()): no casts, no loss scaler"),
+    "pytorch-half": AmpRuntime(False, False, False, "a 16-bit PyTorch model (model.half()): no casts, no loss scaler",
+                               sixteen_bit_model=True),
     "mxnet-multi-precision": AmpRuntime(
         False, False, True, "MXNet multi_precision: an fp16 model, no per-forward casts, fp32 master weights "
         "whose fp16 copy the optimizer's update writes once per step, no loss-scaler kernels"),
@@ -60,7 +63,7 @@ DEFAULT_AMP_RUNTIME = "pytorch-autocast"
 def check_amp_runtime(name: str) -> None:
     """A usage error naming the closest runtimes when ``name`` is none of :data:`AMP_RUNTIMES`."""
     if name not in AMP_RUNTIMES:
-        close = difflib.get_close_matches(name, list(AMP_RUNTIMES), n=2)
+        close = closest_names(name, AMP_RUNTIMES, n=2)
         hint = f" (closest: {', '.join(close)})" if close else ""
         raise UsageError(f"unknown mixed-precision runtime '{name}'{hint}; valid: {', '.join(AMP_RUNTIMES)}")
 

@@ -6,11 +6,10 @@ import math
 
 from ..cost.compute import GRAD_BYTES_PER_PARAM, HALF_PRECISIONS
 from ..errors import UsageError
-from .amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
+from .amp_runtime import DEFAULT_AMP_RUNTIME, runtime_of
 
 __all__ = [
     "OPTIMIZERS",
-    "HALF_MODEL_RUNTIME",
     "grad_bytes_per_param",
     "half_model",
     "INPUT_BYTES_PER_ELEMENT",
@@ -49,15 +48,10 @@ def optimizer_traffic_bytes_per_param(optimizer: str) -> int:
     return {"sgd": 20, "sgd-plain": 12, "adam": 28}[optimizer]
 
 
-#: The runtime whose 16-bit run is a 16-bit model (``model.half()``): its parameters and their
-#: ``.grad`` are fp16 tensors, with no fp32 master copy (:mod:`.amp_runtime`).
-HALF_MODEL_RUNTIME = "pytorch-half"
-
-
 def half_model(precision: str, amp_runtime: str = DEFAULT_AMP_RUNTIME) -> bool:
-    """Whether a run at ``precision`` under ``amp_runtime`` keeps only 16-bit weights and gradients."""
-    check_amp_runtime(amp_runtime)
-    return precision in HALF_PRECISIONS and amp_runtime == HALF_MODEL_RUNTIME
+    """Whether a run at ``precision`` under ``amp_runtime`` keeps only 16-bit weights and gradients
+    (a runtime whose :attr:`~.amp_runtime.AmpRuntime.sixteen_bit_model` holds: ``model.half()``)."""
+    return runtime_of(amp_runtime).sixteen_bit_model and precision in HALF_PRECISIONS
 
 
 def weight_bytes_per_param(precision: str, amp_runtime: str = DEFAULT_AMP_RUNTIME) -> int:
