@@ -1,7 +1,7 @@
 """Measured rows priced in one call are unrelated problems: one row's tensors never fork another's.
 
-A broadcast multiply adds a gradient sum where its full-size operand has a second reader
-(:mod:`perfmodel.cost.broadcast_mul`). The validation rows all name their operands ``x`` (or
+Autograd adds a gradient sum where a tensor has a second reader
+(:mod:`perfmodel.cost.gradient_sums`). The validation rows all name their operands ``x`` (or
 ``x0``, ``x1``), so counting readers over every row priced together made each of NeuSight's 137
 A100 ``mul`` rows look forked (its backward ~1.5x); the scored rows are forward only, so no
 scored price moved. Oracle: a row priced with others costs what it costs priced alone, and a
@@ -45,7 +45,7 @@ def test_a_networks_own_fork_still_adds_its_gradient_sum() -> None:
     b.mul(y, s, name="scale")
     net = b.build()
     first = [all(t == "input" for t in layer.inputs) for layer in net.layers]
-    i = [layer.name for layer in net.layers].index("scale")
-    forked = layer_kernels(net.layers, first).mem_elems_bwd[i]
-    apart = layer_kernels(net.layers, first, one_network=False).mem_elems_bwd[i]
+    i = [layer.name for layer in net.layers].index("conv")  # the sum runs where the fork is produced
+    forked = layer_kernels(net.layers, first).grad_sum_elems_bwd[i]
+    apart = layer_kernels(net.layers, first, one_network=False).grad_sum_elems_bwd[i]
     assert forked - apart == 3 * 8 * 4 * 4  # read both gradients, write one

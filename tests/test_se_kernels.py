@@ -34,22 +34,32 @@ def _mul_and_add(fused: bool) -> tuple[Any, int, int]:
     return lk, names.index("scale"), names.index("add")
 
 
+def _conv_sum(lk: Any) -> tuple[float, float]:
+    """(elements, launches) of autograd's sum of the gradients of ``conv``'s output (layer 0), which
+    the pooling and the scale both read (perfmodel.cost.gradient_sums)."""
+    return float(lk.grad_sum_elems_bwd[0]), float(lk.grad_sums_bwd[0])
+
+
 def test_hand_counted_plain_scale() -> None:
     """``x * s``: forward reads x (128) and s (8), writes 128; backward dy*s (2n), dy*x (3n), its
-    sum over H, W (n), and the sum of the pooling's and the multiply's gradients of x (3n)."""
+    sum over H, W (n); the sum of the pooling's and the multiply's gradients of x (3n) where x is
+    produced (the convolution)."""
     lk, i, _ = _mul_and_add(False)
     assert lk.mem_elems_fwd[i] == 2 * 128 + 8
-    assert lk.mem_elems_bwd[i] == (2 + 3 + 1 + 3) * 128
-    assert (lk.launches_fwd[i], lk.launches_bwd[i], lk.host_ops_fwd[i]) == (1, 4, 1)
+    assert lk.mem_elems_bwd[i] == (2 + 3 + 1) * 128
+    assert (lk.launches_fwd[i], lk.launches_bwd[i], lk.host_ops_fwd[i]) == (1, 3, 1)
+    assert _conv_sum(lk) == (3 * 128, 1)
 
 
 def test_hand_counted_fused_scale() -> None:
     """``addcmul(r, x, s)``: with the add layer's 3n forward the whole op reads r, x, s and writes y
-    (3 x 128 + 8); backward s*1 (tiny), dy*that (2n), x*1 (2n), dy*that (3n), sum (n), fork (3n)."""
+    (3 x 128 + 8); backward s*1 (tiny), dy*that (2n), x*1 (2n), dy*that (3n), sum (n); the fork's
+    sum (3n) at the convolution."""
     lk, i, j = _mul_and_add(True)
     assert lk.mem_elems_fwd[i] + lk.mem_elems_fwd[j] == 3 * 128 + 8
-    assert lk.mem_elems_bwd[i] == (2 + 2 + 3 + 1 + 3) * 128
-    assert (lk.launches_fwd[i], lk.launches_bwd[i], lk.host_ops_fwd[i]) == (0, 6, 0)
+    assert lk.mem_elems_bwd[i] == (2 + 2 + 3 + 1) * 128
+    assert (lk.launches_fwd[i], lk.launches_bwd[i], lk.host_ops_fwd[i]) == (0, 5, 0)
+    assert _conv_sum(lk) == (3 * 128, 1)
 
 
 def test_unforked_operand_has_no_gradient_sum() -> None:
@@ -62,6 +72,7 @@ def test_unforked_operand_has_no_gradient_sum() -> None:
     lk = layer_kernels(net.layers, [all(t == "input" for t in la.inputs) for la in net.layers])
     i = [la.name for la in net.layers].index("scale")
     assert lk.mem_elems_bwd[i] == 6 * 128 and lk.launches_bwd[i] == 3
+    assert not lk.grad_sums_bwd.any()  # the input is read twice, but carries no gradient
 
 
 # --- oracle: the ops eager PyTorch dispatches for the same block (CPU; the CUDA ops are the same) ---
@@ -95,8 +106,8 @@ def _trace(fused: bool, batch: int) -> tuple[list[tuple[str, int]], list[tuple[s
     torch.manual_seed(0)
     pool, sig = torch.nn.AdaptiveAvgPool2d(1), torch.nn.Sigmoid()
     fc1, fc2 = torch.nn.Conv2d(C, SQUEEZE, 1), torch.nn.Conv2d(SQUEEZE, C, 1)
-    x = torch.randn(batch, C, H, W, requires_grad=True)
-    y = torch.nn.functional.conv2d(x, torch.randn(C, C, 3, 3), padding=1)
+    x = torch.randn(batch, C, H, W)  # the network input: no gradient, so its two readers add none
+    y = torch.nn.functional.conv2d(x, torch.randn(C, C, 3, 3, requires_grad=True), padding=1)
     log = Log()
     with log:
         s = sig(fc2(torch.relu_(fc1(pool(y)))))
@@ -112,10 +123,10 @@ def test_torch_dispatches_what_is_priced(fused: bool) -> None:
     model prices them, equal those of the ops eager PyTorch dispatches for the same block."""
     fwd, bwd = _trace(fused, batch=2)
     lk, i, j = _mul_and_add(fused)
-    # the add layer's backward prices the residual fork (x read by the conv and the add), which
-    # the traced block has too: the scale's backward is the rest
-    add_bwd_passes = lk.mem_elems_bwd[j] / N_FULL
+    # backward: the scale's own kernels, the add's (none) and the sum of the gradients of the
+    # convolution's output, which the pooling and the scale read
+    sum_elems, sums = _conv_sum(lk)
     assert sum(p for _, p in fwd) == (lk.mem_elems_fwd[i] + lk.mem_elems_fwd[j]) // N_FULL
     assert len(fwd) == lk.launches_fwd[i] + lk.launches_fwd[j]
-    assert sum(p for _, p in bwd) == lk.mem_elems_bwd[i] / N_FULL + add_bwd_passes
-    assert len(bwd) == lk.launches_bwd[i] + lk.launches_bwd[j]
+    assert sum(p for _, p in bwd) == (lk.mem_elems_bwd[i] + lk.mem_elems_bwd[j] + sum_elems) / N_FULL
+    assert len(bwd) == lk.launches_bwd[i] + lk.launches_bwd[j] + sums

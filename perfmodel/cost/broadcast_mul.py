@@ -12,9 +12,10 @@ layer                  forward                                     backward
 ``addcmul(r, x, s)``   read ``r``, ``x``, ``s``, write: ``3n + c``  ``s * value`` (``c``), ``dy * that``: ``2n``;
 (fused, NVIDIA's                                                   ``x * value``: ``2n``, ``dy * that``: ``3n``,
 SE-ResNeXt)                                                        summed over H, W: ``n`` (5 launches)
-fork at ``x``          --                                          the pooling's and the multiply's gradients
-                                                                   of ``x`` added: ``3n`` (one launch)
 =====================  ==========================================  ==========================================
+
+The pooling's and the multiply's gradients of ``x`` are added (``3n``, one launch) where ``x`` is
+produced, as every tensor with more than one reader (:mod:`.gradient_sums`).
 
 Sources: PyTorch ``tools/autograd/derivatives.yaml`` (``mul.Tensor``: ``self: grad * other``,
 ``other: grad * self``; ``addcmul``: ``tensor1: grad * (tensor2 * value)``, ``tensor2: grad *
@@ -25,35 +26,24 @@ two gradients flowing into one tensor are added (``torch/csrc/autograd/input_buf
 block (tests/test_se_kernels.py, ``TorchDispatchMode`` on CPU; the CUDA kernels are the same ops).
 
 The fused form is two IR layers, the multiply (``attr('fused_add')``) and the add of the residual:
-the add keeps its own price (``3n`` forward, as ``out += residual``, and the residual fork's
-``3n`` backward), so the multiply carries the rest: forward ``c`` (the scale read), no launch of
-its own; backward the 5 kernels above. Host: one op forward (none where fused, the add's op is
+the add keeps its own price (``3n`` forward, as ``out += residual``; no backward kernel), so the
+multiply carries the rest: forward ``c`` (the scale read), no launch of its own; backward the 5
+kernels above. Host: one op forward (none where fused, the add's op is
 the ``addcmul``), one autograd node backward.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ..network.layers import Layer, numel
 
-__all__ = ["mul_kernels", "FORK_SUM_PASSES"]
-
-#: Full-size passes of the gradient sum where ``x`` has a second reader: read both gradients, write one.
-FORK_SUM_PASSES = 3.0
+__all__ = ["mul_kernels"]
 
 
-def mul_kernels(layer: Layer, readers: Mapping[str, int]) -> tuple[float, float, int, int, int]:
+def mul_kernels(layer: Layer) -> tuple[float, float, int, int, int]:
     """(fwd elems, bwd elems, fwd launches, bwd launches, fwd host ops) per sample of a ``mul`` layer
-    (module docstring); ``readers``: how many layers of the network read each tensor. Where another
-    layer reads its full-size operand too (the SE block's pooling), that operand's gradient is the
-    sum of two."""
+    (module docstring)."""
     n = float(layer.out_elems)
-    full = next((t for t, s in zip(layer.inputs, layer.in_shapes, strict=True) if numel(s) == n), "")
-    forked = readers.get(full, 0) > 1
     c = float(sum(numel(s) for s in layer.in_shapes)) - n  # the broadcast operand (n where both are full)
-    fork = FORK_SUM_PASSES * n if forked else 0.0
-    fork_launch = 1 if forked else 0
     if layer.attr("fused_add"):
-        return c, 8 * n + fork, 0, 5 + fork_launch, 0
-    return 2 * n + c, 6 * n + fork, 1, 3 + fork_launch, 1
+        return c, 8 * n, 0, 5, 0
+    return 2 * n + c, 6 * n, 1, 3, 1

@@ -2,7 +2,7 @@
 
 :mod:`perfmodel.cost.kernels` lists the kernels eager PyTorch launches: batch norm, the residual
 add and the ReLU each read and write their tensors (forward ``3n`` / ``3n`` / ``2n`` elements,
-backward ``5n`` / ``3n`` / ``3n``, ``n`` the output's elements). Some frameworks run these chains
+backward ``5n`` / none / ``3n``, ``n`` the output's elements). Some frameworks run these chains
 as fewer kernels. A fusion, named by :data:`FUSIONS`, re-prices each chain it fuses: a batch norm
 whose output only a ReLU reads (``bn-relu``), or a batch norm whose output only an add reads,
 whose output only a ReLU reads (``bn-add-relu``: the add's other input is the residual; which of
@@ -36,10 +36,13 @@ chain        forward                                      backward
 ===========  ==========================================  ==============================================
 bn-relu      x twice, y once (``3n``) + mask ``n/8`` B;   dy and x twice, dx once (``5n``), mask read
              1 launch (eager ``5n``, 4 launches)          twice; 1 launch (eager ``8n``, 3 launches)
-bn-add-relu  as bn-relu + the residual once (``4n``);     as bn-relu + ``dAddend`` written (``n``), the
-             1 launch (eager ``8n``, 5 launches)          fork's gradient sum unchanged (``3n``); 2
-                                                          launches (eager ``11n``, 4)
+bn-add-relu  as bn-relu + the residual once (``4n``);     as bn-relu + ``dAddend`` written (``n``): ``6n``;
+             1 launch (eager ``8n``, 5 launches)          1 launch (eager ``8n``, 3 launches)
 ===========  ==========================================  ==============================================
+
+Autograd's sum of the block input's gradients (shortcut + body, ``3n``, one launch) stays where
+that input is produced, whatever the fusion (:mod:`.gradient_sums`; the frameworks add the
+gradients of a tensor read twice too).
 
 ``xla``: TensorFlow with XLA (``--xla``). XLA's GPU compiler decomposes batch norm into
 reductions and element-wise ops (``BatchNormExpander`` in ``xla/service/gpu/gpu_compiler.cc``;
@@ -59,8 +62,7 @@ gradient is written by one of them (``+n``):
 chain        forward                                      backward
 ===========  ==========================================  ==============================================
 bn-relu      ``3n``, 2 launches (eager ``5n``, 4)        ``7n``, 2 launches (eager ``8n``, 3)
-bn-add-relu  ``4n``, 2 launches (eager ``8n``, 5)        ``8n`` + the fork's sum ``3n``, 3 launches
-                                                          (eager ``11n``, 4)
+bn-add-relu  ``4n``, 2 launches (eager ``8n``, 5)        ``8n``, 2 launches (eager ``8n``, 3)
 ===========  ==========================================  ==============================================
 
 Where each runs (:data:`RUNS_IN`, checked by :func:`check_fusion_setting` for every priced run):
@@ -128,7 +130,7 @@ class Chain:
 class ChainPrice:
     """A fused chain's kernels per element of its output (module docstring tables): elements moved
     and launches forward / backward, booked on the batch norm (``bn_*``) and the add (``add_*``:
-    the residual's read and, backward, the fork's gradient sum and the residual's gradient);
+    the residual's read and, backward, the residual's gradient);
     ``mask_reads``: 1-bit mask bytes, written once forward, read this many times backward."""
 
     bn_fwd: float
@@ -146,8 +148,8 @@ class ChainPrice:
 _BODY_ONLY = frozenset({"mxnet-bn-add-relu"})
 
 _PRICES: dict[str, ChainPrice] = {
-    "mxnet-bn-add-relu": ChainPrice(3.0, 5.0, 1.0, 1.0, 1.0, 4.0, 1.0, 2.0),
-    "xla": ChainPrice(3.0, 7.0, 2.0, 2.0, 1.0, 4.0, 1.0, 0.0),
+    "mxnet-bn-add-relu": ChainPrice(3.0, 5.0, 1.0, 1.0, 1.0, 1.0, 0.0, 2.0),
+    "xla": ChainPrice(3.0, 7.0, 2.0, 2.0, 1.0, 1.0, 0.0, 0.0),
 }
 
 
@@ -254,7 +256,7 @@ def _fused(lk: LayerKernels, net: Network, fusion: str) -> LayerKernels:
         f["launches_fwd"][c.bn], f["launches_bwd"][c.bn] = p.bn_launches_fwd, p.bn_launches_bwd
         f["mem_bytes_extra_fwd"][c.bn] = MASK_BYTES_PER_ELEM * n if p.mask_reads else 0.0
         f["mem_bytes_extra_bwd"][c.bn] = p.mask_reads * MASK_BYTES_PER_ELEM * n
-        if c.add >= 0:  # the residual's read; backward the fork's sum and the residual's gradient
+        if c.add >= 0:  # the residual's read; backward the residual's gradient
             f["mem_elems_fwd"][c.add], f["mem_elems_bwd"][c.add] = p.add_fwd * n, p.add_bwd * n
             f["launches_bwd"][c.add] = p.add_launches_bwd
             f["host_ops_bwd"][c.add] = lk.host_ops_bwd[c.add]

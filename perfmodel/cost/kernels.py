@@ -21,8 +21,9 @@ batchnorm (train)   statistics pass + normalise: ``3n``, and     two reductions 
 act, dropout        read+write ``n`` (+1-byte mask)              read dy and saved, write dx: ``3n``
 lrn (across chans)  read x, write y: ``2n``                     read x, y and dy, write dx: ``4n`` (cuDNN's
                                                                 ``cudnnLRNCrossChannelBackward`` arguments)
-add                 ``3n``                                       gradient sum at the fork: ``3n``
-mul (broadcast)     :mod:`.broadcast_mul` (SE scaling)           :mod:`.broadcast_mul` (and the fork's sum)
+add                 ``3n``                                       none (``AddBackward0`` passes ``dy`` on);
+                                                                 a broadcast operand's ``sum_to``: ``n + n_b``
+mul (broadcast)     :mod:`.broadcast_mul` (SE scaling)           :mod:`.broadcast_mul`
 maxpool             read ``n_in``, write ``n`` + int64 indices   zero-fill ``n_in``; per input, read grad and
                                                                  index of each covering window: ``a n``
                                                                  reads from L2 (window area ``a``), write
@@ -31,6 +32,9 @@ avgpool             read ``n_in``, write ``n``                   gather per inpu
 adaptive avgpool    read ``n_in``, write ``n``                   read ``n``, write ``n_in``
 concat              read+write ``n``                             none (gradient slices are views)
 upsample            read ``n_in``, write ``n``                   zero-fill and scatter-add into ``n_in``
+forked output       --                                           autograd's gradient sums into the output:
+(``k`` readers)                                                  ``3n`` and one launch and host op per extra
+                                                                 reader (:mod:`.gradient_sums`)
 ==================  ==========================================  ============================================
 
 Latency bound of window kernels: PyTorch's pooling forward kernels (``avg_pool2d``, ``max_pool2d``,
@@ -45,7 +49,6 @@ path and :mod:`perfmodel.cost.kernel_model` prices those at the memory latency.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -56,6 +59,7 @@ from ..network.graph import Network
 from ..network.layers import Layer, numel
 from .broadcast_mul import mul_kernels
 from .efficiency import im2col_loads, zero_insert_factor
+from .gradient_sums import SUM_PASSES, extra_gradients
 
 __all__ = ["LayerKernels", "layer_kernels", "network_kernels", "slot_roles", "MM_SLOTS", "INDEX_BYTES",
            "DEPTHWISE_MAX_CPG", "WINDOW_KINDS"]
@@ -139,6 +143,11 @@ class LayerKernels:
     #: tensors each of its GEMM kernels reads and writes; zero for other layers)
     x_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
     y_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: autograd's gradient sums into each layer's output (:mod:`.gradient_sums`), run before the
+    #: layer's own backward: how many (one launch and one host op each) and the elements they move
+    #: per sample; kept apart from the layer's own kernels, which a fusion may re-price
+    grad_sums_bwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    grad_sum_elems_bwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 View = tuple[float, float, float, bool]
@@ -213,6 +222,9 @@ def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]
         return (2 * n, n, 0, 0, 1, 1) if layer.bias else (0, 0, 0, 0, 0, 0)
     # window reads of max-pool backward (each output's gradient and index, once per input of its
     # window), served by L2; a global (adaptive) window covers the whole input
+    # an add passes dy on to each operand (PyTorch ``derivatives.yaml``, ``add.Tensor``: ``self: grad``);
+    # autograd reduces a broadcast operand's gradient to its shape (``validate_outputs``: ``at::sum_to``)
+    broadcast = [numel(s) for s in layer.in_shapes if numel(s) < n]
     reads = n * (math.prod(layer.kernel) if kind == "maxpool" and layer.kernel else n_in / max(n, 1)) / L2_OVER_DRAM
     table: dict[str, tuple[float, float, float, float, int, int]] = {
         # training forward also increments num_batches_tracked (torch.nn.BatchNorm2d docs): one more launch
@@ -220,7 +232,7 @@ def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]
         "act": (2 * n, 3 * n, 0, 0, 1, 1),
         "lrn": (2 * n, 4 * n, 0, 0, 1, 1),
         "dropout": (2 * n, 2 * n, n, n, 1, 1),
-        "add": (3 * n, 3 * n, 0, 0, 1, 1),
+        "add": (3 * n, n * len(broadcast) + sum(broadcast), 0, 0, 1, len(broadcast)),
         "maxpool": (n_in + n, 2 * n_in + reads, INDEX_BYTES * n, INDEX_BYTES * reads, 1, 2),
         "adaptive_maxpool": (n_in + n, 2 * n_in + reads, INDEX_BYTES * n, INDEX_BYTES * reads, 1, 2),
         "avgpool": (n_in + n, AVGPOOL_BWD_PASSES * (n_in + n), 0, 0, 1, 1),
@@ -262,9 +274,9 @@ def _window_kernel(layer: Layer) -> tuple[float, float, float]:
 def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: bool = True) -> LayerKernels:
     """The kernel descriptors of ``layers`` (``first[i]``: layer i reads only the network input,
     so it computes no data gradient). ``one_network``: the layers are one network's, so a tensor
-    several of them read forks and its gradients are summed (:func:`~.broadcast_mul.mul_kernels`);
-    False: they are unrelated problems (measured rows priced together, whose tensor names mean
-    nothing across rows), each layer's operands read by that layer alone."""
+    several of them read forks and its gradients are summed (:mod:`.gradient_sums`); False: they
+    are unrelated problems (measured rows priced together, whose tensor names mean nothing across
+    rows), each layer's operands read by that layer alone."""
     L = len(layers)
     z = {s: np.zeros(L) for s in MM_SLOTS}
     m, n, k = ({s: a.copy() for s, a in z.items()} for _ in range(3))
@@ -279,7 +291,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: b
     win = np.zeros((3, L))
     loads = np.ones((2, L))
     xy = np.zeros((2, L))
-    net_readers = Counter(t for layer in layers for t in layer.inputs)
+    sums = extra_gradients(layers, one_network)
     for i, layer in enumerate(layers):
         win[:, i] = _window_kernel(layer)
         cols["groups"][i] = layer.groups
@@ -307,8 +319,8 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: b
             )
         mf, mbw, xf, xb, lf, lb = _memory_kernels(layer)
         host_f = 2 if layer.kind == "batchnorm" else 1  # + the num_batches_tracked increment
-        if layer.kind == "mul":  # SE scaling, and the gradient sum where its operand forks
-            mf, mbw, lf, lb, host_f = mul_kernels(layer, net_readers if one_network else Counter(layer.inputs))
+        if layer.kind == "mul":  # SE scaling
+            mf, mbw, lf, lb, host_f = mul_kernels(layer)
         cols["mf"][i], cols["mb"][i], cols["xf"][i], cols["xb"][i] = mf, mbw, xf, xb
         cols["lf"][i] = lf + (1 if n["fwd"][i] else 0)
         cols["lb"][i] = lb + sum(1 for s in ("dgrad", "wgrad") if n[s][i])
@@ -327,6 +339,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: b
         names=tuple(layer.name for layer in layers),
         window_threads_fwd=win[0], window_loads_fwd=win[1], window_stride_fwd=win[2],
         x_loads=loads[0], dy_loads=loads[1], x_elems=xy[0], y_elems=xy[1],
+        grad_sums_bwd=sums, grad_sum_elems_bwd=SUM_PASSES * sums * np.array([la.out_elems for la in layers], float),
     )
 
 

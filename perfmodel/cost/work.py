@@ -145,14 +145,15 @@ def kernel_work(
         cc_flops=cc,
         mm_elems=mm_elems,
         mem_elems_fwd=lk.mem_elems_fwd * out_scale,
-        mem_elems_bwd=lk.mem_elems_bwd * out_scale,
+        # the layer's own kernels and autograd's sums of the gradients into its output (gradient_sums.py)
+        mem_elems_bwd=(lk.mem_elems_bwd + lk.grad_sum_elems_bwd) * out_scale,
         mem_extra_bytes_fwd=lk.mem_bytes_extra_fwd * out_scale,
         mem_extra_bytes_bwd=lk.mem_bytes_extra_bwd * out_scale,
         launches_fwd=lk.launches_fwd + extra_launches(lk.groups, lk.depthwise, cudnn_major, lk.n["fwd"] > 0),
-        launches_bwd=lk.launches_bwd + extra_launches(
+        launches_bwd=lk.launches_bwd + lk.grad_sums_bwd + extra_launches(
             lk.groups, lk.depthwise, cudnn_major, (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0)),
         host_ops_fwd=lk.host_ops_fwd,
-        host_ops_bwd=lk.host_ops_bwd,
+        host_ops_bwd=lk.host_ops_bwd + lk.grad_sums_bwd,
         window_loads_fwd=window_path_loads(lk, kp, out_scale, 2.0 if half_precision else 4.0),
     )
 

@@ -130,6 +130,16 @@ def _matmul_flops_per_sample(layer: Layer) -> int:
     return 0
 
 
+def _elementwise_bwd_flops(layer: Layer) -> int:
+    """Backward FLOPs per sample of an elementwise layer: twice its forward's, except an add's, which
+    passes ``dy`` on to each operand (PyTorch ``derivatives.yaml``, ``add.Tensor``) and only sums a
+    broadcast operand's gradient to its shape (autograd's ``validate_outputs``: ``at::sum_to``)."""
+    n_out = layer.out_elems
+    if layer.kind == "add":
+        return n_out * sum(1 for s in layer.in_shapes if numel(s) < n_out)
+    return 2 * ELEMENTWISE_FLOPS[layer.kind] * n_out
+
+
 def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]) -> np.ndarray:
     """The counts of ``layer`` per sample as coefficients, shape ``(len(COUNT_FIELDS), 3)``: column
     0 of whole tensors, 1 of tensors split by a 2-D tile, 2 by a 3-D tile; ``saved_storages`` maps
@@ -152,7 +162,7 @@ def layer_coefficients(layer: Layer, first: bool, saved_storages: dict[str, int]
     elif kind == "act":
         ew, bwd_ew = ELEMENTWISE_FLOPS[layer.fn] * n_out, 2 * ELEMENTWISE_FLOPS[layer.fn] * n_out
     elif kind in ("batchnorm", "add", "mul", "dropout", "layernorm", "groupnorm", "softmax", "const_op"):
-        ew, bwd_ew = ELEMENTWISE_FLOPS[kind] * n_out, 2 * ELEMENTWISE_FLOPS[kind] * n_out
+        ew, bwd_ew = ELEMENTWISE_FLOPS[kind] * n_out, _elementwise_bwd_flops(layer)
     elif kind in ("maxpool", "avgpool"):
         ew, bwd_ew = math.prod(layer.kernel) * n_out, n_out
     elif kind in ("adaptive_avgpool", "adaptive_maxpool", "mean"):
