@@ -118,6 +118,20 @@ class InputTwice(nn.Module):
         return torch.cat([self.a(x), self.b(x)], 1)
 
 
+class Pieces(nn.Module):
+    """One tensor chunked (one autograd node: a single gradient, no sum) and another sliced twice
+    (two autograd nodes: their full-size gradients are summed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(3, 8, 1)
+
+    def forward(self, x: Any) -> Any:
+        p, q = self.a(x).chunk(2, dim=1)
+        y = self.b(x)
+        return torch.cat([torch.relu(p), torch.sigmoid(q), torch.relu(y[:, :4]), torch.sigmoid(y[:, 4:])], 1)
+
+
 def _backward_adds(model: Any, shape: tuple[int, ...]) -> list[tuple[int, int]]:
     """(output elements, elements read and written) of every add eager PyTorch dispatches in the
     backward of ``model`` (train mode, an input without gradient, a loss of ``sum``)."""
@@ -153,7 +167,7 @@ def _priced(net: Network) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize(("make", "sums"), [(DenseBlock, 4 + 3 + 2 + 1), (InceptionFork, 3 + 1), (Residual, 2),
-                                              (InputTwice, 0)])
+                                              (InputTwice, 0), (Pieces, 1)])
 def test_priced_sums_are_the_adds_torch_runs(make: Any, sums: int) -> None:
     shape = (3, 8, 8)
     net = import_module(make, make.__name__, shape)

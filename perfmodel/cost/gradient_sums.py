@@ -15,7 +15,10 @@ Who pays: the layer that produced the tensor, whose backward waits for the sum (
 is complete only once the last reader's gradient is in). Which tensors: those that carry a gradient,
 i.e. that a layer with parameters, or a layer reading such a tensor, produced: the network input
 carries none (``requires_grad`` is false on a batch), so its readers add nothing. Readers are
-counted per operand (a layer reading a tensor twice, ``x * x``, sends it two gradients).
+counted per operand (a layer reading a tensor twice, ``x * x``, sends it two gradients); the
+pieces of one ``chunk``/``split``/``unbind`` (views with ``attr('split_piece')``) are one reader:
+one autograd node (``derivatives.yaml``: ``split_backward``, ``unbind_backward``) sends ``x`` one
+gradient built from all of theirs.
 
 Where this fires: every residual block (the block's input feeds its body and the shortcut), every
 squeeze-and-excitation block (the scaled tensor feeds the pooling and the multiply), every
@@ -53,5 +56,6 @@ def extra_gradients(layers: Sequence[Layer], one_network: bool = True) -> np.nda
     readers: Counter[str] = Counter()
     for layer in layers:
         carries[layer.name] = layer.params > 0 or any(carries.get(t, False) for t in layer.inputs)
-        readers.update(layer.inputs)
+        if not layer.attr("split_piece"):  # a later piece of a split: its first piece reads x
+            readers.update(layer.inputs)
     return np.array([max(readers[la.name] - 1, 0) if carries[la.name] else 0 for la in layers], dtype=float)

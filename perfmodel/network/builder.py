@@ -308,12 +308,15 @@ class NetBuilder:
                   block=self._block, attrs=(("norm_elems", float(norm_elems)), ("groups", float(groups))))
         )
 
-    def view(self, x: str, shape: Shape, copy: bool = False, name: str | None = None) -> str:
+    def view(self, x: str, shape: Shape, copy: bool = False, name: str | None = None, piece: int = 0) -> str:
         """A reshape, permute, transpose, slice or expand to ``shape`` per sample (no arithmetic);
-        ``copy``: the data is copied into a new tensor (a reshape of a non-contiguous tensor)."""
+        ``copy``: the data is copied into a new tensor (a reshape of a non-contiguous tensor);
+        ``piece``: the index of this view among the pieces of one ``chunk``/``split``/``unbind``
+        (one autograd node, which sends ``x`` a single gradient)."""
         ins = self.shape(x)
+        attrs = ((("copy", 1.0),) if copy else ()) + ((("split_piece", float(piece)),) if piece else ())
         return self._add(Layer(self._name("view", name), "view", (x,), (ins,), tuple(shape), block=self._block,
-                               attrs=(("copy", 1.0),) if copy else ()))
+                               attrs=attrs))
 
     def mean(self, x: str, shape: Shape, name: str | None = None) -> str:
         """A mean (or sum) reduction of ``x`` to ``shape`` per sample."""

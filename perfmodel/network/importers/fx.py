@@ -259,7 +259,7 @@ def _copies(torch: Any, node: Any, values: dict[str, Any], fname: str, val: Any)
 def _split(c: Ctx, val: Any) -> tuple[str, ...]:
     """chunk / split / unbind: one view of the input per piece."""
     x = next(a for a in c.args if isinstance(a, str))
-    return tuple(c.em.emit(c.path, "view", x, c.ps(v), name=f"{c.name}.{i}") for i, v in enumerate(val))
+    return tuple(c.em.emit(c.path, "view", x, c.ps(v), name=f"{c.name}.{i}", piece=i) for i, v in enumerate(val))
 
 
 def _flatten(xs: Any) -> list[Any]:

@@ -175,7 +175,8 @@ def node_layer(n: Node) -> Any:
     if op in _VIEWS:
         return n.emit("view", x, n.out())
     if op == "Split":
-        return tuple(n.em.emit(n.path, "view", x, n.out(k), name=f"{n.name}.{k}") for k in range(len(n.out_shapes)))
+        return tuple(n.em.emit(n.path, "view", x, n.out(k), name=f"{n.name}.{k}", piece=k)
+                     for k in range(len(n.out_shapes)))
     if op in ("Softmax", "LogSoftmax"):
         return n.emit("softmax", x)
     if op in ("Resize", "Upsample"):
