@@ -26,6 +26,9 @@ from perfmodel.network import get_model
 from perfmodel.network.builder import NetBuilder
 from perfmodel.network.counts import compile_counts
 from perfmodel.network.graph import Network
+from perfmodel.strategies.explain import explain_plan
+from perfmodel.strategies.predict import context
+from perfmodel.strategies.spec import parse_strategy
 
 torch = pytest.importorskip("torch")
 
@@ -219,3 +222,10 @@ def test_a_split_gpu_sums_the_gradients_of_its_share(n: int) -> None:
     tile = layer_times(compile_counts(_forked(64, 60, 28)), hw, "amp", BATCH, s_h=2, s_w=2).bwd[i]
     whole = layer_times(compile_counts(_forked(64, 60, 14)), hw, "amp", BATCH).bwd[i]
     assert tile == pytest.approx(whole, rel=1e-9)
+
+
+def test_explain_prices_the_sums_as_predict_does() -> None:
+    """``explain``'s symbolic formula holds the same sums (on the producers, in their stages)."""
+    ctx = context(get_model("densenet121", 224), load_hardware("v100-16gb-dgx1"), "amp", "sgd")
+    f = explain_plan(ctx, parse_strategy("pp=2,mb=4", 2), 32)
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
