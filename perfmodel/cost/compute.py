@@ -14,9 +14,9 @@ from ..hardware.profile import KernelParams
 from ..network.counts import CompiledCounts
 from .formulas import Num, is_symbolic
 from .fusion import DEFAULT_FUSION, own_arithmetic, with_fusion
-from .grouped import DEFAULT_CUDNN_MAJOR
+from .grouped import DEFAULT_CUDNN_MAJOR, loop_candidates
 from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tensor_cores
-from .kernels import network_kernels
+from .kernels import LayerKernels, network_kernels
 from .layout import DEFAULT_MEMORY_FORMAT, with_transposes
 from .rounding import snap_whole
 from .shares import TensorShares
@@ -69,7 +69,10 @@ class ShapeRules:
     kernels run grouped convolutions (:mod:`perfmodel.cost.grouped`); ``memory_format``: the
     activations' layout, ``nchw`` adding cuDNN's transposes around tensor-core convolutions
     (:mod:`perfmodel.cost.layout`); ``fusion``: which batch-norm/add/ReLU chains the run's framework
-    fuses (:mod:`perfmodel.cost.fusion`; default eager PyTorch, none)."""
+    fuses (:mod:`perfmodel.cost.fusion`; default eager PyTorch, none); ``values``: the profile's
+    numbers at the precision, which decide where a grouped layer runs as a loop of per-group
+    calls (:func:`layer_seconds`) when the formula's own values are symbols (``explain``, whose
+    ``--set`` re-evaluation keeps that choice)."""
 
     kernels: KernelParams
     tensor_cores: bool
@@ -78,13 +81,14 @@ class ShapeRules:
     cudnn_major: int = DEFAULT_CUDNN_MAJOR
     memory_format: str = DEFAULT_MEMORY_FORMAT
     fusion: str = DEFAULT_FUSION
+    values: ComputeValues | None = None
 
     @classmethod
     def of(cls, hw: Hardware, precision: str, batch_value: float | None = None,
            cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
            fusion: str = DEFAULT_FUSION) -> ShapeRules:
         return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS, cudnn_major,
-                   memory_format, fusion)
+                   memory_format, fusion, ComputeValues.of(hw, precision))
 
 
 #: The key under which a split GPU's counts record the output share they were scaled by
@@ -135,7 +139,8 @@ def layer_seconds(
     arrays (vectorised over layers); with symbols, two lists of per-layer sympy expressions
     (:func:`~perfmodel.cost.kernel_model.phase_times`). ``shares``: each tensor's and the FLOPs'
     share on one GPU of a filter/channel split (:mod:`perfmodel.cost.shares`), whose ``counts``
-    hold the output's share.
+    hold the output's share. From cuDNN 8 a grouped layer is the faster of cuDNN's one kernel and
+    a loop of per-group calls (:func:`_faster_groups`, :mod:`perfmodel.cost.grouped`).
     """
     rules = rules or ShapeRules(KernelParams(), False)
     symbolic = is_symbolic(batch, *v.as_tuple())
@@ -144,8 +149,7 @@ def layer_seconds(
         raise ValueError("layer_seconds: a symbolic batch needs rules.batch_value (the micro-batch)")
     scale = _scale(cc, counts, shares) * b_num
     lk = with_fusion(network_kernels(cc.network), cc.network, rules.fusion)
-    work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major, shares)
-    work = with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format, rules.half_precision, shares)
+    work = _work(lk, rules, scale, shares)
     conv, _, _ = kind_masks(cc)
     ew_f = np.asarray(counts["fwd_flops"]) - np.asarray(counts["fwd_matmul_flops"])
     ew_b = np.asarray(counts["bwd_input_flops"]) - np.minimum(counts["bwd_input_flops"], counts["fwd_matmul_flops"])
@@ -153,9 +157,11 @@ def layer_seconds(
     if rules.fusion != DEFAULT_FUSION:  # arithmetic folded into a fused chain's kernel
         own_f, own_b = own_arithmetic(cc.network, rules.fusion)
         ew_f, ew_b = ew_f * own_f, ew_b * own_b
+    ew = (ew_f * b_num, ew_b * b_num)
+    work = _faster_groups(work, lk, rules, scale, shares, weights, conv, ew, None if symbolic else v)
     if not symbolic:
         eta = np.where(conv, v.eta_conv, v.eta_linear)
-        return phase_times(work, weights, v, eta, ew_f * b_num, ew_b * b_num)
+        return phase_times(work, weights, v, eta, *ew)
     per = work.per_sample(b_num) if is_symbolic(batch) else work
     fwd, bwd = [], []
     for i in range(len(weights)):
@@ -165,6 +171,34 @@ def layer_seconds(
         fwd.append(f)
         bwd.append(b)
     return fwd, bwd
+
+
+def _work(lk: LayerKernels, rules: ShapeRules, scale: np.ndarray, shares: TensorShares | None,
+          loop_groups: bool = False) -> KernelWork:
+    """Every layer's kernel work with its tensor-core transposes (``loop_groups``: grouped
+    layers as loops of per-group calls, :func:`~perfmodel.cost.work.kernel_work`)."""
+    work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major, shares,
+                       loop_groups)
+    return with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format, rules.half_precision, shares)
+
+
+def _faster_groups(work: KernelWork, lk: LayerKernels, rules: ShapeRules, scale: np.ndarray,
+                   shares: TensorShares | None, weights: np.ndarray, conv: np.ndarray,
+                   ew: tuple[np.ndarray, np.ndarray], v: ComputeValues | None) -> KernelWork:
+    """``work`` with each grouped layer that a loop of ordinary calls, one per group, runs faster
+    than cuDNN's one kernel (from cuDNN 8: :mod:`perfmodel.cost.grouped`) priced as that loop: the
+    faster by forward plus backward seconds at ``v`` (numbers; ``rules.values`` when None)."""
+    candidates = loop_candidates(lk.groups, lk.depthwise, rules.cudnn_major)
+    if not candidates.any():
+        return work
+    v = v if v is not None else rules.values
+    if v is None:
+        raise ValueError("layer_seconds: grouped layers on symbols need rules.values (ShapeRules.of) to be priced")
+    loop = _work(lk, rules, scale, shares, loop_groups=True)
+    eta = np.where(conv, v.eta_conv, v.eta_linear)
+    one = phase_times(work, weights, v, eta, *ew)
+    looped = phase_times(loop, weights, v, eta, *ew)
+    return work.where(candidates & (looped[0] + looped[1] < one[0] + one[1]), loop)
 
 
 def _times_batch(w: KernelWork, batch: Num) -> KernelWork:

@@ -39,10 +39,25 @@ Why each group is an ordinary convolution in those majors:
   the worst case the groups "run in streams", and the new routine's performance is expected to be
   ``>=`` "the old loop over groups": at least that loop, which is what is priced.
 
-From cuDNN 8 one kernel covers all groups and Winograd stays off grouped layers (as before;
-pytorch/pytorch issue #73764, 2022: a grouped convolution slower than its groups run as separate
-convolutions). Depthwise layers (``groups == channels``) run PyTorch's own kernels in every era
-(:mod:`.depthwise`), and ungrouped layers are unaffected.
+From cuDNN 8 cuDNN's own call covers all groups in one kernel and Winograd stays off grouped
+layers (as before; pytorch/pytorch issue #73764, 2022: a grouped convolution slower than its
+groups run as separate convolutions). That measured gap is why, from cuDNN 8, a grouped layer is
+priced as the faster of two implementations: cuDNN's one kernel, and one ordinary call per group
+(the loop above, priced exactly as before cuDNN 8; its launches included), chosen per layer by
+its forward plus backward time (:func:`~perfmodel.cost.compute.layer_seconds`). The loop is what
+frameworks ran before cuDNN 7 (cudnn.torch and Caffe2 above: one ungrouped call per group at the
+group's offsets, no copies) and what users of cuDNN 8 write to get it back (issue #73764's separate
+convolutions; apache/tvm PR #10423, 2022: a StyleGAN generator with its grouped convolutions
+split into ungrouped cuDNN calls 59 -> 49 ms). It is also exactly what a filter or channel split
+of a layer whose groups divide over the GPUs runs: each GPU's share of the groups is an
+ordinary convolution when it holds one group (a ``groups=1`` ``nn.Conv2d``, which cuDNN may run
+with Winograd), so without the loop one GPU would be priced at a kernel slower than the same work
+spread over two (BVLC AlexNet ``filter=2`` at fp32 and cuDNN 8/9: 2.28x on two V100s). Speedup
+is measured against the best implementation one GPU can run (Grama, Gupta, Karypis and Kumar,
+"Introduction to Parallel Computing", 2nd ed., 2003, section 5.2.3: against the best sequential
+algorithm), and it is then never above the GPU count
+(``tests/test_grouped_split_properties.py``). Depthwise layers (``groups == channels``) run
+PyTorch's own kernels in every era (:mod:`.depthwise`), and ungrouped layers are unaffected.
 """
 
 from __future__ import annotations
@@ -52,7 +67,7 @@ import numpy as np
 from ..errors import UsageError
 
 __all__ = ["CUDNN_MAJORS", "DEFAULT_CUDNN_MAJOR", "FIRST_GROUPED_KERNEL_MAJOR", "check_cudnn_major",
-           "loops_groups", "kernel_groups", "extra_launches", "cudnn_assumption"]
+           "loops_groups", "may_loop", "loop_candidates", "kernel_groups", "extra_launches", "cudnn_assumption"]
 
 #: cuDNN major versions perfmodel knows how grouped convolutions run under (5: DeepBench's
 #: Maxwell sheets; 6: its Pascal sheets and 2017 TensorFlow benchmarks; 7: PyTorch 1.0-1.5 and
@@ -76,28 +91,50 @@ def loops_groups(major: int) -> bool:
     return check_cudnn_major(major) < FIRST_GROUPED_KERNEL_MAJOR
 
 
-def _looped(groups: np.ndarray, depthwise: np.ndarray, major: int) -> np.ndarray:
-    """Per layer: a grouped, non-depthwise layer whose groups run as separate kernels."""
-    return np.asarray((np.asarray(groups) > 1) & ~np.asarray(depthwise, dtype=bool) & loops_groups(major))
+def may_loop(major: int) -> bool:
+    """Whether under cuDNN ``major`` a grouped layer may also run as a loop of ordinary calls, one
+    per group, beside cuDNN's one kernel (from cuDNN 8; before, cuDNN's call is that loop)."""
+    return not loops_groups(major)
 
 
-def kernel_groups(groups: np.ndarray, depthwise: np.ndarray, major: int) -> np.ndarray:
+def _grouped(groups: np.ndarray, depthwise: np.ndarray) -> np.ndarray:
+    """Per layer: grouped (``groups > 1``) and not depthwise."""
+    return np.asarray((np.asarray(groups) > 1) & ~np.asarray(depthwise, dtype=bool))
+
+
+def loop_candidates(groups: np.ndarray, depthwise: np.ndarray, major: int) -> np.ndarray:
+    """Per layer: a grouped, non-depthwise layer that cuDNN ``major`` runs as one kernel and a
+    loop of per-group calls could run faster (:func:`may_loop`)."""
+    return np.asarray(_grouped(groups, depthwise) & may_loop(major))
+
+
+def _looped(groups: np.ndarray, depthwise: np.ndarray, major: int, loop: bool) -> np.ndarray:
+    """Per layer: a grouped, non-depthwise layer whose groups run as separate kernels (cuDNN's
+    own loop before 8, or the loop of per-group calls where ``loop``)."""
+    return np.asarray(_grouped(groups, depthwise) & (loops_groups(major) or loop))
+
+
+def kernel_groups(groups: np.ndarray, depthwise: np.ndarray, major: int, loop: bool = False) -> np.ndarray:
     """The groups one kernel of each layer covers: all of them, or 1 where the groups loop
-    (the ``groups`` the shape rule quantises tiles and waves over)."""
+    (the ``groups`` the shape rule quantises tiles and waves over); ``loop``: every grouped
+    layer runs as the loop of per-group calls (:func:`may_loop`)."""
     g = np.asarray(groups, dtype=float)
-    return np.asarray(np.where(_looped(g, depthwise, major), 1.0, g))
+    return np.asarray(np.where(_looped(g, depthwise, major, loop), 1.0, g))
 
 
-def extra_launches(groups: np.ndarray, depthwise: np.ndarray, major: int, gemm_kernels: np.ndarray) -> np.ndarray:
+def extra_launches(groups: np.ndarray, depthwise: np.ndarray, major: int, gemm_kernels: np.ndarray,
+                   loop: bool = False) -> np.ndarray:
     """Launches beyond one per GEMM kernel: ``groups - 1`` more for each of a looped layer's
     ``gemm_kernels`` (forward: 1; backward: data and weight gradients present)."""
     g = np.asarray(groups, dtype=float)
-    return np.asarray(np.where(_looped(g, depthwise, major), (g - 1.0) * np.asarray(gemm_kernels, dtype=float), 0.0))
+    looped = _looped(g, depthwise, major, loop)
+    return np.asarray(np.where(looped, (g - 1.0) * np.asarray(gemm_kernels, dtype=float), 0.0))
 
 
 def cudnn_assumption(major: int) -> str:
     """The era in words, for every output's assumptions and ``explain``."""
     how = ("one kernel per group (its own tiles, waves and launch)" if loops_groups(major)
-           else "one kernel for all groups")
+           else "one kernel for all groups, or one ordinary call per group where that is faster (a loop "
+                "over the groups, what a filter/channel split of the groups runs)")
     return (f"cuDNN {major}.x: grouped convolutions (1 < groups < channels) run {how}; "
             f"set --cudnn to the run's version (valid: {', '.join(map(str, CUDNN_MAJORS))})")

@@ -7,7 +7,7 @@ applied to the kernels of :mod:`perfmodel.cost.kernels` at ``batch`` samples on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
@@ -73,6 +73,16 @@ class KernelWork:
             window_loads_fwd=self.window_loads_fwd,
         )
 
+    def where(self, mask: np.ndarray, other: KernelWork) -> KernelWork:
+        """Per layer, ``other``'s work where ``mask`` holds and this one's elsewhere (arrays over layers)."""
+        m = np.asarray(mask, dtype=bool)
+        d: dict[str, Any] = {}
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            d[f.name] = ({s: np.where(m, b[s], x) for s, x in a.items()} if isinstance(a, dict)
+                         else np.where(m, b, a))
+        return KernelWork(**d)
+
     def at(self, i: int) -> KernelWork:
         """Layer ``i`` alone, as Python floats (to build its sympy expression)."""
         slots: dict[str, Any] = {
@@ -92,6 +102,7 @@ def kernel_work(
     half_precision: bool = False,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     shares: TensorShares | None = None,
+    loop_groups: bool = False,
 ) -> KernelWork:
     """The work of every kernel when each layer's per-sample counts are multiplied by ``scale``
     (the micro-batch times the fraction of the layer's extent its tile holds), on one GPU of a
@@ -105,12 +116,14 @@ def kernel_work(
     no Winograd);
     ``half_precision``: 16-bit activations, whose CUDA-core (depthwise) kernels do two outputs'
     work per fp32 lane (packed half2; :mod:`perfmodel.cost.depthwise`); ``cudnn_major``: the
-    cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`).
+    cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`);
+    ``loop_groups``: every grouped layer runs as a loop of ordinary calls, one per group, whatever
+    the era (the alternative to cuDNN's one kernel from cuDNN 8, :func:`~.grouped.may_loop`).
     """
     scale = np.asarray(scale, dtype=float)
     out_scale = scale if shares is None else scale * shares.y
     lk_all, lk = lk, lk if shares is None else per_gpu_kernels(lk, shares)
-    kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major)  # groups one kernel's tiles cover
+    kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major, loop_groups)  # groups one kernel's tiles cover
     # a group run as its own call is an ordinary convolution of C/g -> K/g channels (grouped.py)
     wino = winograd_mask(lk.winograd_shape, kg, lk.c_in / lk.groups, lk.c_out / lk.groups, tensor_cores,
                          kp.winograd_min_channels)
@@ -149,9 +162,11 @@ def kernel_work(
         mem_elems_bwd=(lk.mem_elems_bwd + lk.grad_sum_elems_bwd) * out_scale,
         mem_extra_bytes_fwd=lk.mem_bytes_extra_fwd * out_scale,
         mem_extra_bytes_bwd=lk.mem_bytes_extra_bwd * out_scale,
-        launches_fwd=lk.launches_fwd + extra_launches(lk.groups, lk.depthwise, cudnn_major, lk.n["fwd"] > 0),
+        launches_fwd=lk.launches_fwd + extra_launches(lk.groups, lk.depthwise, cudnn_major, lk.n["fwd"] > 0,
+                                                      loop_groups),
         launches_bwd=lk.launches_bwd + lk.grad_sums_bwd + extra_launches(
-            lk.groups, lk.depthwise, cudnn_major, (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0)),
+            lk.groups, lk.depthwise, cudnn_major, (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0),
+            loop_groups),
         host_ops_fwd=lk.host_ops_fwd,
         host_ops_bwd=lk.host_ops_bwd + lk.grad_sums_bwd,
         window_loads_fwd=window_path_loads(lk, kp, out_scale, 2.0 if half_precision else 4.0),
