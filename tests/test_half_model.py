@@ -169,3 +169,13 @@ def test_explain_equals_predict_for_a_half_model(spec: str, capsys: pytest.Captu
     p, e = _json(["predict", *args], capsys), _json(["explain", *args], capsys)
     assert math.isclose(e["iteration_time_s"], p["iteration_time_s"], rel_tol=1e-9)
 
+
+def test_plan_assumptions_say_what_a_half_model_keeps_at_16_bits(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "resnet50", "-n", "8", "--top", "1"]
+    half = _json([*args, "--amp-runtime", _HALF], capsys)["assumptions"]
+    auto = _json(args, capsys)["assumptions"]
+    assert "kept at 16 bits" in half["mixed_precision"] and "input batch" in half["mixed_precision"]
+    assert "kept at 16 bits" not in auto["mixed_precision"]
+    assert half["optimizer"] == "SGD with momentum (one 16-bit state buffer)"
+    assert auto["optimizer"] == "SGD with momentum (one fp32 state buffer)"
+    assert "no fp32 master" in half["precision"] and "fp32 master weights" in auto["precision"]
