@@ -136,7 +136,10 @@ def test_a_half_model_holds_16_bit_weights_and_gradients_only() -> None:
     assert math.isclose(half["weights"], 2 * params) and math.isclose(auto["weights"], 6 * params)
     assert math.isclose(half["gradients"], 2 * params) and math.isclose(auto["gradients"], 4 * params)
     assert math.isclose(half["gradient_buckets"], 2 * params)
-    for part in ("optimizer_state", "input_batch", "activations", "workspace"):
+    # SGD's momentum buffer and the input batch have the model's dtype too (tests/test_half_model.py)
+    for part in ("optimizer_state", "input_batch"):
+        assert math.isclose(2 * half[part], auto[part]), part
+    for part in ("activations", "workspace"):
         assert half[part] == auto[part], part
 
 

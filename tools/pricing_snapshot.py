@@ -6,6 +6,9 @@ change): run it before, keep the file outside the repository, run it after and c
     python tools/pricing_snapshot.py /tmp/before.json
     python tools/pricing_snapshot.py /tmp/after.json --diff /tmp/before.json
 
+``--amp-runtime NAME`` prices the amp plans under another mixed-precision runtime
+(``pytorch-half``: a 16-bit model); the fp32 plans ignore it.
+
 Plans that the model refuses (too few links, spatial on a 1-D input, ...) are recorded
 with their error message, so a change in what is refused shows up too.
 """
@@ -20,6 +23,7 @@ from typing import Any
 
 from perfmodel.errors import PerfmodelError
 from perfmodel.strategies import predict
+from perfmodel.strategies.amp_runtime import AMP_RUNTIMES, DEFAULT_AMP_RUNTIME
 
 #: (model, image size or None, plans); small and mid-sized zoo networks, each kind of plan.
 _IMAGE = ("sp=2x2,dp=2", "sp=4,dp=2", "sp=2x2,pp=2", "sp=2x2,dp=2,decomp=auto", "sp=2x2,pp=2,recompute=true")
@@ -48,7 +52,7 @@ PRECISIONS = ("amp", "fp32")
 BATCH_PER_GPU = 8
 
 
-def snapshot() -> dict[str, Any]:
+def snapshot(amp_runtime: str = DEFAULT_AMP_RUNTIME) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for model, size, plans in MODELS:
         for hw in PROFILES:
@@ -57,7 +61,7 @@ def snapshot() -> dict[str, Any]:
                     key = f"{model}@{size or 'default'} {hw} {precision} {spec}"
                     try:
                         p = predict(model, 8, spec, hardware=hw, precision=precision,
-                                    global_batch=BATCH_PER_GPU * 8, image_size=size)
+                                    global_batch=BATCH_PER_GPU * 8, image_size=size, amp_runtime=amp_runtime)
                     except PerfmodelError as exc:
                         out[key] = {"error": str(exc)}
                         continue
@@ -101,8 +105,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", help="JSON file to write")
     ap.add_argument("--diff", metavar="OLD", help="an earlier snapshot to compare with")
+    ap.add_argument("--amp-runtime", default=DEFAULT_AMP_RUNTIME, choices=list(AMP_RUNTIMES),
+                    help="mixed-precision runtime of the amp plans (default %(default)s)")
     args = ap.parse_args()
-    snap = snapshot()
+    snap = snapshot(args.amp_runtime)
     with open(args.out, "w") as fh:
         json.dump(snap, fh, indent=1, sort_keys=True)
     n_err = sum(1 for v in snap.values() if "error" in v)

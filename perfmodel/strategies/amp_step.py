@@ -68,6 +68,7 @@ from ..network import Network
 from .amp_runtime import DEFAULT_AMP_RUNTIME, runtime_of
 from .context import Context
 from .data import param_tensors
+from .memory import HALF_MODEL_WORDS
 
 __all__ = [
     "AMP_CASTS_WORDS",
@@ -273,7 +274,7 @@ def amp_assumption(precision: str, runtime: str = DEFAULT_AMP_RUNTIME) -> str:
         return f"{precision}: no autocast casts, no loss scaling"
     rt = runtime_of(runtime)
     if runtime != DEFAULT_AMP_RUNTIME:
-        named = f"{runtime}: {rt.words}"
+        named = f"{runtime}: {rt.words}" + (f"; {HALF_MODEL_WORDS}" if rt.sixteen_bit_model else "")
         if not rt.casts:
             return named + ("; part of the optimizer_step term" if rt.master_copy else "")
         prefix = named + "; "

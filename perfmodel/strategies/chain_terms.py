@@ -18,14 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, ssum
 from .amp_step import stage_amp_step
 from .context import Context, weight_group
 from .data import Drain, ExchangeTerms, bucket_copies_s, drain_stage, gradient_exchange, stage_backward_s
 from .dataparallel import dataparallel_parts
 from .dimension import Valuation, step_tail_terms
-from .memory import input_batch_bytes
 from .parameter_server import parameter_server_comm_s, parameter_server_links
 from .pipeline import critical_stage, cut_sends, pipeline_parts, stage_ranges
 from .spatial import SpatialExchanges, halo_exchange_s, held_samples, redistribution_s, spatial_tier
@@ -91,7 +89,8 @@ def chain_terms(
     terms["gradient_exchange_exposed"] = exposed
     link_params = ctx.link_sum(ctx.cc.params)
     largest = max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
-    terms.update(step_tail_terms(largest, ctx.optimizer, q.val.v, stage_amp_step(ctx, ranges), q.val.M))
+    terms.update(step_tail_terms(largest, ctx.optimizer, q.val.v, stage_amp_step(ctx, ranges), q.val.M,
+                                 ctx.param_bytes))
     return ChainTerms(terms, body, details)
 
 
@@ -185,18 +184,18 @@ def _gradient_exchange(
     server's worst case (all workers at once, after compute), ``torch.nn.DataParallel``'s
     scatter/replicate/gather/reduce, or DDP's bucketed allreduce among the GPUs sharing each
     weight (the only one that runs beside backward: :func:`.data.gradient_exchange`)."""
-    val, net = q.val, ctx.net
+    val = q.val
     params = float(ctx.cc.params.sum())
     if s.is_ps:
         if s.dp <= 1:
             return 0.0, {}, None
         server, worker, alpha = parameter_server_links(ctx, s.gpus, val.lp)
-        grad = params * GRAD_BYTES_PER_PARAM
+        grad = params * ctx.param_bytes
         return parameter_server_comm_s(grad, s.dp, server, worker, alpha, s.comm == "ps-sharded"), {}, None
     if s.comm == "dataparallel" and s.dp > 1:
         out_elems = float(ctx.cc.evaluate(1.0)["out_elems"][-1])
         parts = dataparallel_parts(
-            q.fwd, params * 4, params * GRAD_BYTES_PER_PARAM, input_batch_bytes(net.input_shape, val.b),
+            q.fwd, params * ctx.param_bytes, params * ctx.param_bytes, ctx.input_bytes(val.b),
             val.b * out_elems * val.e, s.dp, val.lp.bw_intra, val.lp.alpha_intra, val.v.launch_s,
         )
         return val.M * ssum(list(parts.values())), {"dataparallel": {k: val.M * v for k, v in parts.items()}}, None

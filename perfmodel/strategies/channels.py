@@ -19,7 +19,6 @@ from ..network.layers import MATMUL_KINDS, Layer, numel
 from .context import Context, split_batch, weight_group
 from .data import BUCKET_BYTES
 from .dimension import Priced, Valuation, memory_parts
-from .memory import input_batch_bytes
 from .spec import Strategy
 from .split_terms import BREAKDOWN_KEYS, Exchange, exchange_s, replica_exchange, split_terms
 
@@ -294,7 +293,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     transient = float(2 * scaled["out_elems"].max() * e)
     # every GPU of a split group reads the replica's whole micro-batch
     memory = memory_parts(
-        params_gpu, ctx.precision, ctx.optimizer, s.dp > 1, input_batch_bytes(ctx.net.input_shape, m), acts,
+        params_gpu, ctx.precision, ctx.optimizer, s.dp > 1, ctx.input_bytes(m), acts,
         transient + ctx.hw.framework_reserve_bytes, ctx.amp_runtime,
     )
     details["bucket_bytes"] = BUCKET_BYTES

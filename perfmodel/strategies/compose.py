@@ -29,7 +29,6 @@ from .context import Context, split_batch, transient_bytes
 from .data import BUCKET_BYTES, Drain, drain_stage, gradient_exchange, stage_backward_s
 from .dataparallel import check_dataparallel
 from .dimension import Priced, Valuation, memory_parts, step_tail_terms
-from .memory import input_batch_bytes
 from .model_parallel import price_model_parallel
 from .parameter_server import parameter_server_exchange
 from .pipeline import StageSplit, stage_candidates, stage_split
@@ -142,7 +141,8 @@ def _best_split(
         params = _largest_stage_params(ctx, sp_.bounds)
         steps.append(t.total_s + x.contention + x.copies + x.exposed
                      + sum(step_tail_terms(params, ctx.optimizer, ctx.values,
-                                           stage_amp_step(ctx, sp_.layer_ranges(ctx)), s.mb).values()))
+                                           stage_amp_step(ctx, sp_.layer_ranges(ctx)), s.mb,
+                                           ctx.param_bytes).values()))
         fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
     best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
     if not s.balance:
@@ -194,7 +194,7 @@ def chain_memory(
             acts = in_flight * stage_in + (float(link_saved[a:b].max()) if s.pp == 1 else stage_saved)
         else:
             acts = in_flight * stage_saved
-        inputs = input_batch_bytes(net.input_shape, inputs_held) if i == 0 else 0.0
+        inputs = ctx.input_bytes(inputs_held) if i == 0 else 0.0
         stages.append(memory_parts(float(link_params[a:b].sum()), ctx.precision, ctx.optimizer, exchanged, inputs,
                                    acts, workspace, ctx.amp_runtime))
     return max(stages, key=lambda d: sum(d.values()))

@@ -19,7 +19,7 @@ from ..network import Network, compile_counts
 from ..network.counts import CompiledCounts
 from ..units import BYTES_PER_ELEMENT
 from .amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
-from .memory import optimizer_bytes_per_param
+from .memory import grad_bytes_per_param, input_batch_bytes, input_bytes_per_element, optimizer_bytes_per_param
 from .spec import Strategy
 
 __all__ = ["Context", "context", "split_batch", "transient_bytes", "weight_group"]
@@ -61,6 +61,18 @@ class Context:
     @property
     def elem_bytes(self) -> int:
         return BYTES_PER_ELEMENT[self.precision]
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes of one element of a parameter's gradient, DDP bucket and optimizer state (their
+        dtype is the parameter's): 4, or 2 in a 16-bit model (:func:`~.memory.half_model`)."""
+        return grad_bytes_per_param(self.precision, self.amp_runtime)
+
+    def input_bytes(self, samples: float) -> float:
+        """Bytes of ``samples`` network inputs on one GPU, fp32, or 16-bit for a 16-bit model
+        (:func:`~.memory.input_batch_bytes`, :func:`~.memory.input_bytes_per_element`)."""
+        return input_batch_bytes(self.net.input_shape, samples,
+                                 bytes_per_element=input_bytes_per_element(self.precision, self.amp_runtime))
 
     @property
     def values(self) -> ComputeValues:

@@ -172,22 +172,24 @@ def param_tensors(net: Network) -> np.ndarray:
     return out
 
 
-def copies_s(tensors: float, params: float, v: ComputeValues) -> Num:
-    """Seconds of DDP's two gradient copies per step for ``tensors`` tensors of ``params`` fp32
-    values (numbers or symbols, by ``v``): with ``gradient_as_bucket_view=False`` (the
-    default), the reducer copies each gradient into its bucket when autograd produces it
-    (dividing by the world size in the same kernel) and each reduced bucket slice back into
-    the gradient when backward ends (torch/csrc/distributed/c10d/reducer.cpp,
+def copies_s(tensors: float, params: float, v: ComputeValues,
+             param_bytes: int = GRAD_BYTES_PER_PARAM) -> Num:
+    """Seconds of DDP's two gradient copies per step for ``tensors`` tensors of ``params``
+    values of ``param_bytes`` each (fp32; 2 in a 16-bit model) (numbers or symbols, by ``v``):
+    with ``gradient_as_bucket_view=False`` (the default), the reducer copies each gradient into
+    its bucket when autograd produces it (dividing by the world size in the same kernel) and
+    each reduced bucket slice back into the gradient when backward ends (torch/csrc/distributed/c10d/reducer.cpp,
     ``mark_variable_ready_dense`` and ``copy_bucket_to_grad``): one kernel per tensor each
-    way (``tau``), reading and writing 4 bytes per value (``beta_mem * eta_mem``)."""
-    traffic = 2 * GRAD_BYTES_PER_PARAM * params / (v.memory_bandwidth_bytes_per_s * v.eta_memory)
+    way (``tau``), reading and writing ``param_bytes`` per value (``beta_mem * eta_mem``)."""
+    traffic = 2 * param_bytes * params / (v.memory_bandwidth_bytes_per_s * v.eta_memory)
     return 2 * (tensors * v.launch_s + traffic)
 
 
-def shard_copies_s(net: Network, params: np.ndarray, v: ComputeValues) -> Num:
+def shard_copies_s(net: Network, params: np.ndarray, v: ComputeValues,
+                   param_bytes: int = GRAD_BYTES_PER_PARAM) -> Num:
     """:func:`copies_s` of a GPU holding ``params`` parameters per layer of ``net`` (a shard:
-    a layer's tensors count where it holds any)."""
-    return copies_s(float(np.where(params > 0, param_tensors(net), 0.0).sum()), float(params.sum()), v)
+    a layer's tensors count where it holds any), ``param_bytes`` each."""
+    return copies_s(float(np.where(params > 0, param_tensors(net), 0.0).sum()), float(params.sum()), v, param_bytes)
 
 
 def bucket_copies_s(ctx: Context, s: Strategy, v: ComputeValues) -> Num:
@@ -201,7 +203,7 @@ def bucket_copies_s(ctx: Context, s: Strategy, v: ComputeValues) -> Num:
     :func:`gradient_exchange`'s."""
     if s.dp * s.sp_degree == 1:
         return 0.0
-    return copies_s(float(param_tensors(ctx.net).sum()), float(ctx.cc.params.sum()), v)
+    return copies_s(float(param_tensors(ctx.net).sum()), float(ctx.cc.params.sum()), v, ctx.param_bytes)
 
 
 @dataclass(frozen=True)
@@ -330,7 +332,7 @@ def gradient_exchange(
     drain = drain or Drain()
     vals = ctx.values if v is None else v
     group = weight_group(s, ctx.hw.gpus_per_node)
-    grad = ctx.cc.params * GRAD_BYTES_PER_PARAM
+    grad = ctx.cc.params * ctx.param_bytes  # DDP's buckets have the gradients' dtype
     tensors = param_tensors(ctx.net)
     reduce, links = bucket_reducer(ctx.hw, group, s.comm, lp)
     ex_end: list[Num] = []
@@ -342,7 +344,7 @@ def gradient_exchange(
                                        vals.eta_memory)
         ex_end.append(end)
         slowed.append(ext)
-        copy.append(copies_s(float(tensors[a:b].sum()), float(ctx.cc.params[a:b].sum()), vals) / 2)
+        copy.append(copies_s(float(tensors[a:b].sum()), float(ctx.cc.params[a:b].sum()), vals, ctx.param_bytes) / 2)
         total = total + tot
     c = drain.stage
     delays = [k + x for k, x in zip(slowed, copy, strict=True)]

@@ -35,8 +35,8 @@ def dataparallel_parts(
 
     ``fwd_s`` is one replica's per-layer forward seconds; ``input_bytes`` and ``output_bytes``
     one replica's share of the batch and of the network's output. GPU 0's link (``bw``,
-    ``alpha``) carries the scatter and the gather of the ``gpus - 1`` other shares; the fp32
-    weights are broadcast and the fp32 gradients reduced as pipelined NCCL broadcast / reduce
+    ``alpha``) carries the scatter and the gather of the ``gpus - 1`` other shares; the fp32 (a
+    16-bit model's fp16) weights are broadcast and gradients reduced as pipelined NCCL broadcast / reduce
     (``bytes/bw + (gpus - 1) * alpha``), the reduce after backward; forward layers whose
     kernels one interpreter launches for every GPU take ``max(layer seconds, gpus x launch)``
     (backward runs in autograd's per-device threads, at the replica's own speed).

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cost.collectives import LinkParams
-from ..cost.compute import ComputeValues
+from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
 from ..cost.formulas import Num
 from .amp_runtime import DEFAULT_AMP_RUNTIME
 from .amp_step import AmpStep, amp_casts_s, amp_update_s
@@ -103,28 +103,31 @@ class Valuation:
 
 
 def optimizer_step_s(params: Num, optimizer: str, v: ComputeValues, amp: AmpStep | None = None,
-                     micro_batches: Num = 1.0) -> Num:
-    """The optimizer's update of ``params`` weights: its fp32 traffic over the achievable
+                     micro_batches: Num = 1.0, param_bytes: int = GRAD_BYTES_PER_PARAM) -> Num:
+    """The optimizer's update of ``params`` weights: its traffic (``param_bytes`` per element of the
+    weights, gradients and state: fp32, or 2 in a 16-bit model,
+    :func:`~.memory.optimizer_traffic_bytes_per_param`) over the achievable
     memory bandwidth plus :data:`OPTIMIZER_LAUNCHES` launches, plus the step's fixed cost (zero_grad,
     loss, host synchronisation: ``v.step_overhead_s``), plus under amp/bf16 what mixed precision adds
     to the update on that GPU in ``micro_batches`` micro-batches (``amp``: GradScaler's kernels or
     MXNet's fp16 weight copy, :func:`.amp_step.amp_update_s`; autocast's casts are the
     ``amp_casts`` term, :func:`step_tail_terms`) (numbers or symbols by ``v``)."""
-    traffic = optimizer_traffic_bytes_per_param(optimizer)
+    traffic = optimizer_traffic_bytes_per_param(optimizer, param_bytes)
     base = (params * traffic / (v.memory_bandwidth_bytes_per_s * v.eta_memory) + OPTIMIZER_LAUNCHES * v.launch_s
             + v.step_overhead_s)
     return base if amp is None else base + amp_update_s(amp, micro_batches, v)
 
 
 def step_tail_terms(params: Num, optimizer: str, v: ComputeValues, amp: AmpStep | None,
-                    micro_batches: Num) -> dict[str, Num]:
+                    micro_batches: Num, param_bytes: int = GRAD_BYTES_PER_PARAM) -> dict[str, Num]:
     """The terms after a step's body on the GPU holding ``params`` weights: ``amp_casts`` (autocast's
     weight casts in ``micro_batches`` forwards and backwards, only where ``amp`` casts any,
-    :func:`.amp_step.amp_casts_s`) and ``optimizer_step`` (:func:`optimizer_step_s`)."""
+    :func:`.amp_step.amp_casts_s`) and ``optimizer_step`` (:func:`optimizer_step_s`, ``param_bytes``
+    per element)."""
     out: dict[str, Num] = {}
     if amp is not None and amp.cast_tensors > 0:
         out["amp_casts"] = amp_casts_s(amp, micro_batches, v)
-    out["optimizer_step"] = optimizer_step_s(params, optimizer, v, amp, micro_batches)
+    out["optimizer_step"] = optimizer_step_s(params, optimizer, v, amp, micro_batches, param_bytes)
     return out
 
 
@@ -143,14 +146,15 @@ def memory_parts(
     fp32 weights (+16-bit copies under amp/bf16), fp32 gradients, optimizer state, the DDP
     gradient buckets when the weights are exchanged (``buckets``), the input batch, the
     activations kept for backward and the workspace (transient tensors and the framework's
-    reserve). A 16-bit model (``amp_runtime`` pytorch-half at amp/bf16) holds 16-bit weights and
-    gradients only (:func:`~.memory.half_model`).
+    reserve). A 16-bit model (``amp_runtime`` pytorch-half at amp/bf16) holds 16-bit weights,
+    gradients, buckets and optimizer state only (:func:`~.memory.half_model`); its input batch
+    (``input_batch``, bytes) is the caller's, :func:`~.memory.input_batch_bytes`.
     """
     grad = grad_bytes_per_param(precision, amp_runtime)
     return {
         "weights": params * weight_bytes_per_param(precision, amp_runtime),
         "gradients": params * grad,
-        "optimizer_state": params * optimizer_bytes_per_param(optimizer),
+        "optimizer_state": params * optimizer_bytes_per_param(optimizer, grad),
         "gradient_buckets": params * grad if buckets else 0.0,
         "input_batch": input_batch,
         "activations": activations,

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import ceil
 from .amp_step import AMP_CASTS_WORDS, amp_update_words
 from .chain_terms import ChainStep, chain_terms
@@ -121,6 +120,7 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
     stage = f"stage {details['critical_stage']} of {s.pp} (the critical stage)" if s.pp > 1 else ""
     per = f"of {stage}" if stage else "of every layer"
     again = "every micro-batch but the last" if s.pp > 1 else "all M micro-batches"
+    dtype = "fp32" if ctx.param_bytes == 4 else "16-bit"  # a 16-bit model's weights, gradients, state
     words = {
         "compute": f"forward and backward compute {per}, M micro-batches",
         "recompute": (
@@ -141,7 +141,7 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
             f"switches between spatial and sample decomposition {per}, forward and backward, every GPU sending "
             "(p - 1)/p of its 1/p share: 2*k*alpha + 2*(p - 1)/p**2 * b*N_redist*e/beta"
         ),
-        "optimizer_step": "the update of the largest stage's weights: fp32 traffic over the memory bandwidth, "
+        "optimizer_step": f"the update of the largest stage's weights: {dtype} traffic over the memory bandwidth, "
         "launches and the step's fixed cost" + amp_update_words(ctx.precision, ctx.amp_runtime),
         "amp_casts": AMP_CASTS_WORDS,
     }
@@ -150,12 +150,12 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
     elif s.is_ps:
         words["gradient_exchange_exposed"] = (
             f"parameter server ({s.comm}), worst case: all {s.dp} workers push G gradient bytes and pull G weight "
-            f"bytes at once after compute, G = {float(ctx.cc.params.sum()) * GRAD_BYTES_PER_PARAM:,.0f} bytes"
+            f"bytes at once after compute, G = {float(ctx.cc.params.sum()) * ctx.param_bytes:,.0f} bytes"
         )
     elif s.comm == "dataparallel":
         words["gradient_exchange_exposed"] = (
             f"torch.nn.DataParallel on {s.dp} GPUs, per micro-batch: scatter (n - 1) input shares and gather (n - 1) "
-            "output shares through GPU 0's link, broadcast the fp32 weights and reduce the fp32 gradients onto "
+            f"output shares through GPU 0's link, broadcast the {dtype} weights and reduce the {dtype} gradients onto "
             "GPU 0 after backward, each forward layer at least n x tau (one process launches for every GPU)"
         )
     else:

@@ -212,7 +212,7 @@ def explain_mp(
     u_params = q.hg.layer_values(ctx.cc.params)
     largest = float(max(u_params[q.assignment == d].sum() for d in range(K)))
     terms = mp_terms(s, ctx.optimizer, val, f_d, b_d, sends, q.idle, exposed, largest,
-                     part_amp_step(ctx, q.hg.unit_layer, u_params, q.assignment))
+                     part_amp_step(ctx, q.hg.unit_layer, u_params, q.assignment), ctx.param_bytes)
     legend["optimizer_step"] = ("the update of the largest part's weights"
                                 + amp_update_words(ctx.precision, ctx.amp_runtime))
     legend["amp_casts"] = AMP_CASTS_WORDS

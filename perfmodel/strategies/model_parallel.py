@@ -68,7 +68,6 @@ from .amp_step import AmpStep, part_amp_step
 from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, bucket_reducer, buckets
 from .dimension import Priced, Valuation, memory_parts, step_tail_terms
-from .memory import input_batch_bytes
 from .mp_schedule import Schedule, simulate
 from .mp_segments import Segments, segments
 from .spec import Strategy
@@ -200,7 +199,7 @@ def mp_gradient_exchange(
         for u in units[::-1]:
             t = t + unit_bwd[int(u)]
             ready[int(u)] = (i, t)
-    grads = unit_params * GRAD_BYTES_PER_PARAM
+    grads = unit_params * ctx.param_bytes
     a = np.asarray(assignment)
     end_max: Num = None
     total: Num = 0.0
@@ -244,7 +243,7 @@ def _memory(ctx: Context, s: Strategy, r: _Run, m: int, per_replica: int) -> tup
     per_gpu = [
         memory_parts(
             float(r.part_params[d]), ctx.precision, ctx.optimizer, s.dp > 1,
-            input_batch_bytes(net.input_shape, per_replica) if reads_input[d] else 0.0, float(acts[d]), workspace,
+            ctx.input_bytes(per_replica) if reads_input[d] else 0.0, float(acts[d]), workspace,
             ctx.amp_runtime,
         )
         for d in range(K)
@@ -285,19 +284,21 @@ def _details(ctx: Context, s: Strategy, r: _Run, crit: int) -> dict[str, Any]:
 def mp_terms(
     s: Strategy, optimizer: str, val: Valuation, busy_f: Num, busy_b: Num, sends: Num, idle: Num,
     exposed: Callable[[Num], Num], largest_params: float, amp: AmpStep | None = None,
+    param_bytes: int = GRAD_BYTES_PER_PARAM,
 ) -> dict[str, Num]:
     """The step's terms on the busiest GPU of the schedule, numbers or symbols: its compute
     (``busy_f + busy_b`` per micro-batch), recomputation (every micro-batch's forward but the
     last's), sends per micro-batch, its ``idle`` time up to the schedule's end (the bubble,
     simulated), the gradient exchange exposed past that body (``exposed(body)``) and the
-    largest part's optimizer step (with mixed precision's kernels, ``amp``)."""
+    largest part's optimizer step (with mixed precision's kernels, ``amp``; ``param_bytes`` per
+    element of its weights, gradients and state)."""
     terms: dict[str, Num] = {"compute": val.M * (busy_f + busy_b)}
     if s.recompute:
         terms["recompute"] = (val.M - 1) * busy_f
     terms["pipeline_p2p"] = val.M * sends
     terms["pipeline_bubble"] = idle
     terms["gradient_exchange_exposed"] = exposed(ssum(list(terms.values())))
-    terms.update(step_tail_terms(largest_params, optimizer, val.v, amp, val.M))
+    terms.update(step_tail_terms(largest_params, optimizer, val.v, amp, val.M, param_bytes))
     return terms
 
 
@@ -339,7 +340,8 @@ def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced
     sends = mp_sends(r.seg, crit, (r.seg.msg_src // g) != (r.seg.msg_dst // g), val)
     terms = mp_terms(s, ctx.optimizer, val, float(r.u_f[mine].sum()), float(r.u_b[mine].sum()), sends,
                      max(0.0, sched.total_s - busy), lambda body: exposed, float(r.part_params.max()),
-                     part_amp_step(ctx, r.part.hypergraph.unit_layer, r.u_params, np.asarray(r.part.assignment)))
+                     part_amp_step(ctx, r.part.hypergraph.unit_layer, r.u_params, np.asarray(r.part.assignment)),
+                     ctx.param_bytes)
     details["busiest_part"], memory = _memory(ctx, s, r, m, per_replica)
     details.update(_details(ctx, s, r, crit))
     return Priced.of(terms, memory, details)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cost.collectives import LinkParams, link_params
-from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, smin
 from .context import Context
 from .spec import Strategy
@@ -79,7 +78,7 @@ def parameter_server_links(ctx: Context, gpus: int, lp: LinkParams) -> tuple[Num
 def parameter_server_exchange(ctx: Context, s: Strategy, body_s: float) -> tuple[float, dict[str, Any]]:
     """(exposed seconds, details) of a parameter-server plan: the worst case (all workers at
     once) after compute, on the node's link or, across nodes, the network's."""
-    gb = float(ctx.cc.params.sum()) * GRAD_BYTES_PER_PARAM
+    gb = float(ctx.cc.params.sum()) * ctx.param_bytes
     server_bw, worker_bw, lat = parameter_server_links(ctx, s.gpus, link_params(ctx.hw))
     bounds = parameter_server(body_s, gb, s.dp, server_bw, worker_bw, lat, s.comm == "ps-sharded")
     details = {

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from ..cost.collectives import LinkParams, allreduce, link_params, p2p_expr, point_to_point
-from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, is_symbolic, smax
 from ..hardware import load_hardware
 from ..network import Network
@@ -258,7 +257,7 @@ def _reference_splits(ref: Context, s: Strategy, m: float) -> list[tuple[int, ..
     totals = [costs]
     if s.dp * s.sp_degree > 1 and not s.is_ps:
         group = weight_group(s, hw.gpus_per_node)
-        grad = ref.link_sum(ref.cc.params * GRAD_BYTES_PER_PARAM)
+        grad = ref.link_sum(ref.cc.params * ref.param_bytes)
         links = link_params(hw, group)
         totals.append(costs + np.array([allreduce(b, group, hw, s.comm, links) if b else 0.0 for b in grad]))
     # a pipeline spanning nodes sends some cuts over the network; which ones depends on the

@@ -16,9 +16,10 @@ from .amp_runtime import DEFAULT_AMP_RUNTIME
 from .amp_step import amp_assumption
 from .baseline import Baseline
 from .context import Context
+from .memory import half_model
 from .pipeline import PipelineTask, pipeline_tasks
 from .spec import Strategy
-from .wording import precision_assumption
+from .wording import optimizer_assumption, precision_assumption
 
 __all__ = ["Prediction", "EXCLUDED", "assumptions", "baseline_text", "speedup"]
 
@@ -153,9 +154,8 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
     out = {
         "hardware": f"{hw.name}: {hw.description}",
         "hardware_source": hw.sources.get("profile", "") + (f" (file {hw.path})" if hw.path else ""),
-        "precision": precision_assumption(hw, ctx.precision),
-        "optimizer": {"sgd": "SGD with momentum (one fp32 state buffer)", "adam": "Adam (two fp32 state buffers)",
-                      "sgd-plain": "SGD without momentum (no state buffer)"}[ctx.optimizer],
+        "precision": precision_assumption(hw, ctx.precision, half_model(ctx.precision, ctx.amp_runtime)),
+        "optimizer": optimizer_assumption(ctx.optimizer, ctx.param_bytes),
         "gradient_exchange": "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)",
         "cudnn": cudnn_assumption(ctx.cudnn_major),
         "memory_format": memory_format_assumption(ctx.memory_format),

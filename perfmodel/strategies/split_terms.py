@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.collectives import Group, LinkParams, collective_expr
-from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
+from ..cost.compute import ComputeValues
 from ..cost.formulas import Num, smax, ssum
 from .amp_step import amp_step
 from .context import Context, weight_group
@@ -84,7 +84,7 @@ def replica_exchange(
         return 0.0, 0.0, dp_group, 0.0
 
     reduce, links = bucket_reducer(ctx.hw, dp_group, s.comm, lp)
-    grad_bytes = params * GRAD_BYTES_PER_PARAM
+    grad_bytes = params * ctx.param_bytes
     eta_mem = (ctx.values if v is None else v).eta_memory
     end, total_comm, slowed = stage_exchange(bwd, grad_bytes, reduce, body, s.overlap, dp_group, links, s.comm, eta_mem)
     return smax(0, end - body - slowed), total_comm, dp_group, slowed
@@ -165,9 +165,9 @@ def split_terms(
         ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None, val.v
     )
     if s.dp > 1:
-        terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, val.v)
+        terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, val.v, ctx.param_bytes)
         terms["nccl_contention"] = slowed
     terms["gradient_exchange_exposed"] = exposed
     terms.update(step_tail_terms(float(params.sum()), ctx.optimizer, val.v,
-                                 amp_step(ctx.net, ctx.precision, params, ctx.amp_runtime), val.M))
+                                 amp_step(ctx.net, ctx.precision, params, ctx.amp_runtime), val.M, ctx.param_bytes))
     return terms, total_comm, dp_group

@@ -6,7 +6,7 @@ from ..hardware import Hardware
 from ..hardware.profile import PEAK_KEY
 from .spec import Strategy
 
-__all__ = ["precision_assumption", "exchange_assumption", "contention_words", "COPIES_WORDS"]
+__all__ = ["precision_assumption", "optimizer_assumption", "exchange_assumption", "contention_words", "COPIES_WORDS"]
 
 _PRECISION = {
     "fp32": "fp32 everywhere (CUDA-core peak)",
@@ -24,10 +24,13 @@ _FP32_ON_TF32_GPUS = (
 )
 
 
-def precision_assumption(hw: Hardware, precision: str) -> str:
+def precision_assumption(hw: Hardware, precision: str, half_model: bool = False) -> str:
     """What ``precision`` means on ``hw``; a device without its tensor-core format says so
-    (V100 has no TF32 or BF16: convolutions and matmuls run at its fp32 peak)."""
+    (V100 has no TF32 or BF16: convolutions and matmuls run at its fp32 peak). ``half_model``:
+    a 16-bit model (``model.half()``, :func:`~.memory.half_model`), with no fp32 master."""
     key = PEAK_KEY[precision]
+    if half_model and key in hw.device.peak_flops_per_s:
+        return f"a 16-bit model: {key} tensor-core math, activations, weights and gradients (no fp32 master)"
     if precision == "fp32" and "tf32" in hw.device.peak_flops_per_s:
         return _PRECISION["fp32"] + _FP32_ON_TF32_GPUS
     if key in hw.device.peak_flops_per_s:
@@ -37,6 +40,14 @@ def precision_assumption(hw: Hardware, precision: str) -> str:
         f"{hw.device.name} has no {key.upper()}: convolutions and matmuls at the fp32 peak "
         f"({fp32 / 1e12:.1f} TFLOP/s), {'fp32' if precision == 'tf32' else 'bf16'} storage"
     )
+
+
+def optimizer_assumption(optimizer: str, param_bytes: int) -> str:
+    """The optimizer and its state buffers, which have the parameters' dtype (``param_bytes``: 4
+    for fp32 parameters, 2 for a 16-bit model's)."""
+    dtype = "fp32" if param_bytes == 4 else "16-bit"
+    return {"sgd": f"SGD with momentum (one {dtype} state buffer)", "adam": f"Adam (two {dtype} state buffers)",
+            "sgd-plain": "SGD without momentum (no state buffer)"}[optimizer]
 
 
 def exchange_assumption(s: Strategy) -> str:
