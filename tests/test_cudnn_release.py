@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from perfmodel.cost.cudnn_release import CUDNN70_VOLTA_FP32_SLOWDOWN, SLOW_RELEASE, release_hardware
 from perfmodel.hardware import load_hardware
+from perfmodel.validation.compare import DEFINITIONS
 from perfmodel.validation.measurements import load_measurements
 from perfmodel.validation.pricing import price_row
 from perfmodel.validation.software_era import cudnn_release_of
@@ -90,3 +91,8 @@ def test_a_cudnn70_volta_fp32_row_prices_slower_by_at_most_the_factor() -> None:
             assert 1.03 < stated / unstated < CUDNN70_VOLTA_FP32_SLOWDOWN
         else:
             assert stated == pytest.approx(unstated, rel=1e-12)
+
+
+def test_validate_states_the_rule_among_its_assumptions() -> None:
+    text = DEFINITIONS["cudnn"]
+    assert "cuDNN 7.0" in text and "Volta" in text and f"{CUDNN70_VOLTA_FP32_SLOWDOWN:.3f}x" in text

@@ -64,7 +64,9 @@ DEFINITIONS = {
     "groups": "per (model, hardware, strategy kind)",
     "cudnn": (
         "each row's grouped convolutions priced as the cuDNN its framework, source or notes state runs "
-        "them (one kernel per group before cuDNN 8: perfmodel.validation.software_era; unstated: the default)"
+        "them (one kernel per group before cuDNN 8: perfmodel.validation.software_era; unstated: the default); "
+        "a row stating cuDNN 7.0 on a Volta GPU in fp32 with its convolutions 1.162x slower, as DeepBench's "
+        "2017 V100 kernels were against its 2019 ones (perfmodel.cost.cudnn_release)"
     ),
     "memory_format": (
         "each row's activations in the layout its source ran (NVIDIA DeepLearningExamples: AMP NHWC, "
