@@ -16,7 +16,7 @@ from .calibrate_group import GroupCalibration, calibrate_per_group, row_id, spee
 from .devices import CPU_REASON, CPU_ROLE, ran_on_cpu
 from .measurements import Measurement, MeasurementSet, resolve_hardware
 from .pricing import RowPrice, price_row
-from .software_era import cudnn_major_of, fusion_of, memory_format_of
+from .software_era import cudnn_major_of, cudnn_release_of, fusion_of, memory_format_of
 
 __all__ = [
     "CALIBRATION_MODES",
@@ -64,7 +64,9 @@ DEFINITIONS = {
     "groups": "per (model, hardware, strategy kind)",
     "cudnn": (
         "each row's grouped convolutions priced as the cuDNN its framework, source or notes state runs "
-        "them (one kernel per group before cuDNN 8: perfmodel.validation.software_era; unstated: the default)"
+        "them (one kernel per group before cuDNN 8: perfmodel.validation.software_era; unstated: the default); "
+        "a row stating cuDNN 7.0 on a Volta GPU in fp32 with its convolutions 1.162x slower, as DeepBench's "
+        "2017 V100 kernels were against its 2019 ones (perfmodel.cost.cudnn_release)"
     ),
     "memory_format": (
         "each row's activations in the layout its source ran (NVIDIA DeepLearningExamples: AMP NHWC, "
@@ -269,7 +271,7 @@ def compare_rows(
             continue
         key = (m.model, m.image_size, m.hardware, m.precision, m.optimizer, m.strategy_text,
                m.gpus, m.batch_per_gpu, m.global_batch, scale, cudnn_major_of(m), memory_format_of(m), fusion_of(m),
-               amp_runtime_of(m), m.step)
+               amp_runtime_of(m), m.step, cudnn_release_of(m))
         if key not in priced:  # a repeated run is priced once (a million rows, a few hundred runs)
             try:
                 if m.hardware not in hws:

@@ -16,6 +16,8 @@ so each measured row is priced with the version its source states, in this order
    a1b4ee25 (PyTorch 1.3: cuDNN 7).
 
 A row none of these match is priced with the default (:data:`~perfmodel.cost.grouped.DEFAULT_CUDNN_MAJOR`).
+The release (major and minor) is read only where a row states it (``cuDNN 7.0.0.5``:
+:func:`cudnn_release_of`); it selects the cuDNN 7.0 Volta rule of :mod:`perfmodel.cost.cudnn_release`.
 
 The activations' memory format (:mod:`perfmodel.cost.layout`: NCHW adds cuDNN's transposes around
 tensor-core convolutions) is read from the same fields (:func:`memory_format_of`):
@@ -65,7 +67,7 @@ from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR, FIRST_GROUPED_KERN
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from .measurements import Measurement
 
-__all__ = ["cudnn_major_of", "cudnn_major_from_text", "memory_format_of", "fusion_of"]
+__all__ = ["cudnn_major_of", "cudnn_major_from_text", "cudnn_release_of", "memory_format_of", "fusion_of"]
 
 _EXPLICIT = re.compile(r"cuDNN\s*v?(\d+)(?:\.\d+)*", re.IGNORECASE)
 _NGC = re.compile(r"(?:NGC\s+|pytorch-|mxnet-|tensorflow-|\b)(\d\d)\.(\d\d)(?:-tf[12])?(?:-py3)?\b")
@@ -106,6 +108,17 @@ def cudnn_major_of(m: Measurement) -> int:
     """The cuDNN major version measured row ``m`` ran with (the default where it does not say)."""
     found = cudnn_major_from_text(m.framework, m.source, m.columns.get("notes", ""))
     return DEFAULT_CUDNN_MAJOR if found is None else found
+
+
+_RELEASE = re.compile(r"cuDNN\s*v?(\d+)\.(\d+)", re.IGNORECASE)
+
+
+def cudnn_release_of(m: Measurement) -> tuple[int, int] | None:
+    """The cuDNN (major, minor) row ``m`` states explicitly (``cuDNN 7.0.0.5`` -> (7, 0)), or None:
+    the release selects :func:`perfmodel.cost.cudnn_release.release_hardware`'s rule (cuDNN 7.0 on
+    Volta); a row stating only a major, a container or a framework version gets None."""
+    found = _RELEASE.search(" ".join((m.framework, m.source, m.columns.get("notes", ""))))
+    return None if found is None else (int(found.group(1)), int(found.group(2)))
 
 
 _LAYOUT = re.compile(r"\b(NHWC|NCHW|channels[-_ ]last)\b", re.IGNORECASE)
