@@ -15,6 +15,7 @@ from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, MAX_SEED, check_count, shown
 from ..network import Network, get_model
 from ..units import BYTES_PER_ELEMENT
+from .gathers import channel_copies, copy_seconds
 from .hypergraph import Hypergraph
 from .loads import part_seconds
 from .metrics import imbalance, is_acyclic, max_allowed_weight, part_loads, quotient_edges
@@ -242,7 +243,9 @@ def partition_report(
     cp = contiguous_partition(net, hg, parts)
 
     def loads(p: Partition) -> np.ndarray:
-        return part_seconds(net, hg, p.assignment, parts, hw, precision, global_batch)
+        copies = copy_seconds(channel_copies(net, hg, p.assignment), parts, hw, precision, global_batch)
+        total: np.ndarray = part_seconds(net, hg, p.assignment, parts, hw, precision, global_batch) + copies
+        return total
 
     params_unit = hg.layer_values(net_params(net))
     bound = max_allowed_weight(int(hg.unit_weights.sum()), parts, epsilon)
@@ -296,8 +299,9 @@ def _notes(hg: Hypergraph, epsilon: float, seed: int, global_batch: int) -> dict
     if granularity == "channel":
         notes["units"] = (f"the channels of filter={hg.groups}'s GPUs; a part runs the units it holds of a layer "
                           "as one smaller layer (its filters from the whole input, or the channels it follows), "
-                          "priced as predict prices a filter-split GPU's layer; non-contiguous channels "
-                          "priced as contiguous")
+                          "priced as predict prices a filter-split GPU's layer, plus the copies (torch.cat) "
+                          "that pack channel blocks into contiguous buffers before a layer reads them or a "
+                          "message sends them, forward and backward")
     return notes
 
 
