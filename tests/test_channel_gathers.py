@@ -1,12 +1,13 @@
 """The copies that pack a channel partition's blocks into contiguous buffers, against brute force.
 
-Oracle: for small networks with concatenations, residual adds, depthwise convolutions and a
-classifier, every channel is walked one at a time. What each reading unit needs is taken from
-the hypergraph's nets (which units' tensors it is a pin of), not from the channel split's
-alignment flags; each part's buffer of a tensor is a torch tensor of its channel ids (batch 2,
-so a slice of channels is not contiguous), and each gather or pack is performed with
-``torch.cat`` of ``narrow`` slices, checked to yield the needed channels in order. The slices
-and elements counted there must be :func:`~perfmodel.partition.gathers.channel_copies`'.
+Oracle: for small networks with concatenations, residual adds, depthwise convolutions, a
+cross-channel LRN and a classifier, every channel is walked one at a time. What each reading unit
+needs is taken from the hypergraph's nets (which units' tensors it is a pin of), not from the
+channel split's alignment flags, and an LRN unit's window from its size; each part's buffer of a
+tensor is a torch tensor of its channel ids (batch 2, so a slice of channels is not contiguous),
+and each gather or pack is performed with ``torch.cat`` of ``narrow`` slices, checked to yield the
+needed channels in order. The slices and elements counted there must be
+:func:`~perfmodel.partition.gathers.channel_copies`'.
 """
 
 from __future__ import annotations
@@ -52,7 +53,16 @@ def _depthwise() -> Network:
     return b.build()
 
 
-NETS = {"cat": _inception_like(), "dw": _depthwise()}
+def _lrn() -> Network:
+    """A cross-channel LRN of 5 channels (AlexNet's): each output channel reads 2 channels below
+    and 2 above its own."""
+    b = NetBuilder("lrn", (8, 6, 6))
+    x = b.act(b.conv("input", 12, 3, padding=1, bias=False, name="c1"), "relu", name="r")
+    b.conv(b.lrn(x, 5, name="norm"), 8, 1, bias=False, name="c2")
+    return b.build()
+
+
+NETS = {"cat": _inception_like(), "dw": _depthwise(), "lrn": _lrn()}
 GROUPS = 4
 HGS = {name: build_hypergraph(net, None, "amp", "channel", GROUPS) for name, net in NETS.items()}
 
@@ -85,12 +95,19 @@ def _brute_force(net: Network, hg: Hypergraph, a: np.ndarray) -> Counter[tuple[i
     reads: dict[tuple[int, int, int], set[int]] = {}  # (reading part, reading layer, producer layer) -> channels
     for i in range(hg.num_nets):
         if ">" in hg.net_names[i]:
-            continue  # a halo net (none in these networks)
+            continue  # a halo net: its channels are the LRN's window, below
         pins = hg.net_pins(i)
         u, producer = int(pins[0]), int(hg.unit_layer[pins[0]])
         for r in pins[1:]:
             key = (int(a[r]), int(hg.unit_layer[r]), producer)
             reads.setdefault(key, set()).update(_channels(hg.unit_channels[u]))
+    for r in range(hg.num_units):  # an LRN unit also reads its window's channels beyond its own
+        layer = net.layers[int(hg.unit_layer[r])]
+        if layer.kind == "lrn":
+            size, producer = int(layer.attr("size")), net.index[layer.inputs[0]]
+            window = {w for c in _channels(hg.unit_channels[r]) for w in range(c - size // 2, c + (size - 1) // 2 + 1)}
+            key = (int(a[r]), int(hg.unit_layer[r]), producer)
+            reads[key].update(w for w in window if 0 <= w < layer.out_shape[0])
     out: Counter[tuple[int, str, str, int, int]] = Counter()
     gathered, packed = set(), set()
     for (p, _, producer), need in reads.items():

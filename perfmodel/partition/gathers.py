@@ -98,7 +98,9 @@ def _needs(net: Network, splits: tuple[LayerSplit, ...], first_unit: np.ndarray,
             for idx, j in enumerate(_live(ls)):
                 p = int(a[first_unit[k] + idx])
                 if ls.split and ls.aligned[i]:
-                    need = _mask(channels, splits[producer].parts[j]) | _mask(channels, halo_reads(ls, j))
+                    need = _mask(channels, splits[producer].parts[j])
+                    if ls.halo != (0, 0):
+                        need |= _mask(channels, halo_reads(ls, j))
                 else:
                     need = np.ones(channels, dtype=bool)
                 per_part[p] = need if p not in per_part else per_part[p] | need
