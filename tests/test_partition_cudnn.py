@@ -96,9 +96,9 @@ def test_cli_partition_cudnn(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_mp_plans_partition_with_the_contexts_cudnn() -> None:
     net, hw = get_model(MODEL), load_hardware(HW)
-    p7 = mp_partition(context(net, hw, "fp32", "sgd", cudnn_major=7), 2)
-    p9 = mp_partition(context(net, hw, "fp32", "sgd"), 2)
+    p7 = mp_partition(context(net, hw, "fp32", "sgd", cudnn_major=7), 2, WEIGHT_BATCH)
+    p9 = mp_partition(context(net, hw, "fp32", "sgd"), 2, WEIGHT_BATCH)
     assert (p7.hypergraph.cudnn_major, p9.hypergraph.cudnn_major) == (7, 9)
     ref = reference_layer_times(net, "fp32", 7)
     np.testing.assert_allclose(p7.hypergraph.unit_seconds, ref.fwd + ref.bwd, rtol=1e-12)
-    assert mp_partition(context(net, hw, "fp32", "sgd", cudnn_major=7), 2) is p7  # cached per cuDNN
+    assert mp_partition(context(net, hw, "fp32", "sgd", cudnn_major=7), 2, WEIGHT_BATCH) is p7  # cached per cuDNN

@@ -86,9 +86,9 @@ def test_cli_partition_memory_format(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_mp_plans_partition_with_the_contexts_format() -> None:
     net, hw = get_model(MODEL), load_hardware(HW)
-    a = mp_partition(context(net, hw, "amp", "sgd", memory_format="nchw"), 2)
-    b = mp_partition(context(net, hw, "amp", "sgd", memory_format="nhwc"), 2)
+    a = mp_partition(context(net, hw, "amp", "sgd", memory_format="nchw"), 2, WEIGHT_BATCH)
+    b = mp_partition(context(net, hw, "amp", "sgd", memory_format="nhwc"), 2, WEIGHT_BATCH)
     assert (a.hypergraph.memory_format, b.hypergraph.memory_format) == ("nchw", "nhwc")
     ref = reference_layer_times(net, "amp", memory_format="nhwc")
     np.testing.assert_allclose(b.hypergraph.unit_seconds, ref.fwd + ref.bwd, rtol=1e-12)
-    assert mp_partition(context(net, hw, "amp", "sgd", memory_format="nhwc"), 2) is b  # cached per format
+    assert mp_partition(context(net, hw, "amp", "sgd", memory_format="nhwc"), 2, WEIGHT_BATCH) is b  # cached per format

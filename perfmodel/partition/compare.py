@@ -15,7 +15,8 @@ from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, MAX_SEED, check_count, shown
 from ..network import Network, get_model
 from ..units import BYTES_PER_ELEMENT
-from .hypergraph import WEIGHT_BATCH, Hypergraph
+from .gathers import channel_copies, copy_seconds
+from .hypergraph import Hypergraph
 from .loads import part_seconds
 from .metrics import imbalance, is_acyclic, max_allowed_weight, part_loads, quotient_edges
 from .plan import (
@@ -236,14 +237,15 @@ def partition_report(
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
     net = model if isinstance(model, Network) else get_model(model, image_size)
     hw = load_hardware(hardware)
-    # channel units weighted at the step's batch; layer units at mp=K plans' (the same partition)
-    weight_batch = global_batch if granularity == "channel" else WEIGHT_BATCH
-    hg = network_hypergraph(net, hw, precision, parts, granularity, major, fmt, weight_batch)  # checks cuDNN
+    # units weighted at the batch the parts run, as mp=K plans weight theirs at their micro-batch
+    hg = network_hypergraph(net, hw, precision, parts, granularity, major, fmt, global_batch)  # checks cuDNN
     hp = hypergraph_partition(hg, parts, epsilon, seed)
     cp = contiguous_partition(net, hg, parts)
 
     def loads(p: Partition) -> np.ndarray:
-        return part_seconds(net, hg, p.assignment, parts, hw, precision, global_batch)
+        copies = copy_seconds(channel_copies(net, hg, p.assignment), parts, hw, precision, global_batch)
+        total: np.ndarray = part_seconds(net, hg, p.assignment, parts, hw, precision, global_batch) + copies
+        return total
 
     params_unit = hg.layer_values(net_params(net))
     bound = max_allowed_weight(int(hg.unit_weights.sum()), parts, epsilon)
@@ -286,8 +288,8 @@ def _notes(hg: Hypergraph, epsilon: float, seed: int, global_batch: int) -> dict
         "partitioner": f"KaHyPar direct k-way, objective km1 (connectivity - 1), "
         f"epsilon {epsilon}, seed {seed}; "
         "vertex weights: predicted compute time of each unit's layer times its share of the layer's "
-        f"channels, at batch {weight_batch}" + (", as mp=K plans weight them" if granularity == "layer" else "")
-        + " (memory is not a second constraint: KaHyPar balances one weight)",
+        f"channels, at batch {weight_batch}, the batch the parts run (mp=K plans weight theirs at their "
+        "micro-batch) (memory is not a second constraint: KaHyPar balances one weight)",
         "contiguous": "the chain of links cut into K runs minimising the slowest run (as pipeline "
         "parallelism cuts it), measured on the same hypergraph",
         "balance": "KaHyPar's bound: heaviest part <= (1 + epsilon) x ceil(total / K) on integer "
@@ -297,8 +299,9 @@ def _notes(hg: Hypergraph, epsilon: float, seed: int, global_batch: int) -> dict
     if granularity == "channel":
         notes["units"] = (f"the channels of filter={hg.groups}'s GPUs; a part runs the units it holds of a layer "
                           "as one smaller layer (its filters from the whole input, or the channels it follows), "
-                          "priced as predict prices a filter-split GPU's layer; non-contiguous channels "
-                          "priced as contiguous")
+                          "priced as predict prices a filter-split GPU's layer, plus the copies (torch.cat) "
+                          "that pack channel blocks into contiguous buffers before a layer reads them or a "
+                          "message sends them, forward and backward")
     return notes
 
 

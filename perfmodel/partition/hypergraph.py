@@ -35,9 +35,10 @@ __all__ = [
 #: ``groups`` GPUs splits is cut into those GPUs' shares of its output channels.
 GRANULARITIES = ("layer", "channel")
 
-#: Samples at which unit compute times are taken (then divided by it: seconds per sample).
-#: A fixed reference keeps a partition independent of the step's batch, so one partition
-#: serves every batch size the search tries.
+#: Samples at which unit compute times are taken (then divided by it: seconds per sample) when
+#: no batch is given. Callers that know the batch the parts run pass it (``mp=K`` plans their
+#: micro-batch, the partition report its global batch): a layer's time is not linear in the
+#: batch, so parts balanced at 32 samples are not balanced at another batch.
 WEIGHT_BATCH = 32
 
 #: Integer vertex weights for the partitioner sum to about this (KaHyPar takes integers).

@@ -8,8 +8,9 @@ one GPU of a filter split runs, :mod:`perfmodel.cost.shares`), at the step's own
 fixed costs of a kernel (launch, host dispatch, a small problem's poor tile fill) are paid once
 per step, not once per ``WEIGHT_BATCH`` samples. With unit ``j`` of every layer in part ``j``
 (filter parallelism's layout over the hypergraph's groups) a part's load is what ``predict
---strategy filter=g`` prices that GPU's compute at. Blocks that are not contiguous channels are
-priced as if they were (a gather of the filters or channels is not counted).
+--strategy filter=g`` prices that GPU's compute at. A block's kernel runs as if its channels
+were contiguous; the copies that make its inputs and messages contiguous are priced apart
+(:mod:`perfmodel.partition.gathers`) and added to the part's load by the partition report.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def part_seconds(net: Network, hg: Hypergraph, assignment: np.ndarray, parts: in
     (None: the reference profile) at ``precision``: the sum over the layers it holds of one block
     (:func:`part_blocks`) priced as the smaller layer one GPU of filter parallelism runs
     (:func:`~perfmodel.partition.hypergraph.unit_times` at ``batch``), with ``hg``'s cuDNN and
-    memory format. ``net`` is the network ``hg`` was built from."""
+    memory format: its kernels only (the copies that pack its channel blocks into contiguous
+    buffers are :func:`~perfmodel.partition.gathers.copy_seconds`). ``net`` is the network ``hg``
+    was built from."""
     if hg.num_units and len(net.layers) <= int(hg.unit_layer.max()):
         raise ValueError(f"hypergraph of {hg.num_units} units is not of network {net.name}")
     blocks = part_blocks(hg, assignment, parts)

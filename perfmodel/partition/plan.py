@@ -208,12 +208,14 @@ def network_partition(
     seed: int = DEFAULT_SEED,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
+    batch: int = WEIGHT_BATCH,
 ) -> Partition:
     """KaHyPar's ``parts``-way partition of ``net`` at ``granularity`` (cached per network,
     weights, ``parts``, granularity, ``epsilon`` and seed), its units weighted by their compute
-    times on ``hw`` (``None``: on the reference profile, so the same for every profile) with
+    times for ``batch`` samples (the batch each part runs: a part's time does not grow linearly
+    with it) on ``hw`` (``None``: on the reference profile, so the same for every profile) with
     grouped convolutions as cuDNN ``cudnn_major`` runs them and the activations in ``memory_format``."""
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
-    hg = network_hypergraph(net, hw, precision, parts, granularity, cudnn_major, memory_format)
+    hg = network_hypergraph(net, hw, precision, parts, granularity, cudnn_major, memory_format, batch)
     return hypergraph_partition(hg, parts, epsilon, seed)

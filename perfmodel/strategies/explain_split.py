@@ -178,7 +178,7 @@ def explain_mp(
 ) -> StepFormula:
     """Hypergraph model parallelism: closed forms of the busiest GPU's work, the schedule simulated."""
     K, g = s.mp, ctx.hw.gpus_per_node
-    part = mp_partition(ctx, K)
+    part = mp_partition(ctx, K, int(details["micro_batch"]))
     seg = segments(part)
     fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM])
     q = _Mp(

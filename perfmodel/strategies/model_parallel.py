@@ -1,9 +1,12 @@
 """Hypergraph-partitioned model parallelism (``mp=K``): micro-batches pipelined over the parts.
 
 The network's layer hypergraph is cut into K parts by KaHyPar (``perfmodel.partition``),
-one part per GPU of a replica. The layers are weighted by their times on a fixed reference
-profile (:data:`~perfmodel.hardware.REFERENCE_PROFILE`), not on the profile
-priced, so a network has one partition per (K, precision) whatever the hardware. A part need
+one part per GPU of a replica. The layers are weighted by their times for the plan's
+micro-batch (the batch every part runs: a layer's time is not linear in the batch, through
+wave quantisation, launch and host floors and memory-bound kernels, so parts balanced at
+another batch are not balanced at this one) on a fixed reference profile
+(:data:`~perfmodel.hardware.REFERENCE_PROFILE`), not on the profile priced, so a network has
+one partition per (K, micro-batch, precision) whatever the hardware. A part need
 not be a contiguous run of layers, so parts exchange tensors along the network's DAG,
 possibly in both directions (the quotient graph of the parts may have cycles). The step is
 therefore priced by simulating the schedule rather than with the closed form of a linear
@@ -77,26 +80,28 @@ __all__ = ["GRANULARITY", "price_model_parallel", "mp_partition", "mp_terms", "m
 #: The hypergraph granularity ``mp=K`` plans are partitioned at (one vertex per layer).
 GRANULARITY = "layer"
 
-_PartKey = tuple[int, str, int, str]  # parts, precision, cuDNN major, memory format
+_PartKey = tuple[int, int, str, int, str]  # parts, micro-batch, precision, cuDNN major, memory format
 _PARTITIONS: weakref.WeakKeyDictionary[Network, dict[_PartKey, Partition]] = weakref.WeakKeyDictionary()
 
 
-def mp_partition(ctx: Context, parts: int) -> Partition:
+def mp_partition(ctx: Context, parts: int, micro_batch: int) -> Partition:
     """KaHyPar's ``parts``-way layer partition of the context's network, its layers weighted by
-    their times on the reference profile (:data:`~perfmodel.hardware.REFERENCE_PROFILE`),
-    not the context's profile: one partition per (network, parts, precision, cuDNN, memory
-    format), cached, so a faster device or link prices the same parts and never a worse cut of
-    them. The weights take the context's cuDNN (grouped convolutions, :mod:`perfmodel.cost.grouped`)
-    and memory format (transposes around tensor-core convolutions, :mod:`perfmodel.cost.layout`):
-    the software the parts run with, unlike the device, changes which layers are heavy."""
+    their times for ``micro_batch`` samples (what every part runs at once, so the parts are
+    balanced at the batch they run) on the reference profile
+    (:data:`~perfmodel.hardware.REFERENCE_PROFILE`), not the context's profile: one partition
+    per (network, parts, micro-batch, precision, cuDNN, memory format), cached, so a faster
+    device or link prices the same parts and never a worse cut of them. The weights take the
+    context's cuDNN (grouped convolutions, :mod:`perfmodel.cost.grouped`) and memory format
+    (transposes around tensor-core convolutions, :mod:`perfmodel.cost.layout`): the software
+    the parts run with, unlike the device, changes which layers are heavy."""
     per_net = _PARTITIONS.setdefault(ctx.net, {})
-    key = (parts, ctx.precision, ctx.cudnn_major, ctx.memory_format)
+    key = (parts, micro_batch, ctx.precision, ctx.cudnn_major, ctx.memory_format)
     hit = per_net.get(key)
     if hit is None:
         try:
             hit = network_partition(
                 ctx.net, None, ctx.precision, parts, GRANULARITY, DEFAULT_EPSILON, DEFAULT_SEED, ctx.cudnn_major,
-                ctx.memory_format,
+                ctx.memory_format, micro_batch,
             )
         except UsageError as exc:
             raise StrategyError(f"mp={parts}: {exc}") from None
@@ -137,7 +142,7 @@ class _Run:
 
 def _run(ctx: Context, s: Strategy, m: int) -> _Run:
     e, g, hw = ctx.elem_bytes, ctx.hw.gpus_per_node, ctx.hw
-    p = mp_partition(ctx, s.mp)
+    p = mp_partition(ctx, s.mp, m)
     hg, seg = p.hypergraph, segments(p)
     lt, ev = ctx.times(m)
     u_f, u_b = hg.layer_values(lt.fwd), hg.layer_values(lt.bwd)
@@ -267,7 +272,8 @@ def _details(ctx: Context, s: Strategy, r: _Run, crit: int) -> dict[str, Any]:
             for d in range(K)
         ],
         partitioner=f"KaHyPar km1, {GRANULARITY} granularity, epsilon {DEFAULT_EPSILON}, seed {DEFAULT_SEED}, "
-        f"layers weighted on the reference profile {REFERENCE_PROFILE} (the same parts on every profile)",
+        f"layers weighted at the micro-batch ({r.part.hypergraph.batch} samples) on the reference profile "
+        f"{REFERENCE_PROFILE} (the same parts on every profile)",
         partition_imbalance=imbalance(np.array([r.u_f[u].sum() + r.u_b[u].sum() for u in r.part_units])),
         partition_volume_bytes_per_sample=r.part.volume_bytes_per_sample,
         quotient_edges=[list(x) for x in edges],

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.collectives import point_to_point
-from ..partition.hypergraph import WEIGHT_BATCH, Hypergraph, reference_hardware
+from ..partition.hypergraph import Hypergraph, reference_hardware
 from ..partition.plan import Partition
 
 __all__ = ["Segments", "segments"]
@@ -27,8 +27,9 @@ class Segments:
     elements per sample, sent by segment ``msg_seg[i]`` (forward messages first, then the
     backward ones; ``msg_bwd`` marks the latter). ``ref_fwd_s``, ``ref_bwd_s`` and
     ``ref_msg_s`` are the segments' compute and the messages' seconds for a micro-batch of
-    :data:`~perfmodel.partition.hypergraph.WEIGHT_BATCH` samples on the hypergraph's weights
-    and the reference profile's intra-node link: the durations the schedule's order is taken from.
+    the hypergraph's :attr:`~perfmodel.partition.hypergraph.Hypergraph.batch` samples (the
+    micro-batch it was weighted at) on its weights and the reference profile's intra-node link:
+    the durations the schedule's order is taken from.
     """
 
     parts: int
@@ -136,7 +137,7 @@ def segments(p: Partition) -> Segments:
     # profile); hand-made hypergraphs without a forward share take a third of each unit's time
     u_fwd = hg.unit_fwd_seconds if hg.unit_fwd_seconds is not None else hg.unit_seconds / 3
     u_bwd = hg.unit_seconds - u_fwd
-    ref_bytes = arr[:, 3] * hg.elem_bytes * WEIGHT_BATCH
+    ref_bytes = arr[:, 3] * hg.elem_bytes * hg.batch
     ref = reference_hardware()
     out = Segments(
         parts=p.parts,
@@ -149,8 +150,8 @@ def segments(p: Partition) -> Segments:
         msg_dst=arr[:, 2].astype(np.int64),
         msg_elems=arr[:, 3],
         msg_bwd=np.array([m[4] for m in walk.msgs], dtype=bool),
-        ref_fwd_s=np.array([u_fwd[u].sum() for u in units]) * WEIGHT_BATCH,
-        ref_bwd_s=np.array([u_bwd[u].sum() for u in units]) * WEIGHT_BATCH,
+        ref_fwd_s=np.array([u_fwd[u].sum() for u in units]) * hg.batch,
+        ref_bwd_s=np.array([u_bwd[u].sum() for u in units]) * hg.batch,
         ref_msg_s=np.array([point_to_point(float(b), ref, False) for b in ref_bytes]),
     )
     _SEGMENTS[p] = out
