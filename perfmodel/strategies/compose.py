@@ -34,8 +34,9 @@ from .parameter_server import parameter_server_exchange
 from .pipeline import StageSplit, stage_candidates, stage_split
 from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
+from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, fill_drain_s, split_pool, tail_s
 
-__all__ = ["price", "price_chain", "chain_memory", "numeric_step"]
+__all__ = ["price", "price_chain", "chain_memory", "split_memory_bytes", "numeric_step"]
 
 
 def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
@@ -124,29 +125,34 @@ def _best_split(
     ctx: Context, s: Strategy, layers: ChainLayers, mem_layers: ChainLayers, per_replica: int, workspace: float,
     details: dict[str, Any],
 ) -> StageSplit:
-    """The fastest candidate split that fits in memory (the fastest if none fits); ``balance=`` pins it."""
+    """The fastest split that fits in memory (the fastest if none fits; :mod:`.split_search`);
+    ``balance=`` pins it."""
     n_links = len(ctx.net.links)
     if s.balance and sum(s.balance) != n_links:
         raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links}")
-    candidates = [s.balance] if s.balance else stage_candidates(ctx, s, layers)
-    splits = [stage_split(ctx, s, layers, c) for c in candidates]
-    steps, fits = [], []
-    cap = ctx.hw.device.memory_bytes
-    for sp_ in splits:
-        t = sp_.timing
-        rb = stage_backward_s(sp_.fwd_s.tolist(), sp_.bwd_s.tolist(), sp_.send_fwd_s.tolist(),
-                              sp_.send_bwd_s.tolist(), s.recompute)
-        x = gradient_exchange(ctx, s, layers.bwd, sp_.layer_ranges(ctx), t.last_bwd_end_s, t.total_s,
-                              Drain(rb, s.mb, drain_stage(rb, s.mb)))
-        params = _largest_stage_params(ctx, sp_.bounds)
-        steps.append(t.total_s + x.contention + x.copies + x.exposed
-                     + sum(step_tail_terms(params, ctx.optimizer, ctx.values,
-                                           stage_amp_step(ctx, sp_.layer_ranges(ctx)), s.mb,
-                                           ctx.param_bytes).values()))
-        fits.append(sum(chain_memory(ctx, s, mem_layers, sp_.bounds, per_replica, workspace).values()) <= cap)
-    best = splits[min(range(len(splits)), key=lambda i: (not fits[i], steps[i], i))]
-    if not s.balance:
-        details["balance_candidates"] = [list(c) for c in candidates]
+    if s.balance:
+        best = stage_split(ctx, s, layers, s.balance)
+    else:
+        exhaustive = math.comb(n_links - 1, s.pp - 1) <= EXHAUSTIVE_SPLITS
+        candidates = [] if exhaustive else stage_candidates(ctx, s, layers)
+        pool = split_pool(n_links, s.pp, candidates)
+        splits: dict[int, StageSplit] = {}
+
+        def split(j: int) -> StageSplit:
+            if j not in splits:
+                splits[j] = stage_split(ctx, s, layers, tuple(int(x) for x in np.diff(pool[j])))
+            return splits[j]
+
+        fits = split_memory_bytes(ctx, s, mem_layers, pool, per_replica, workspace) <= ctx.hw.device.memory_bytes
+        body = fill_drain_s(ctx, s, layers, pool)
+        tail_base, tail = tail_s(ctx, s, pool)
+        row, priced, gap = cheapest_split(body + tail_base, fits, lambda j: _split_step(ctx, s, layers, split(j)),
+                                          tighter_s=lambda j: float(body[j]) + tail(j))
+        best = split(row)
+        if not exhaustive:  # the pool's seeds
+            details["balance_candidates"] = [list(c) for c in candidates]
+        details["balance_search"] = {"splits": len(pool), "priced_in_full": priced, "exhaustive": exhaustive,
+                                     "gap_bound_s": gap}
     link_params = ctx.link_sum(ctx.cc.params)
     details.update(
         stages=[
@@ -164,6 +170,19 @@ def _best_split(
         schedule=s.schedule,
     )
     return best
+
+
+def _split_step(ctx: Context, s: Strategy, layers: ChainLayers, split: StageSplit) -> float:
+    """Step seconds of ``split``: its fill-drain time, the gradient exchange's terms, the tail steps."""
+    t = split.timing
+    rb = stage_backward_s(split.fwd_s.tolist(), split.bwd_s.tolist(), split.send_fwd_s.tolist(),
+                          split.send_bwd_s.tolist(), s.recompute)
+    x = gradient_exchange(ctx, s, layers.bwd, split.layer_ranges(ctx), t.last_bwd_end_s, t.total_s,
+                          Drain(rb, s.mb, drain_stage(rb, s.mb)))
+    params = _largest_stage_params(ctx, split.bounds)
+    tail = step_tail_terms(params, ctx.optimizer, ctx.values, stage_amp_step(ctx, split.layer_ranges(ctx)), s.mb,
+                           ctx.param_bytes)
+    return float(t.total_s + x.contention + x.copies + x.exposed + sum(tail.values()))
 
 
 def chain_memory(
@@ -198,3 +217,27 @@ def chain_memory(
         stages.append(memory_parts(float(link_params[a:b].sum()), ctx.precision, ctx.optimizer, exchanged, inputs,
                                    acts, workspace, ctx.amp_runtime))
     return max(stages, key=lambda d: sum(d.values()))
+
+
+def split_memory_bytes(
+    ctx: Context, s: Strategy, layers: ChainLayers, bounds: np.ndarray, per_replica: int, workspace: float
+) -> np.ndarray:
+    """:func:`chain_memory`'s total for each split (rows of stage ``bounds``, links) at once: its
+    busiest stage's bytes, the parts being linear in the stage's weights and activations."""
+    e, net = ctx.elem_bytes, ctx.net
+    exchanged = s.dp * s.sp_degree > 1 and s.comm in ("ring", "tree", "hierarchical")
+    per_param = sum(memory_parts(1.0, ctx.precision, ctx.optimizer, exchanged, 0.0, 0.0, 0.0, ctx.amp_runtime).values())
+    csum = {k: np.concatenate([[0.0], np.cumsum(ctx.link_sum(v))]) for k, v in
+            (("saved", layers.saved), ("params", ctx.cc.params))}
+    lo, hi = bounds[:, :-1], bounds[:, 1:]
+    saved = csum["saved"][hi] - csum["saved"][lo]
+    link_in = np.array([layers.held(a) * ctx.cut_elems[a - 1] * e if a > 0 else 0.0 for a in range(len(net.links))])
+    stage = np.arange(s.pp)
+    in_flight = np.full(s.pp, s.mb) if s.schedule == "gpipe" else np.minimum(s.pp - stage, s.mb)
+    acts = in_flight * link_in[lo] + saved if s.recompute else in_flight * saved
+    inputs_held = layers.held(0) * (per_replica / layers.m if s.schedule == "gpipe" else min(s.pp, s.mb))
+    first = np.zeros(s.pp)
+    first[0] = ctx.input_bytes(inputs_held)
+    total = (csum["params"][hi] - csum["params"][lo]) * per_param + first + acts + workspace
+    out: np.ndarray = total.max(axis=1)
+    return out

@@ -196,7 +196,8 @@ _STAGE_MEMO: dict[tuple[Any, ...], tuple[Network, list[tuple[int, ...]]]] = {}
 
 
 def stage_candidates(ctx: Context, s: Strategy, layers: ChainLayers) -> list[tuple[int, ...]]:
-    """Stage splits for ``pp=S`` without ``balance``; the chain pricing prices each and keeps the fastest.
+    """Stage splits for ``pp=S`` without ``balance``: the seeds of the split search's pool where
+    the chain has too many contiguous splits to search them all (:mod:`.split_search`).
 
     On each profile of :data:`STAGE_REFERENCE_PROFILES` (never on the profile being priced):
 
