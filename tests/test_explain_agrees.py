@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from perfmodel.hardware import load_hardware
+from perfmodel.network import get_model
 from perfmodel.network.builder import NetBuilder
 from perfmodel.network.graph import Network
 from perfmodel.strategies import context, parse_strategy
@@ -36,3 +37,18 @@ def test_flops_of_layers_that_move_no_bytes_are_in_both(precision: str) -> None:
     # the layers are arithmetic-bound (not at the host's pace), so dropping their FLOPs would show
     assert all(lt.fwd[i] > 2 * host and lt.bwd[i] > 2 * host for i in norm)
     assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize(("model", "spec", "gpus"), [
+    ("mobilenet_v2", "pp=3,mb=5", 3), ("resnext50_32x4d", "mp=3,mb=2", 3), ("resnet18", "filter=2,dp=2", 4),
+])
+def test_calibrated_context_scales_explains_layers(model: str, spec: str, gpus: int) -> None:
+    """A context with a calibration factor (``compute_scale``, per-group calibration) scales every
+    layer's seconds in predict; explain's layer expressions carry the same factor. Before the fix
+    explain ignored it (x0.83, explain against predict: mobilenet_v2 pp=3 11.993 against
+    10.170 ms, +17.9%; resnext50_32x4d mp=3 10.772 against 9.193 ms; resnet18 filter=2,dp=2 4.873
+    against 4.477 ms)."""
+    ctx = context(get_model(model, 64), load_hardware("h100-80gb-pcie"), "bf16", "sgd", compute_scale=0.83)
+    f = explain_plan(ctx, parse_strategy(spec, gpus), 32 * gpus)
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+    assert f.term_values["compute"] == pytest.approx(f.prediction.breakdown["compute"], rel=1e-9)
