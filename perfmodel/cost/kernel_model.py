@@ -22,6 +22,7 @@ so the same code evaluates numpy arrays and builds sympy expressions.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -115,8 +116,18 @@ def mm_time(w: KernelWork, s: str, weights: Num, v: ComputeValues, eta: Num) -> 
     )
 
 
+def _zero(x: Any) -> bool:
+    """Whether ``x`` is exactly zero as one value: a number, or a sympy expression that is 0
+    (an array, the vectorised path over layers, is never dropped)."""
+    if isinstance(x, np.ndarray):
+        return False
+    if isinstance(x, sp.Basic):
+        return bool(x.is_zero)
+    return bool(x == 0)
+
+
 def _has(x: Num) -> bool:
-    return not isinstance(x, float) or x > 0
+    return not _zero(x)
 
 
 def phase_times(
@@ -131,16 +142,20 @@ def phase_times(
     """
     bw = v.memory_bandwidth_bytes_per_s * v.eta_memory
 
+    # A kernel is left out of one layer's expression only when every count it prices is exactly
+    # zero, so its term is 0 on any hardware values: the vectorised path, which keeps it, agrees.
     def slot(s: str) -> Num:
-        if isinstance(w.mm_elems[s], float) and not w.mm_elems[s] > 0:
+        if all(_zero(x) for x in (w.mm_elems[s], w.flops[s], w.cc_flops[s])):
             return 0
-        return mm_time(w, s, weights, v, eta)
+        if isinstance(weights, np.ndarray):  # mm_time reads them where each layer's GEMM moves elements
+            return mm_time(w, s, weights, v, eta)
+        return mm_time(w, s, 0.0 if _zero(w.mm_elems[s]) else weights, v, eta)  # the same rule, one layer
 
     def mem(elems: Num, extra: Num, ew: Num, loads: Num = 0.0) -> Num:
-        if isinstance(elems, float) and not (elems > 0 or extra > 0 or (isinstance(ew, float) and ew > 0)):
+        if all(_zero(x) for x in (elems, extra, ew, loads)):
             return 0
         roof = ((elems * v.elem_bytes + extra) / bw, ew / v.fp32_peak_flops_per_s)
-        if isinstance(loads, float) and not loads > 0:
+        if _zero(loads):
             return smax(*roof)
         return smax(*roof, loads * v.mem_latency_s)  # latency bound of window kernels
 

@@ -280,13 +280,18 @@ def layer_exprs(
     the per-sample count on the tile (the same counts, evaluated at ``b = 1``), or of
     ``counts`` per sample and ``params`` per layer where given (a GPU's share of a split, each
     tensor's share in ``shares``);
-    ``batch_value`` is the micro-batch the kernels' shape efficiencies are taken at.
+    ``batch_value`` is the micro-batch the kernels' shape efficiencies are taken at. Each layer
+    is multiplied by the context's calibration factor (:attr:`Context.compute_scale`), as
+    :meth:`Context.times` multiplies predict's.
     """
     ev = counts if counts is not None else ctx.cc.evaluate(1.0, *grid)
     weights = params if params is not None else ctx.cc.params
     rules = ShapeRules.of(ctx.hw, ctx.precision, batch_value, ctx.cudnn_major, ctx.memory_format, ctx.fusion)
     fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch, rules, shares)
-    return list(fwd), list(bwd)
+    k = ctx.compute_scale
+    if k == 1.0:
+        return list(fwd), list(bwd)
+    return [k * x for x in fwd], [k * x for x in bwd]
 
 
 def tier(group: Group) -> tuple[Any, Any, str]:
