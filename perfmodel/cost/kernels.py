@@ -24,6 +24,9 @@ lrn (across chans)  read x, write y: ``2n``                     read x, y and dy
 add                 ``3n``                                       none (``AddBackward0`` passes ``dy`` on);
                                                                  a broadcast operand's ``sum_to``: ``n + n_b``
 mul (broadcast)     :mod:`.broadcast_mul` (SE scaling)           :mod:`.broadcast_mul`
+layernorm,          :mod:`.norm_kernels`: one kernel read x,      :mod:`.norm_kernels`: dx kernel and (affine) a
+groupnorm,          write y (``2n``; group norm's moments pass:  gamma/beta kernel, each re-reading dy and x
+softmax             ``3n``), + fp32 row statistics               (``5n``); softmax reads y and dy: ``3n``
 maxpool             read ``n_in``, write ``n`` + int64 indices   zero-fill ``n_in``; per input, read grad and
                                                                  index of each covering window: ``a n``
                                                                  reads from L2 (window area ``a``), write
@@ -60,6 +63,7 @@ from ..network.layers import Layer, numel
 from .broadcast_mul import mul_kernels
 from .efficiency import im2col_loads, zero_insert_factor
 from .gradient_sums import SUM_PASSES, extra_gradients
+from .norm_kernels import NORM_KINDS, norm_kernels
 
 __all__ = ["LayerKernels", "layer_kernels", "network_kernels", "slot_roles", "MM_SLOTS", "INDEX_BYTES",
            "DEPTHWISE_MAX_CPG", "WINDOW_KINDS"]
@@ -220,6 +224,8 @@ def _memory_kernels(layer: Layer) -> tuple[float, float, float, float, int, int]
     n_in = sum(numel(s) for s in layer.in_shapes)
     if kind in ("conv", "conv_transpose", "linear"):
         return (2 * n, n, 0, 0, 1, 1) if layer.bias else (0, 0, 0, 0, 0, 0)
+    if kind in NORM_KINDS:
+        return norm_kernels(layer)
     # window reads of max-pool backward (each output's gradient and index, once per input of its
     # window), served by L2; a global (adaptive) window covers the whole input
     # an add passes dy on to each operand (PyTorch ``derivatives.yaml``, ``add.Tensor``: ``self: grad``);
