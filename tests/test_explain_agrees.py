@@ -13,9 +13,9 @@ from perfmodel.strategies.explain import explain_plan
 
 
 def _arithmetic_only_net() -> Network:
-    """Layers whose only GPU cost is arithmetic: a layer norm and a softmax over 196 x 768
-    elements per sample (ViT-B/16's token grid) launch no memory-bound kernel in the model, so
-    their forward and backward are their elementwise FLOPs at the fp32 peak."""
+    """A layer norm and a softmax over 196 x 768 elements per sample (ViT-B/16's token grid),
+    once priced by their elementwise FLOPs alone (no kernel row); since
+    :mod:`perfmodel.cost.norm_kernels` each is the larger of its kernels' bytes and FLOPs."""
     b = NetBuilder("ln_softmax", (196, 768))
     x = b.linear("input", 768)
     x = b.norm(x, "layernorm", params=2 * 768, norm_elems=768)
