@@ -28,6 +28,7 @@ def _entries() -> dict[str, ModelEntry]:
         tiny,
         torch7,
         unet,
+        unet3d,
         vgg,
     )
 
@@ -43,6 +44,7 @@ def _entries() -> dict[str, ModelEntry]:
         *densenet.ENTRIES,
         *efficientnet.ENTRIES,
         *unet.ENTRIES,
+        *unet3d.ENTRIES,
         *cosmoflow.ENTRIES,
         *torch7.ENTRIES,
     ]

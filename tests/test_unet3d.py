@@ -1,0 +1,116 @@
+"""The 3-D U-Net of NVIDIA's nnU-Net example (zoo ``unet3d``) against a torch replica of MONAI's DynUNet."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel.errors import UsageError
+from perfmodel.network import compile_counts, get_model
+from perfmodel.network.zoo.unet3d import levels, unet3d
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from torch_nets import torch_params, torch_saved  # noqa: E402
+
+#: ``sum(p.numel() for p in model.parameters())`` and forward FLOPs (torch.utils.flop_counter,
+#: batch 1, 128^3) of MONAI 1.0.0's own ``DynUNet`` (pip install monai==1.0.0, torch 2.13 CPU),
+#: built with the arguments nnunet/nn_unet.py passes for task 01 at DeepLearningExamples 4da7bf28:
+#: DynUNet(3, 4, 4, kernels [3]*6, strides [1, 2, 2, 2, 2, 2], upsample kernels [2]*5, norm
+#: INSTANCE affine, LeakyReLU 0.01 not in place, trans_bias=True). The replica below is written
+#: from that definition and must give the same numbers.
+MONAI_PARAMS = 31_192_868
+MONAI_FWD_FLOPS = 965_603_229_696
+
+
+class Block(nn.Module):
+    """MONAI's UnetBasicBlock: two (conv without bias -> affine instance norm -> LeakyReLU)."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv3d(cin, cout, 3, stride, 1, bias=False)
+        self.conv2 = nn.Conv3d(cout, cout, 3, 1, 1, bias=False)
+        self.norm1 = nn.InstanceNorm3d(cout, affine=True)
+        self.norm2 = nn.InstanceNorm3d(cout, affine=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.leaky_relu(self.norm1(self.conv1(x)), 0.01)
+        return nn.functional.leaky_relu(self.norm2(self.conv2(x)), 0.01)
+
+
+class DynUNetReplica(nn.Module):
+    """Filters 32, 64, ... capped at 320; stride-2 blocks down; 2x2x2 transposed convolutions with
+    bias, a concatenation with the skip (transposed output first) and a block up; 1x1x1 out conv."""
+
+    def __init__(self, depth: int, cin: int = 4, classes: int = 4) -> None:
+        super().__init__()
+        f = [min(2 ** (5 + i), 320) for i in range(depth + 1)]
+        self.down = nn.ModuleList([Block(cin, f[0], 1)] + [Block(f[i - 1], f[i], 2) for i in range(1, depth + 1)])
+        self.trans = nn.ModuleList([nn.ConvTranspose3d(f[i + 1], f[i], 2, 2) for i in reversed(range(depth))])
+        self.up = nn.ModuleList([Block(2 * f[i], f[i], 1) for i in reversed(range(depth))])
+        self.out = nn.Conv3d(f[0], classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips = []
+        for block in self.down:
+            x = block(x)
+            skips.append(x)
+        skips.pop()  # the bottleneck's output feeds the first transposed convolution only
+        for trans, block in zip(self.trans, self.up, strict=True):
+            x = block(torch.cat((trans(x), skips.pop()), 1))
+        return self.out(x)
+
+
+def meta_flops(model: nn.Module, size: int) -> int:
+    """Forward FLOPs of one 4 x size^3 sample, counted on the meta device (no arithmetic runs)."""
+    model = model.to("meta")
+    with FlopCounterMode(display=False) as fc:
+        model(torch.empty(1, 4, size, size, size, device="meta"))
+    return int(fc.get_total_flops())
+
+
+def test_default_is_the_dynunet_nnunet_builds_for_brats() -> None:
+    net = get_model("unet3d")
+    assert net.image_size == 128 and net.input_shape == (4, 128, 128, 128)
+    assert net.params == MONAI_PARAMS == torch_params(DynUNetReplica(5))
+    assert net.layers[-1].out_shape == (4, 128, 128, 128)
+    bottom = [layer for layer in net.layers if layer.name.startswith("bottleneck.conv")]
+    assert [layer.out_shape for layer in bottom] == [(320, 4, 4, 4)] * 2
+    kinds = [layer.kind for layer in net.layers]
+    assert kinds.count("conv") == 23 and kinds.count("conv_transpose") == 5 and kinds.count("groupnorm") == 22
+    assert all(layer.fn == "leaky_relu" and not layer.inplace for layer in net.layers if layer.kind == "act")
+
+
+def test_forward_flops_equal_monai_and_the_replica() -> None:
+    flops = compile_counts(get_model("unet3d")).total("fwd_matmul_flops")
+    assert flops == MONAI_FWD_FLOPS == meta_flops(DynUNetReplica(5), 128)
+
+
+@pytest.mark.parametrize("size,depth", [(16, 2), (32, 3), (64, 4), (96, 4), (256, 5)])
+def test_other_patch_sizes_match_the_replica(size: int, depth: int) -> None:
+    """get_unet_params stops halving before a map would drop under 2 * min_fmap (8) voxels a side,
+    and after depth (5) levels."""
+    assert levels(size) == depth
+    net = unet3d(size)
+    replica = DynUNetReplica(depth)
+    assert net.params == torch_params(replica)
+    assert compile_counts(net).total("fwd_matmul_flops") == meta_flops(replica, size)
+
+
+def test_saved_activations_match_autograd() -> None:
+    """At 16^3 (two levels), against the storages autograd keeps for backward; instance norm as a
+    group norm keeps x and per-(sample, channel) statistics, as PyTorch's batch norm over N*C does."""
+    saved = compile_counts(unet3d(16)).total("saved_elems")
+    assert saved == pytest.approx(torch_saved(DynUNetReplica(2), (4, 16, 16, 16)), rel=0.01)
+
+
+@pytest.mark.parametrize("size", [100, 72, 50])
+def test_patch_sizes_the_strides_do_not_divide_are_refused(size: int) -> None:
+    with pytest.raises(UsageError, match="must be a multiple of"):
+        unet3d(size)
+
+
+def test_too_small_a_patch_is_refused() -> None:
+    with pytest.raises(UsageError, match="too small"):
+        get_model("unet3d", 15)
