@@ -6,7 +6,7 @@ import pytest
 
 from perfmodel.errors import UsageError
 from perfmodel.network import compile_counts, get_model
-from perfmodel.network.zoo.unet3d import levels, unet3d
+from perfmodel.network.zoo.unet3d import levels, unet3d, unet3d_tf
 
 torch = pytest.importorskip("torch")
 
@@ -43,13 +43,13 @@ class DynUNetReplica(nn.Module):
     """Filters 32, 64, ... capped at 320; stride-2 blocks down; 2x2x2 transposed convolutions with
     bias, a concatenation with the skip (transposed output first) and a block up; 1x1x1 out conv."""
 
-    def __init__(self, depth: int, cin: int = 4, classes: int = 4) -> None:
+    def __init__(self, depth: int, cin: int = 4, classes: int = 4, out_kernel: int = 1) -> None:
         super().__init__()
         f = [min(2 ** (5 + i), 320) for i in range(depth + 1)]
         self.down = nn.ModuleList([Block(cin, f[0], 1)] + [Block(f[i - 1], f[i], 2) for i in range(1, depth + 1)])
         self.trans = nn.ModuleList([nn.ConvTranspose3d(f[i + 1], f[i], 2, 2) for i in reversed(range(depth))])
         self.up = nn.ModuleList([Block(2 * f[i], f[i], 1) for i in reversed(range(depth))])
-        self.out = nn.Conv3d(f[0], classes, 1)
+        self.out = nn.Conv3d(f[0], classes, out_kernel, padding=out_kernel // 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         skips = []
@@ -85,6 +85,19 @@ def test_default_is_the_dynunet_nnunet_builds_for_brats() -> None:
 def test_forward_flops_equal_monai_and_the_replica() -> None:
     flops = compile_counts(get_model("unet3d")).total("fwd_matmul_flops")
     assert flops == MONAI_FWD_FLOPS == meta_flops(DynUNetReplica(5), 128)
+
+
+def test_tensorflow_variant_ends_in_a_3x3x3_convolution_and_a_softmax() -> None:
+    """UNet_3D_Medical's output_layer: convolution(kernel_size=3, normalization='none') -> bias, then
+    softmax; everything before it is the PyTorch example's network."""
+    net, ref = get_model("unet3d_tf"), get_model("unet3d")
+    assert net.params - ref.params == (4 * 32 * 27 + 4) - (4 * 32 + 4)
+    assert net.params == torch_params(DynUNetReplica(5, out_kernel=3))
+    assert compile_counts(net).total("fwd_matmul_flops") == meta_flops(DynUNetReplica(5, out_kernel=3), 128)
+    assert [layer.kind for layer in net.layers[-2:]] == ["conv", "softmax"]
+    assert net.layers[-2].kernel == (3, 3, 3) and net.layers[-1].out_shape == (4, 128, 128, 128)
+    assert [layer.out_shape for layer in net.layers[:-2]] == [layer.out_shape for layer in ref.layers[:-1]]
+    assert unet3d_tf(32).params == torch_params(DynUNetReplica(3, out_kernel=3))
 
 
 @pytest.mark.parametrize("size,depth", [(16, 2), (32, 3), (64, 4), (96, 4), (256, 5)])

@@ -7,7 +7,7 @@ from ..builder import NetBuilder
 from ..graph import Network
 from .entry import ModelEntry
 
-__all__ = ["unet3d", "levels", "ENTRIES", "SOURCE", "IN_CHANNELS", "CLASSES"]
+__all__ = ["unet3d", "unet3d_tf", "levels", "ENTRIES", "SOURCE", "TF_SOURCE", "IN_CHANNELS", "CLASSES"]
 
 # NVIDIA/DeepLearningExamples @ 4da7bf28b66c6f5bb9f8755ca24fd27a605b96af (2022-12-05),
 # PyTorch/Segmentation/nnUNet: nnunet/nn_unet.py (get_unet_params, build_nnunet),
@@ -22,6 +22,19 @@ SOURCE = (
     " 3x3x3 convolutions without bias, stride-2 convolutions down, 2x2x2 stride-2 transposed"
     " convolutions with bias up, affine instance norm (a group norm of one channel per group),"
     " LeakyReLU(0.01) not in place, no deep supervision"
+)
+# The TensorFlow 1 example of the same repository, TensorFlow/Segmentation/UNet_3D_Medical @
+# 729963dd (model/unet3d.py, model/layers.py, model/model_fn.py, runtime/arguments.py): the same
+# encoder and decoder (32-64-128-256-320-320, 'same'-padded 3x3x3 convolutions without bias before
+# a norm, stride-2 convolutions down, 2x2x2 stride-2 transposed convolutions with bias up, the
+# upsampled tensor concatenated before the skip), tf.contrib.layers.instance_norm (center and
+# scale), leaky ReLU 0.01, but its output layer is a 3x3x3 convolution with bias and a softmax.
+TF_SOURCE = (
+    "NVIDIA DeepLearningExamples TensorFlow/Segmentation/UNet_3D_Medical @ 729963dd (model/unet3d.py,"
+    " model/layers.py; --normalization instancenorm, the default): the encoder and decoder of"
+    " nnU-Net's DynUNet for 4 x 128^3 BraTS crops, with a 3x3x3 output convolution (bias) and a softmax"
+    " over the 4 classes; 'same' padding of the stride-2 convolutions is one voxel after (TensorFlow)"
+    " where the zoo pads one on each side: the same output shapes and FLOPs"
 )
 #: Task 01 (MSD BrainTumour): FLAIR, T1w, T1gd, T2w in; background and three tumour labels out
 #: (preprocess.py without --ohe: in_channels = modalities; n_class = labels).
@@ -53,18 +66,21 @@ def _block(b: NetBuilder, x: str, channels: int, stride: int, prefix: str) -> st
     return x
 
 
-def unet3d(image_size: int = 128) -> Network:
+def unet3d(image_size: int = 128, tensorflow: bool = False) -> Network:
     """DynUNet on a 4 x S x S x S patch: an input block, one stride-2 block per level (the last is
     the bottleneck), per level up a transposed convolution, a concatenation with the skip and a
-    block, and a 1x1x1 convolution to the 4 classes."""
+    block, and a 1x1x1 convolution to the 4 classes; ``tensorflow``: the TensorFlow example's
+    network (``unet3d_tf``), whose output is a 3x3x3 convolution and a softmax."""
+    name = "unet3d_tf" if tensorflow else "unet3d"
     n = levels(image_size)
     if n < 2 or image_size % 2**n:
         raise UsageError(
-            f"unet3d: patch size {image_size} must be a multiple of {2**max(n, 2)}"
+            f"{name}: patch size {image_size} must be a multiple of {2**max(n, 2)}"
             " (DynUNet needs its strides to divide the patch, and at least two levels)"
         )
     filters = [min(2 ** (5 + i), MAX_FILTERS) for i in range(n + 1)]
-    b = NetBuilder("unet3d", (IN_CHANNELS, image_size, image_size, image_size), source=SOURCE)
+    b = NetBuilder(name, (IN_CHANNELS, image_size, image_size, image_size),
+                   source=TF_SOURCE if tensorflow else SOURCE)
     with b.block("input_block"):
         x = _block(b, "input", filters[0], 1, "input_block")
     skips = [x]
@@ -79,8 +95,20 @@ def unet3d(image_size: int = 128) -> Network:
             x = b.conv_transpose(x, filters[i], 2, stride=2, bias=True, name=f"{name}.transp_conv")
             x = b.concat([x, skips[i]], name=f"{name}.cat")
             x = _block(b, x, filters[i], 1, f"{name}.conv_block")
-    b.conv(x, CLASSES, 1, bias=True, name="output_block.conv")
+    if tensorflow:
+        x = b.conv(x, CLASSES, 3, padding=1, bias=True, name="output_block.conv")
+        b.softmax(x, name="output_block.softmax")
+    else:
+        b.conv(x, CLASSES, 1, bias=True, name="output_block.conv")
     return b.build()
 
 
-ENTRIES = (ModelEntry("unet3d", unet3d, 128, SOURCE, min_image_size=16),)
+def unet3d_tf(image_size: int = 128) -> Network:
+    """The TensorFlow UNet_3D_Medical network (:func:`unet3d` with ``tensorflow=True``)."""
+    return unet3d(image_size, tensorflow=True)
+
+
+ENTRIES = (
+    ModelEntry("unet3d", unet3d, 128, SOURCE, min_image_size=16),
+    ModelEntry("unet3d_tf", unet3d_tf, 128, TF_SOURCE, min_image_size=16),
+)
