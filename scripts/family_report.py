@@ -2,7 +2,8 @@
 
 Usage: ``python scripts/family_report.py [FILE ...]`` (default: the shipped published runs, the
 hold-out set, the two family files, the one-GPU forward + backward hold-outs jcjohnson_runs.csv and
-u39kun_runs.csv, the Hopper hold-out hopper_runs.csv, and the 3-D U-Net hold-out unet3d_runs.csv).
+u39kun_runs.csv, the Hopper hold-out hopper_runs.csv, and the 3-D U-Net hold-outs unet3d_runs.csv
+(PyTorch) and unet3d_tf_runs.csv (TensorFlow)).
 Prints, per family, over the rows perfmodel predicts:
 the throughput MAPE without calibration; with the pooled single-GPU calibration
 (``--calibrate single-gpu``: compute efficiencies fitted per profile and precision to the
@@ -85,7 +86,8 @@ def main(argv: list[str]) -> None:
     data = Path(str(resources.files("perfmodel.data")))
     files = argv or [str(data / f) for f in ("published_runs.csv", "holdout_runs.csv", "families_runs.csv",
                                             "families_holdout_runs.csv", "jcjohnson_runs.csv",
-                                            "u39kun_runs.csv", "hopper_runs.csv", "unet3d_runs.csv")]
+                                            "u39kun_runs.csv", "hopper_runs.csv", "unet3d_runs.csv",
+                                            "unet3d_tf_runs.csv")]
     for f in files:
         print(f"== {Path(f).name}")
         print(f"{'family':<24}{'rows':>6}{'throughput MAPE %':>19}{'pooled cal. %':>15}{'per-group cal. %':>18}"

@@ -107,7 +107,7 @@ def test_every_measured_row_names_a_cudnn_its_gpu_ran() -> None:
     """The validation data: each end-to-end row's cuDNN (software_era) ran on its GPU, the check
     the pricing context makes, so no row is refused."""
     files = sorted((Path(perfmodel.data.__file__).parent).glob("*runs.csv"))
-    assert len(files) == 8  # published, hold-out, two family sets, jcjohnson (cuDNN 5.1), u39kun, hopper, unet3d
+    assert len(files) == 9  # published, hold-out, two family sets, jcjohnson, u39kun, hopper, unet3d, unet3d_tf
     rows = load_measurements(files).rows
     assert len(rows) > 150
     for m in rows:
