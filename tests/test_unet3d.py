@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.errors import UsageError
 from perfmodel.network import compile_counts, get_model
@@ -116,6 +118,22 @@ def test_saved_activations_match_autograd() -> None:
     group norm keeps x and per-(sample, channel) statistics, as PyTorch's batch norm over N*C does."""
     saved = compile_counts(unet3d(16)).total("saved_elems")
     assert saved == pytest.approx(torch_saved(DynUNetReplica(2), (4, 16, 16, 16)), rel=0.01)
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(min_value=16, max_value=600))
+def test_every_patch_size_is_built_or_refused_with_its_multiple(size: int) -> None:
+    """A patch is built exactly when 2**levels divides it; then the bottleneck keeps 4 to 7 voxels a
+    side (or sits 5 levels down) and the output has the patch's shape, 4 classes."""
+    n = levels(size)
+    if n < 2 or size % 2**n:
+        with pytest.raises(UsageError, match="must be a multiple of"):
+            unet3d(size)
+        return
+    net = unet3d(size)
+    side = net.layers[net.index["bottleneck.conv2"]].out_shape[1]
+    assert side == size // 2**n and side >= 4 and (side < 8 or n == 5)
+    assert net.layers[-1].out_shape == (4, size, size, size)
 
 
 @pytest.mark.parametrize("size", [100, 72, 50])
