@@ -124,6 +124,9 @@ def kernel_work(
     out_scale = scale if shares is None else scale * shares.y
     lk_all, lk = lk, lk if shares is None else per_gpu_kernels(lk, shares)
     kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major, loop_groups)  # groups one kernel's tiles cover
+    bmm = lk.gemm_batch > 0  # batched GEMMs (batched_matmul.py): the micro-batch multiplies their count
+    groups = np.where(bmm, lk.gemm_batch * scale, lk.groups)
+    kg = np.where(bmm, groups, kg)
     # a group run as its own call is an ordinary convolution of C/g -> K/g channels (grouped.py)
     wino = winograd_mask(lk.winograd_shape, kg, lk.c_in / lk.groups, lk.c_out / lk.groups, tensor_cores,
                          kp.winograd_min_channels)
@@ -136,11 +139,11 @@ def kernel_work(
     mm_elems: dict[str, np.ndarray] = {}
     for s in MM_SLOTS:
         present = lk.n[s] > 0
-        m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
-        k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * scale)
+        m = np.where(lk.m_batch[s] & ~bmm, lk.m[s] * scale, lk.m[s])
+        k = np.where(lk.m_batch[s] | bmm, lk.k[s], lk.k[s] * scale)
         role = slot_roles(lk, s)  # which of the underlying convolution's kernels slot s runs
         m, n, k = pad_slot(lk, pads, s, role, (m, lk.n[s], k))
-        direct = 2 * lk.groups * m * n * k
+        direct = 2 * groups * m * n * k
         eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pads, direct)
         # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
