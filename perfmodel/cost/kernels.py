@@ -62,6 +62,7 @@ import numpy as np
 
 from ..network.graph import Network
 from ..network.layers import Layer, numel
+from .autocast_fp32 import AutocastKernels, autocast_kernels
 from .batched_matmul import PRODUCT_KINDS, gemm_batch, operand_features, product_memory, product_views
 from .broadcast_mul import mul_kernels
 from .efficiency import im2col_loads, zero_insert_factor
@@ -158,6 +159,8 @@ class LayerKernels:
     #: GEMMs per sample of a product of two activations (:mod:`.batched_matmul`: the micro-batch
     #: multiplies their count, not ``m``); zero for every other layer
     gemm_batch: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: the layers autocast runs in fp32 and the casts around them (:mod:`.autocast_fp32`)
+    autocast: AutocastKernels | None = None
 
 
 View = tuple[float, float, float, bool]
@@ -360,7 +363,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: b
         window_threads_fwd=win[0], window_loads_fwd=win[1], window_stride_fwd=win[2],
         x_loads=loads[0], dy_loads=loads[1], x_elems=xy[0], y_elems=xy[1],
         grad_sums_bwd=sums, grad_sum_elems_bwd=SUM_PASSES * sums * np.array([la.out_elems for la in layers], float),
-        gemm_batch=bmm,
+        gemm_batch=bmm, autocast=autocast_kernels(layers, one_network),
     )
 
 
