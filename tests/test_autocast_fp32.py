@@ -23,7 +23,10 @@ from perfmodel.cost.compute import ShapeRules
 from perfmodel.cost.kernels import network_kernels
 from perfmodel.cost.work import kernel_work
 from perfmodel.hardware import load_hardware
+from perfmodel.network.builder import NetBuilder
 from perfmodel.network.zoo import get_model
+from perfmodel.strategies import context, parse_strategy
+from perfmodel.strategies.explain import explain_plan
 
 torch = pytest.importorskip("torch")
 
@@ -203,3 +206,21 @@ def test_off_autocast_and_cnns_nothing_moves() -> None:
     cnn = network_kernels(get_model("resnet50")).autocast
     assert cnn is not None and not cnn.fp32.any() and not cnn.cast_in.any() and not cnn.cast_out.any()
     assert FP32_KINDS == ("layernorm", "groupnorm", "softmax")
+
+
+@pytest.mark.parametrize("precision", ["amp", "bf16", "fp32"])
+@pytest.mark.parametrize(("spec", "gpus"), [("dp=1", 1), ("filter=2", 2), ("pp=2,mb=2", 2)])
+def test_explain_prices_products_and_fp32_layers_as_predict(precision: str, spec: str, gpus: int) -> None:
+    """explain's formula at the profile's values is predict's step on a network with batched
+    products (one broadcast), fp32 layer norms and softmax and the casts around them."""
+    ctx = context(import_module(lambda: ViT(64, 16, 96, 4, 2), "vit", (3, 64, 64)), HW, precision, "sgd")
+    f = explain_plan(ctx, parse_strategy(spec, gpus), 32 * gpus)
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
+    b = NetBuilder("broadcast", (3, 5, 6))
+    q = b.norm(b.linear("input", 6), "layernorm", params=12, norm_elems=6)
+    k = b.view(b.mean(q, (1, 5, 6)), (1, 6, 5), copy=True)  # shared by the three heads
+    b.matmul(b.softmax(b.matmul(q, k)), b.mean(q, (1, 5, 6)))
+    ctx = context(b.build(), HW, precision, "sgd")
+    assert network_kernels(ctx.net).gemm_batch.max() == 3
+    f = explain_plan(ctx, parse_strategy("dp=1", 1), 64)
+    assert f.iteration_time_s == pytest.approx(f.prediction.iteration_time_s, rel=1e-9)
