@@ -33,6 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch_nets import ViT  # noqa: E402
 
 from perfmodel.network.importers import import_module  # noqa: E402
+from perfmodel.validation.autograd_saved import saved_storages  # noqa: E402
 
 nn = torch.nn
 BATCH = 2
@@ -228,3 +229,12 @@ def test_matmul_time_is_monotone_in_each_dimension(m: int, n: int, k: int, grow:
     t0 = _layer_time(_product(**dims), "mm", precision, 16)
     t1 = _layer_time(_product(**bigger), "mm", precision, 16)
     assert t1 >= t0 * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(("name", "make", "shape"), CASES[:2])
+def test_saved_activations_of_products_are_what_autograd_saves(name: str, make: Any, shape: tuple[int, ...]) -> None:
+    """Both operands of each product (and the softmax's output, which the second reads) are saved
+    once: perfmodel's count equals autograd's saved storages (``saved_tensors_hooks``)."""
+    net = import_module(make, name, shape)
+    counted = float(np.sum(compile_counts(net).evaluate(1.0)["saved_elems"]))
+    assert counted == saved_storages(make(), shape, batch=2).float_elements
