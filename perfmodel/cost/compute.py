@@ -12,6 +12,7 @@ import numpy as np
 from ..hardware import Hardware
 from ..hardware.profile import KernelParams
 from ..network.counts import CompiledCounts
+from .autocast_fp32 import AUTOCAST_DTYPES
 from .formulas import Num, is_symbolic
 from .fusion import DEFAULT_FUSION, own_arithmetic, with_fusion
 from .grouped import DEFAULT_CUDNN_MAJOR, loop_candidates
@@ -72,7 +73,8 @@ class ShapeRules:
     fuses (:mod:`perfmodel.cost.fusion`; default eager PyTorch, none); ``values``: the profile's
     numbers at the precision, which decide where a grouped layer runs as a loop of per-group
     calls (:func:`layer_seconds`) when the formula's own values are symbols (``explain``, whose
-    ``--set`` re-evaluation keeps that choice)."""
+    ``--set`` re-evaluation keeps that choice); ``autocast``: the 16-bit type ``torch.autocast`` runs
+    the precision at (``""``: none; :mod:`perfmodel.cost.autocast_fp32`)."""
 
     kernels: KernelParams
     tensor_cores: bool
@@ -82,13 +84,14 @@ class ShapeRules:
     memory_format: str = DEFAULT_MEMORY_FORMAT
     fusion: str = DEFAULT_FUSION
     values: ComputeValues | None = None
+    autocast: str = ""
 
     @classmethod
     def of(cls, hw: Hardware, precision: str, batch_value: float | None = None,
            cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
            fusion: str = DEFAULT_FUSION) -> ShapeRules:
         return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS, cudnn_major,
-                   memory_format, fusion, ComputeValues.of(hw, precision))
+                   memory_format, fusion, ComputeValues.of(hw, precision), AUTOCAST_DTYPES.get(precision, ""))
 
 
 #: The key under which a split GPU's counts record the output share they were scaled by
@@ -178,7 +181,7 @@ def _work(lk: LayerKernels, rules: ShapeRules, scale: np.ndarray, shares: Tensor
     """Every layer's kernel work with its tensor-core transposes (``loop_groups``: grouped
     layers as loops of per-group calls, :func:`~perfmodel.cost.work.kernel_work`)."""
     work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major, shares,
-                       loop_groups)
+                       loop_groups, rules.autocast)
     return with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format, rules.half_precision, shares)
 
 

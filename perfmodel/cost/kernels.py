@@ -6,7 +6,9 @@ Per layer and per sample (whole tensors, before any spatial split), this module 
   (``wgrad``) of convolutions, transposed convolutions and linear layers, each as its GEMM
   view ``m x n x k`` in ``groups`` (implicit GEMM: NVIDIA cuDNN Developer Guide,
   "Convolution Formulas"; Chetlur et al., "cuDNN: Efficient Primitives for Deep Learning",
-  2014, section 3), with which of ``m`` / ``k`` grows with the batch;
+  2014, section 3), with which of ``m`` / ``k`` grows with the batch (a linear layer's ``m`` is
+  its rows: the tokens of each sample), and the batched GEMMs of products of two activations
+  (``matmul``, ``attention``: :mod:`.batched_matmul`), whose count grows with the batch;
 * the memory-bound kernels around them, unfused (every elementwise kernel reads and writes
   its tensors): their bytes, launches and host-side ops, forward and backward.
 
@@ -60,6 +62,8 @@ import numpy as np
 
 from ..network.graph import Network
 from ..network.layers import Layer, numel
+from .autocast_fp32 import AutocastKernels, autocast_kernels
+from .batched_matmul import PRODUCT_KINDS, gemm_batch, operand_features, product_memory, product_views
 from .broadcast_mul import mul_kernels
 from .efficiency import im2col_loads, zero_insert_factor
 from .gradient_sums import SUM_PASSES, extra_gradients
@@ -143,7 +147,7 @@ class LayerKernels:
     #: the output gradient (data gradient), of the underlying convolution; 1 for linear layers
     x_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
     dy_loads: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    #: per sample, the input and output activation elements of a convolution or linear layer (the
+    #: per sample, the input and output activation elements of a convolution, linear or product layer (the
     #: tensors each of its GEMM kernels reads and writes; zero for other layers)
     x_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
     y_elems: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -152,6 +156,11 @@ class LayerKernels:
     #: per sample; kept apart from the layer's own kernels, which a fusion may re-price
     grad_sums_bwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
     grad_sum_elems_bwd: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: GEMMs per sample of a product of two activations (:mod:`.batched_matmul`: the micro-batch
+    #: multiplies their count, not ``m``); zero for every other layer
+    gemm_batch: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: the layers autocast runs in fp32 and the casts around them (:mod:`.autocast_fp32`)
+    autocast: AutocastKernels | None = None
 
 
 View = tuple[float, float, float, bool]
@@ -188,11 +197,11 @@ def _gemm_views(layer: Layer, first: bool) -> dict[str, View]:
     ``cudnn_convolution_transpose_forward`` calls ``cudnn_convolution_backward_input``, the
     transposed layer's input gradient is ``cudnn_convolution_forward``, and its weight gradient
     ``cudnn_convolution_backward_weight`` with input and output gradient swapped)."""
-    if layer.kind == "linear":
-        fi, fo = layer.in_shape[0], layer.out_shape[0]
-        views: dict[str, View] = {"fwd": (1, fo, fi, True), "wgrad": (fo, fi, 1, False)}
+    if layer.kind == "linear":  # over the last dimension: the others are rows (tokens) of the GEMM
+        fi, fo, rows = layer.in_shape[-1], layer.out_shape[-1], numel(layer.in_shape[:-1])
+        views: dict[str, View] = {"fwd": (rows, fo, fi, True), "wgrad": (fo, fi, rows, False)}
         if not first:
-            views["dgrad"] = (1, fi, fo, True)
+            views["dgrad"] = (rows, fi, fo, True)
         return views
     conv = _conv_views(layer)
     if layer.kind == "conv_transpose":
@@ -297,15 +306,16 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: b
     win = np.zeros((3, L))
     loads = np.ones((2, L))
     xy = np.zeros((2, L))
+    bmm = np.zeros(L)
     sums = extra_gradients(layers, one_network)
     for i, layer in enumerate(layers):
         win[:, i] = _window_kernel(layer)
         cols["groups"][i] = layer.groups
         cols["sd"][i] = layer.spatial_dims
         if layer.kind in ("conv", "conv_transpose", "linear"):
-            cols["c_in"][i], cols["c_out"][i] = layer.in_shape[0], layer.out_shape[0]
-            xy[:, i] = ((layer.in_shape[0], layer.out_shape[0]) if layer.kind == "linear"
-                        else (numel(layer.in_shape), layer.out_elems))
+            ax = -1 if layer.kind == "linear" else 0  # features on the last dimension, channels on the first
+            cols["c_in"][i], cols["c_out"][i] = layer.in_shape[ax], layer.out_shape[ax]
+            xy[:, i] = numel(layer.in_shape), layer.out_elems
             for s, (mm_, nn_, kk_, grows) in _gemm_views(layer, first[i]).items():
                 m[s][i], n[s][i], k[s][i], mb[s][i] = mm_, nn_, kk_, grows
             conv[i] = layer.kind != "linear"
@@ -324,6 +334,13 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: b
                 and tuple(layer.kernel) in ((3, 3), (5, 5))
             )
         mf, mbw, xf, xb, lf, lb = _memory_kernels(layer)
+        if layer.kind in PRODUCT_KINDS:  # batched GEMMs of two activations (batched_matmul.py)
+            grads = tuple(t != "input" for t in layer.inputs)
+            for s, (mm_, nn_, kk_, grows) in product_views(layer, grads).items():
+                m[s][i], n[s][i], k[s][i], mb[s][i] = mm_, nn_, kk_, grows
+            cols["c_in"][i], cols["c_out"][i] = operand_features(layer)
+            xy[:, i], bmm[i] = (sum(numel(s) for s in layer.in_shapes), layer.out_elems), gemm_batch(layer)
+            mf, mbw, xf, xb, lf, lb = product_memory(layer, grads)
         host_f = 2 if layer.kind == "batchnorm" else 1  # + the num_batches_tracked increment
         if layer.kind == "mul":  # SE scaling
             mf, mbw, lf, lb, host_f = mul_kernels(layer)
@@ -346,6 +363,7 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: b
         window_threads_fwd=win[0], window_loads_fwd=win[1], window_stride_fwd=win[2],
         x_loads=loads[0], dy_loads=loads[1], x_elems=xy[0], y_elems=xy[1],
         grad_sums_bwd=sums, grad_sum_elems_bwd=SUM_PASSES * sums * np.array([la.out_elems for la in layers], float),
+        gemm_batch=bmm, autocast=autocast_kernels(layers, one_network),
     )
 
 

@@ -23,6 +23,9 @@ log-softmax)
 
 Row statistics (mean and rstd, kept in fp32 at every precision: the accumulate type) are
 :data:`STAT_BYTES` per row, written forward and read by each backward kernel that takes them.
+The elements above are at the precision's size, except under ``torch.autocast`` (``amp``,
+``bf16``), which runs these three ops in fp32: :mod:`.autocast_fp32` moves them at 4 bytes and
+adds the casts autocast inserts around them.
 
 Sources (PyTorch ``aten/src/ATen/native/cuda/``): ``layer_norm_kernel.cu``,
 ``LayerNormKernelImplInternal`` (``vectorized_layer_norm_kernel`` where ``N % vec_size == 0``,

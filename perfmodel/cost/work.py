@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..hardware.profile import KernelParams
+from .autocast_fp32 import Memory, autocast_memory
 from .depthwise import depthwise_flops
 from .efficiency import gemm_shape_efficiency, winograd_gain, winograd_mask
 from .formulas import Num
@@ -103,6 +104,7 @@ def kernel_work(
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     shares: TensorShares | None = None,
     loop_groups: bool = False,
+    autocast: str = "",
 ) -> KernelWork:
     """The work of every kernel when each layer's per-sample counts are multiplied by ``scale``
     (the micro-batch times the fraction of the layer's extent its tile holds), on one GPU of a
@@ -118,12 +120,15 @@ def kernel_work(
     work per fp32 lane (packed half2; :mod:`perfmodel.cost.depthwise`); ``cudnn_major``: the
     cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`);
     ``loop_groups``: every grouped layer runs as a loop of ordinary calls, one per group, whatever
-    the era (the alternative to cuDNN's one kernel from cuDNN 8, :func:`~.grouped.may_loop`).
+    the era (the alternative to cuDNN's one kernel from cuDNN 8, :func:`~.grouped.may_loop`);
+    ``autocast``: ``torch.autocast``'s 16-bit type, if any (:func:`_memory_kernels`).
     """
     scale = np.asarray(scale, dtype=float)
     out_scale = scale if shares is None else scale * shares.y
     lk_all, lk = lk, lk if shares is None else per_gpu_kernels(lk, shares)
-    kg = kernel_groups(lk.groups, lk.depthwise, cudnn_major, loop_groups)  # groups one kernel's tiles cover
+    bmm = lk.gemm_batch > 0  # batched GEMMs (batched_matmul.py): the micro-batch multiplies their count
+    groups = np.where(bmm, lk.gemm_batch * scale, lk.groups)  # and one kernel's tiles cover them all
+    kg = np.where(bmm, groups, kernel_groups(lk.groups, lk.depthwise, cudnn_major, loop_groups))
     # a group run as its own call is an ordinary convolution of C/g -> K/g channels (grouped.py)
     wino = winograd_mask(lk.winograd_shape, kg, lk.c_in / lk.groups, lk.c_out / lk.groups, tensor_cores,
                          kp.winograd_min_channels)
@@ -136,11 +141,11 @@ def kernel_work(
     mm_elems: dict[str, np.ndarray] = {}
     for s in MM_SLOTS:
         present = lk.n[s] > 0
-        m = np.where(lk.m_batch[s], lk.m[s] * scale, lk.m[s])
-        k = np.where(lk.m_batch[s], lk.k[s], lk.k[s] * scale)
+        m = np.where(lk.m_batch[s] & ~bmm, lk.m[s] * scale, lk.m[s])
+        k = np.where(lk.m_batch[s] | bmm, lk.k[s], lk.k[s] * scale)
         role = slot_roles(lk, s)  # which of the underlying convolution's kernels slot s runs
         m, n, k = pad_slot(lk, pads, s, role, (m, lk.n[s], k))
-        direct = 2 * lk.groups * m * n * k
+        direct = 2 * groups * m * n * k
         eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pads, direct)
         # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
         wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
@@ -153,24 +158,33 @@ def kernel_work(
         # depthwise kernels run on CUDA cores, priced per output element (perfmodel.cost.depthwise)
         cc[s] = np.where(present & lk.depthwise, dw[s], 0.0)
         mm_elems[s] = np.where(present, operands, 0.0)
+    ef, eb, xf, xb, lf, lb = _memory_kernels(lk, autocast, out_scale, scale if shares is None else scale * shares.x)
     return KernelWork(
         flops=flops,
         cc_flops=cc,
         mm_elems=mm_elems,
-        mem_elems_fwd=lk.mem_elems_fwd * out_scale,
-        # the layer's own kernels and autograd's sums of the gradients into its output (gradient_sums.py)
-        mem_elems_bwd=(lk.mem_elems_bwd + lk.grad_sum_elems_bwd) * out_scale,
-        mem_extra_bytes_fwd=lk.mem_bytes_extra_fwd * out_scale,
-        mem_extra_bytes_bwd=lk.mem_bytes_extra_bwd * out_scale,
-        launches_fwd=lk.launches_fwd + extra_launches(lk.groups, lk.depthwise, cudnn_major, lk.n["fwd"] > 0,
-                                                      loop_groups),
-        launches_bwd=lk.launches_bwd + lk.grad_sums_bwd + extra_launches(
+        mem_elems_fwd=ef, mem_elems_bwd=eb, mem_extra_bytes_fwd=xf, mem_extra_bytes_bwd=xb,
+        launches_fwd=lf + extra_launches(lk.groups, lk.depthwise, cudnn_major, lk.n["fwd"] > 0, loop_groups),
+        launches_bwd=lb + lk.grad_sums_bwd + extra_launches(
             lk.groups, lk.depthwise, cudnn_major, (lk.n["dgrad"] > 0).astype(float) + (lk.n["wgrad"] > 0),
             loop_groups),
         host_ops_fwd=lk.host_ops_fwd,
         host_ops_bwd=lk.host_ops_bwd + lk.grad_sums_bwd,
         window_loads_fwd=window_path_loads(lk, kp, out_scale, 2.0 if half_precision else 4.0),
     )
+
+
+def _memory_kernels(lk: LayerKernels, autocast: str, out_scale: np.ndarray, in_scale: np.ndarray) -> Memory:
+    """Every layer's memory-bound kernels: elements moved at the precision and extra bytes, forward
+    and backward (the layer's own kernels and autograd's sums of the gradients into its output,
+    :mod:`.gradient_sums`, at ``out_scale`` times their per-sample counts), and launches; the layers
+    ``torch.autocast`` to ``autocast`` runs in fp32 at 4 bytes per element, and its casts of their
+    inputs at ``in_scale`` (:mod:`perfmodel.cost.autocast_fp32`; ``""``: no autocast)."""
+    mem = (lk.mem_elems_fwd, lk.mem_elems_bwd, lk.mem_bytes_extra_fwd, lk.mem_bytes_extra_bwd, lk.launches_fwd,
+           lk.launches_bwd)
+    (ef, eb, xf, xb, lf, lb), cast = (mem, 0.0) if lk.autocast is None else autocast_memory(lk.autocast, mem, autocast)
+    return (ef * out_scale, (eb + lk.grad_sum_elems_bwd) * out_scale, xf * out_scale + cast * in_scale,
+            xb * out_scale + cast * in_scale, lf, lb)
 
 
 def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray,
