@@ -6,7 +6,8 @@ from ..hardware import Hardware
 from ..hardware.profile import PEAK_KEY
 from .spec import Strategy
 
-__all__ = ["precision_assumption", "optimizer_assumption", "exchange_assumption", "contention_words", "COPIES_WORDS"]
+__all__ = ["precision_assumption", "optimizer_assumption", "exchange_assumption", "contention_words", "copies_words",
+           "param_dtype"]
 
 _PRECISION = {
     "fp32": "fp32 everywhere (CUDA-core peak)",
@@ -18,6 +19,8 @@ _PRECISION = {
 # PyTorch docs, "TensorFloat-32 (TF32) on Ampere (and later) devices" (notes/cuda.rst):
 # torch.backends.cudnn.allow_tf32 defaults to True (since 1.7); torch.backends.cuda.matmul.allow_tf32
 # defaulted to True in 1.7-1.11 and to False from 1.12 (pytorch/pytorch PR #76509)
+#: The dtype activations are stored in at each precision (perfmodel.units.BYTES_PER_ELEMENT).
+_STORAGE = {"fp32": "fp32", "tf32": "fp32", "amp": "fp16", "bf16": "bf16"}
 _FP32_ON_TF32_GPUS = (
     "; PyTorch's default fp32 on this GPU runs convolutions in TF32 (torch.backends.cudnn.allow_tf32 = True):"
     " this is fp32 with it set False, --precision tf32 is closer to the default"
@@ -36,16 +39,18 @@ def precision_assumption(hw: Hardware, precision: str, half_model: bool = False)
     if key in hw.device.peak_flops_per_s:
         return _PRECISION[precision]
     fp32 = hw.device.peak_flops_per_s["fp32"]
+    stored = "weights, gradients and activations" if half_model else "activations"
     return (
         f"{hw.device.name} has no {key.upper()}: convolutions and matmuls at the fp32 peak "
-        f"({fp32 / 1e12:.1f} TFLOP/s), {'fp32' if precision == 'tf32' else 'bf16'} storage"
+        f"({fp32 / 1e12:.1f} TFLOP/s), {_STORAGE[precision]} {stored}"
+        + (" (a 16-bit model, no fp32 master)" if half_model else "")
     )
 
 
 def optimizer_assumption(optimizer: str, param_bytes: int) -> str:
     """The optimizer and its state buffers, which have the parameters' dtype (``param_bytes``: 4
     for fp32 parameters, 2 for a 16-bit model's)."""
-    dtype = "fp32" if param_bytes == 4 else "16-bit"
+    dtype = param_dtype(param_bytes)
     return {"sgd": f"SGD with momentum (one {dtype} state buffer)", "adam": f"Adam (two {dtype} state buffers)",
             "sgd-plain": "SGD without momentum (no state buffer)"}[optimizer]
 
@@ -80,11 +85,19 @@ def contention_words(overlap: str) -> str:
     )
 
 
-#: What the ``gradient_bucket_copies`` term is.
-COPIES_WORDS = (
-    "the gradient copies into the exchange buffers and back (DDP's reducer, reducer.cpp; assumed the same "
-    "for a parameter server's push/pull buffers and DataParallel's coalesced reduce, an upper bound there): "
-    "a launch per parameter tensor and 8 bytes per parameter over the memory bandwidth each way; in a pipeline "
-    "the copies in of the stages on the step's critical path (the backward bottleneck and those after it in "
-    "the drain) and stage 0's copy back"
-)
+def param_dtype(param_bytes: int) -> str:
+    """The dtype of the weights, gradients, DDP buckets and optimizer state in words: ``fp32`` (4
+    bytes per element) or ``16-bit`` (2: a 16-bit model, :func:`~.memory.half_model`)."""
+    return "fp32" if param_bytes == 4 else "16-bit"
+
+
+def copies_words(param_bytes: int) -> str:
+    """What the ``gradient_bucket_copies`` term is, for gradients of ``param_bytes`` per element."""
+    return (
+        "the gradient copies into the exchange buffers and back (DDP's reducer, reducer.cpp; assumed the same "
+        "for a parameter server's push/pull buffers and DataParallel's coalesced reduce, an upper bound there): "
+        f"a launch per parameter tensor and {2 * param_bytes} bytes per parameter ({param_dtype(param_bytes)} "
+        "gradients read and written) over the memory bandwidth each way; in a pipeline the copies in of the "
+        "stages on the step's critical path (the backward bottleneck and those after it in the drain) and "
+        "stage 0's copy back"
+    )
