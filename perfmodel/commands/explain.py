@@ -129,6 +129,7 @@ def explain_cmd(
     if fmt == "json":
         out = {**f.to_dict(), **{k: v for k, v in ans.fields().items() if "interval" in k},
                "cudnn": f.prediction.assumptions["cudnn"], "memory_format": f.prediction.assumptions["memory_format"],
+               "kernels": f.prediction.assumptions["kernels"],
                "fusion": fusion_assumption(f.prediction.fusion), "amp_runtime": f.prediction.amp_runtime,
                "mixed_precision": amp_assumption(f.prediction.precision, f.prediction.amp_runtime)}
         if new is not None:
@@ -162,6 +163,7 @@ def _table(
     emit(p.assumptions["cudnn"])
     emit(p.assumptions["memory_format"])
     emit(fusion_assumption(p.fusion))
+    emit("kernels: " + p.assumptions["kernels"])
     emit("mixed precision: " + amp_assumption(p.precision, p.amp_runtime))
     emit("")
     limit = None if full else 400
@@ -200,7 +202,8 @@ def _table(
     emit(
         "Per layer: T_layer = max(ops*h, sum over its GEMM kernels of max(b*W/(R*eta), b*W_dw/R_fp32,"
         " (b*elems*e + params*e)/(beta_mem*eta_mem)) + memory kernels max(bytes/(beta_mem*eta_mem),"
-        " b*F_elementwise/R_fp32[, loads*L_mem]) + launches*tau), W = a kernel's FLOPs over its shape"
+        " b*F_elementwise/R_fp32[, loads*L_mem]) + launches*tau; the memory kernels include autograd's sums of"
+        " the gradients into a tensor several layers read), W = a kernel's FLOPs over its shape"
         " efficiency (tiles, waves, Winograd) at the micro-batch b, loads = a pooling forward's loads on"
         " its critical path (Little's law over the threads in flight);"
     )

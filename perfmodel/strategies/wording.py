@@ -1,13 +1,19 @@
-"""Assumption wording that depends on the device or the plan: precision fallbacks, gradient exchange."""
+"""Assumption wording that depends on the device or the plan: precision fallbacks, gradient exchange, kernels."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ..cost.gradient_sums import GRADIENT_SUMS_WORDS
 from ..hardware import Hardware
 from ..hardware.profile import PEAK_KEY
 from .spec import Strategy
+from .split_search import LOCAL_MOVE_LINKS
 
-__all__ = ["precision_assumption", "optimizer_assumption", "exchange_assumption", "contention_words", "copies_words",
-           "param_dtype"]
+__all__ = ["kernels_assumption", "precision_assumption", "optimizer_assumption", "exchange_assumption",
+           "contention_words", "copies_words", "param_dtype", "stage_split_assumption"]
 
 _PRECISION = {
     "fp32": "fp32 everywhere (CUDA-core peak)",
@@ -44,6 +50,21 @@ def precision_assumption(hw: Hardware, precision: str, half_model: bool = False)
         f"{hw.device.name} has no {key.upper()}: convolutions and matmuls at the fp32 peak "
         f"({fp32 / 1e12:.1f} TFLOP/s), {_STORAGE[precision]} {stored}"
         + (" (a 16-bit model, no fp32 master)" if half_model else "")
+    )
+
+
+def kernels_assumption() -> str:
+    """Which kernels a layer is priced as, for every output's assumptions: eager PyTorch's on CUDA
+    (a non-default fusion re-prices the chains it fuses and says so), its gradient sums at forks
+    (:mod:`perfmodel.cost.gradient_sums`) and its normalisation kernels (:mod:`perfmodel.cost.norm_kernels`)."""
+    return (
+        "each layer priced as the CUDA kernels eager PyTorch launches for it (cuDNN/cuBLAS for convolutions "
+        "and matmuls, PyTorch's own memory-bound kernels for the rest, each with its launch and host op), "
+        "except the chains a --fusion other than eager fuses; layer norm, group norm and softmax as the "
+        "kernels layer_norm_kernel.cu, group_norm_kernel.cu and SoftMax.cu launch (memory-bound passes over "
+        "the tensor, row statistics in fp32; perfmodel.cost.norm_kernels), not as FLOPs at peak, at the "
+        "activations' precision (autocast's fp32 for them is not priced); "
+        + GRADIENT_SUMS_WORDS
     )
 
 
@@ -101,3 +122,24 @@ def copies_words(param_bytes: int) -> str:
         "stages on the step's critical path (the backward bottleneck and those after it in the drain) and "
         "stage 0's copy back"
     )
+
+
+def stage_split_assumption(s: Strategy, details: Mapping[str, Any], n_links: int) -> str:
+    """How a pipeline plan's stage split was chosen (``details``: its pricing's, with ``balance``
+    and, where searched, ``balance_search`` of :func:`.compose.price`), for its assumptions."""
+    bal = ":".join(str(x) for x in details.get("balance", ()))
+    found = details.get("balance_search")
+    if s.balance or not found:
+        return f"stage split balance={bal} ({n_links} chain links), as given"
+    n, priced, gap = int(found["splits"]), int(found["priced_in_full"]), float(found["gap_bound_s"])
+    every = math.comb(n_links - 1, s.pp - 1)
+    if found["exhaustive"]:
+        pool = f"all {n:,} contiguous splits of the {n_links} chain links"
+    else:
+        pool = (f"{n:,} of the {every:,} contiguous splits of the {n_links} chain links (the reference "
+                f"candidates and every move of one of their cuts by up to {LOCAL_MOVE_LINKS} links; the best of "
+                "those, not of every split)")
+    exact = ("exactly: the others' lower bounds (fill-drain and optimizer steps) are above it" if gap == 0.0
+             else f"the search stopped at its budget: the best may be up to {gap * 1e3:.3g} ms faster")
+    return (f"stage split balance={bal}: the fastest that fits in memory (the fastest if none fits) among "
+            f"{pool}, {priced:,} priced in full, {exact}")
