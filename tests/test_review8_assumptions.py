@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel import predict
+from perfmodel.cost.cudnn_release import release_hardware
 from perfmodel.cost.kernels import network_kernels
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
@@ -109,3 +110,18 @@ def test_split_search_bound_is_below_every_splits_price(model: tuple[str, int | 
         bal = ":".join(str(int(x)) for x in np.diff(pool[j]))
         full = price(ctx, parse_strategy(f"{spec},balance={bal}", gpus), batch).time_s
         assert lower[j] <= full * (1 + 1e-12), (bal, lower[j], full)
+
+
+@pytest.mark.parametrize(("profile", "major", "said"), [("v100-16gb-dgx1", 7, True), ("titan-v", 7, True),
+                                                        ("v100-16gb-dgx1", 9, False), ("gtx-1080-ti", 7, False)])
+def test_a_volta_cudnn7_prediction_says_which_release_it_prices(profile: str, major: int, said: bool) -> None:
+    """predict prices cuDNN 7 on Volta at the 7.6 kernels the profile was fitted on; it says so, with
+    the factor validate applies to a row stating 7.0 (its ratio of the convolution efficiencies)."""
+    hw = load_hardware(profile)
+    text = predict("resnet18", 1, "dp=1", hardware=profile, precision="fp32", batch_per_gpu=8,
+                   cudnn_major=major).assumptions["cudnn"]
+    assert ("cuDNN 7.6's" in text) == said
+    if said:
+        factor = float(re.search(r"took ([\d.]+)x", text).group(1))  # type: ignore[union-attr]
+        slow = release_hardware(hw, "fp32", (7, 0))
+        assert factor == pytest.approx(hw.compute["fp32"].conv / slow.compute["fp32"].conv, abs=5e-4)

@@ -6,14 +6,16 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..cost.cudnn_release import CUDNN70_VOLTA_FP32_SLOWDOWN, SLOW_RELEASE
 from ..cost.gradient_sums import GRADIENT_SUMS_WORDS
 from ..hardware import Hardware
+from ..hardware.generation import generation
 from ..hardware.profile import PEAK_KEY
 from .spec import Strategy
 from .split_search import LOCAL_MOVE_LINKS
 
 __all__ = ["kernels_assumption", "precision_assumption", "optimizer_assumption", "exchange_assumption",
-           "contention_words", "copies_words", "param_dtype", "stage_split_assumption"]
+           "contention_words", "copies_words", "param_dtype", "stage_split_assumption", "release_words"]
 
 _PRECISION = {
     "fp32": "fp32 everywhere (CUDA-core peak)",
@@ -66,6 +68,18 @@ def kernels_assumption() -> str:
         "activations' precision (autocast's fp32 for them is not priced); "
         + GRADIENT_SUMS_WORDS
     )
+
+
+def release_words(hw: Hardware, cudnn_major: int) -> str:
+    """What a cuDNN ``cudnn_major`` run on ``hw`` is priced as where the release matters: on Volta
+    under cuDNN 7, the 7.6 kernels its numbers were fitted on (:mod:`perfmodel.cost.cudnn_release`);
+    empty elsewhere."""
+    if cudnn_major != SLOW_RELEASE[0] or generation(hw.device.name) != "volta":
+        return ""
+    major, minor = SLOW_RELEASE
+    return (f"; on Volta its convolutions are priced as cuDNN 7.6's (the release the profile's numbers were "
+            f"fitted on): cuDNN {major}.{minor}'s fp32 convolutions took {CUDNN70_VOLTA_FP32_SLOWDOWN:.3f}x that "
+            f"time (DeepBench's 2017 V100 sheet), applied by validate to rows stating {major}.{minor}, not here")
 
 
 def optimizer_assumption(optimizer: str, param_bytes: int) -> str:
