@@ -30,13 +30,18 @@ from perfmodel.strategies.split_search import EXHAUSTIVE_SPLITS, fill_drain_s, s
 def test_predict_plan_and_explain_state_the_kernels(capsys: pytest.CaptureFixture[str]) -> None:
     outs = {}
     for argv in (["predict", "resnet50", "-n", "2", "-s", "dp=2", "-b", "8"], ["plan", "resnet50", "-n", "2"],
-                 ["explain", "resnet50", "-n", "2", "-s", "dp=2"]):
+                 ["explain", "resnet50", "-n", "2", "-s", "dp=2"],
+                 ["scale", "resnet50", "--gpus", "1,2", "--strategies", "dp"],
+                 ["compare", "resnet50", "-n", "2", "-H", "a100-80gb-dgx,v100-16gb-dgx1"]):
         code, out, err = run_main(argv, capsys)
         assert code == 0, err
         outs[argv[0]] = out
     code, out, _ = run_main(["explain", "resnet50", "-n", "2", "-s", "dp=2", "--format", "json"], capsys)
     assert code == 0
     outs["explain json"] = json.loads(out)["kernels"]
+    code, out, _ = run_main(["scale", "resnet50", "--gpus", "1,2", "--strategies", "dp", "--format", "json"], capsys)
+    assert code == 0
+    outs["scale json"] = json.loads(out)["setting"]["kernels"]
     for name, text in outs.items():
         assert "autograd adds the gradients of every tensor that k > 1 layers read" in text, name
         assert "layer norm, group norm and softmax" in text, name
