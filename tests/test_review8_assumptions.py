@@ -130,3 +130,28 @@ def test_a_volta_cudnn7_prediction_says_which_release_it_prices(profile: str, ma
         factor = float(re.search(r"took ([\d.]+)x", text).group(1))  # type: ignore[union-attr]
         slow = release_hardware(hw, "fp32", (7, 0))
         assert factor == pytest.approx(hw.compute["fp32"].conv / slow.compute["fp32"].conv, abs=5e-4)
+
+
+@pytest.mark.parametrize(("model", "gpus", "spec", "kept"), [
+    ("resnet50", 2, "dp=2", []), ("resnet50", 2, "pp=2", ["the stage split"]),
+    ("resnet50", 4, "sp=2x2,decomp=auto", ["each link's decomposition"]),
+    ("resnext50_32x4d", 2, "dp=2", ["grouped convolutions"]),
+])
+def test_explain_what_if_says_which_choices_it_keeps(model: str, gpus: int, spec: str, kept: list[str],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set`` re-evaluates the plan priced at the profile's values: its stage split, each link's
+    spatial/sample decomposition and each grouped convolution's one-kernel-or-loop choice stay; the
+    output says which (the grouped count from the network's layers, counted here)."""
+    code, out, err = run_main(["explain", model, "-n", str(gpus), "-s", spec, "--set", "R=1e13"], capsys)
+    assert code == 0, err
+    line = next((x for x in out.splitlines() if "kept as chosen at the profile's values" in x), "")
+    assert bool(line) == bool(kept)
+    for words in kept:
+        assert words in line
+    if "grouped convolutions" in line:
+        net = get_model(model)
+        grouped = sum(1 for ly in net.layers if ly.kind == "conv" and 1 < ly.groups < ly.in_shapes[0][0])
+        assert f"the {grouped} grouped convolutions" in line
+    code, out, _ = run_main(["explain", model, "-n", str(gpus), "-s", spec, "--set", "R=1e13", "--format", "json"],
+                            capsys)
+    assert code == 0 and (json.loads(out)["what_if"]["kept"] == line.strip()[1:-1] if kept else True)
