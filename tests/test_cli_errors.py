@@ -591,3 +591,33 @@ def test_a_stated_cudnn_70_still_selects_the_volta_rule(tmp_path: Path, capsys: 
     code0, out0, _ = run_main(["validate", _one_row(tmp_path, "PyTorch 0.3.0 (cuDNN 7)"), "--format", "json"], capsys)
     assert code == code0 == 0
     assert json.loads(out)["rows"][0]["predicted_throughput"] < json.loads(out0)["rows"][0]["predicted_throughput"]
+
+
+#: plan --export of a plan priced for software the exported program does not run (it trains eager
+#: PyTorch under torch.autocast): refused, no file written (b4cca98 wrote an autocast program whose
+#: header quoted the 16-bit model's or XLA's prediction)
+CASES3: list[tuple[str, str, int, str]] = [
+    ("plan", "resnet50 -n 8 --amp-runtime pytorch-half --export {out}.py", 1,
+     "was priced with --amp-runtime pytorch-half, but the exported program runs eager PyTorch"),
+    ("plan", "resnet50 -n 8 --precision bf16 --amp-runtime mxnet-multi-precision --export {out}.py", 1,
+     "--amp-runtime mxnet-multi-precision"),
+    ("plan", "resnet50 -n 8 --fusion xla --export {out}.py", 1, "was priced with --fusion xla"),
+    ("plan", "resnet50 -n 8 --precision amp --memory-format nhwc --fusion mxnet-bn-add-relu --export {out}.py", 1,
+     "price it with those to export it"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "code", "phrase"), CASES3,
+                         ids=[f"{c} {a}"[:80] for c, a, _, _ in CASES3])
+def test_bad_input_round8(command: str, args: str, code: int, phrase: str, bad2: dict[str, str],
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    _check(command, args, code, phrase, bad2, capsys)
+
+
+def test_export_of_an_fp32_plan_ignores_the_amp_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """At fp32 the runtime is ignored when pricing, so the plan exports as any fp32 plan does."""
+    out = tmp_path / "train.py"
+    code, _, err = run_main(["plan", "resnet50", "-n", "8", "--precision", "fp32", "--amp-runtime", "pytorch-half",
+                             "--export", str(out)], capsys)
+    assert code == 0, err
+    assert out.exists()
