@@ -155,3 +155,13 @@ def test_explain_what_if_says_which_choices_it_keeps(model: str, gpus: int, spec
     code, out, _ = run_main(["explain", model, "-n", str(gpus), "-s", spec, "--set", "R=1e13", "--format", "json"],
                             capsys)
     assert code == 0 and (json.loads(out)["what_if"]["kept"] == line.strip()[1:-1] if kept else True)
+
+
+def test_measure_states_the_kernels_of_its_predictions(capsys: pytest.CaptureFixture[str]) -> None:
+    """measure --hardware prints predicted per-layer times beside the measured ones; a forked
+    tensor's gradient sums sit in its producer's predicted backward, and the assumptions say so."""
+    pytest.importorskip("torch")
+    code, out, err = run_main(["measure", "tiny_cnn", "--device", "cpu", "--steps", "1", "-H", "a100-80gb-dgx",
+                               "--format", "json"], capsys)
+    assert code == 0, err
+    assert "autograd adds the gradients of every tensor" in json.loads(out)["assumptions"]["kernels"]
