@@ -6,11 +6,12 @@ Run from the repository root::
 
 For resnet50, vgg16, inception_v3 and densenet161 at global batches 32 and 256, split over
 K = 2, 4, 8 GPUs as ``mp=K,mb=K`` (one replica, K micro-batches of ``B/K`` samples, the search's
-first micro-batch count), it prints the micro-batch each part runs (``m``), the slowest part's
-forward+backward seconds over the mean part's at that micro-batch on the profile priced
-(``slowest/mean``, from ``predict``'s ``details.parts``), the partitioner's weight batch and the
-predicted step time. Assumptions: ``perfmodel predict``'s defaults (SGD with momentum, cuDNN 9,
-NCHW), KaHyPar's partition at layer granularity (epsilon 0.03, seed 42).
+first micro-batch count), it prints the micro-batch each part runs (``m``, also the batch the
+partitioner weights the layers at), the slowest part's forward+backward seconds over the mean
+part's at that micro-batch on the profile priced (``slowest/mean``, from ``predict``'s
+``details.parts``) and the predicted step time. A bad ``--hardware`` or ``--precision`` prints
+perfmodel's one-line error and exits with its code. Assumptions: ``perfmodel predict``'s defaults
+(SGD with momentum, cuDNN 9, NCHW), KaHyPar's partition at layer granularity (epsilon 0.03, seed 42).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from perfmodel.errors import PerfmodelError  # noqa: E402
 from perfmodel.strategies import predict  # noqa: E402
 
 __all__ = ["main", "rows"]
@@ -43,16 +45,22 @@ def rows(hardware: str, precision: str) -> list[tuple[str, int, int, int, float,
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hardware", default="a100-80gb-dgx")
     ap.add_argument("--precision", default="amp")
     args = ap.parse_args(argv)
+    try:
+        table = rows(args.hardware, args.precision)
+    except PerfmodelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
     print(f"mp=K,mb=K on {args.hardware}, {args.precision}; slowest/mean: part compute at the micro-batch")
     print(f"{'model':<13}{'batch':>6}{'K':>3}{'m':>5}{'slowest/mean':>14}{'step (ms)':>11}")
-    for model, batch, k, m, ratio, step in rows(args.hardware, args.precision):
+    for model, batch, k, m, ratio, step in table:
         print(f"{model:<13}{batch:>6}{k:>3}{m:>5}{ratio:>14.3f}{step * 1e3:>11.2f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,6 +9,7 @@ subprocess, and ``--debug`` is checked to show the traceback.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -559,3 +560,64 @@ def test_zero_latency_is_a_valid_what_if(capsys: pytest.CaptureFixture[str]) -> 
                                "--set", "alpha_net=0"], capsys)
     assert code == 0, err
     assert "alpha_intra = 0" in out
+
+
+# -- round 8 review of b4cca98 -------------------------------------------------------------
+def _one_row(tmp_path: Path, framework: str) -> str:
+    header = "model,hardware,gpus,precision,batch_per_gpu,global_batch,strategy,measured_throughput,framework"
+    f = tmp_path / f"runs_{len(framework)}_{framework[:8].replace(' ', '_')}.csv"
+    f.write_text(f'{header}\nresnet50,v100-16gb-dgx1,1,fp32,16,,dp=1,100,"{framework}"\n')
+    return str(f)
+
+
+@pytest.mark.parametrize("framework", [f"PyTorch (cuDNN 7.{'0' * 5000})", f"PyTorch (cuDNN {'7' * 5000}.0)",
+                                       f"PyTorch 1.{'3' * 5000}", "PyTorch (cuDNN 70000.0)"])
+def test_a_version_of_many_digits_is_no_version(framework: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A measured row whose framework states a cuDNN or PyTorch version of thousands of digits
+    (Python refuses to convert more than 4,300 to an int) is priced as one stating none: exit 0,
+    no traceback, the same prediction (it crashed validate with a ValueError at b4cca98)."""
+    code, out, err = run_main(["validate", _one_row(tmp_path, framework), "--format", "json"], capsys)
+    assert code == 0 and "Traceback" not in err, err
+    code0, out0, _ = run_main(["validate", _one_row(tmp_path, "PyTorch"), "--format", "json"], capsys)
+    assert code0 == 0
+    assert json.loads(out)["rows"][0]["predicted_throughput"] == json.loads(out0)["rows"][0]["predicted_throughput"]
+
+
+def test_a_stated_cudnn_70_still_selects_the_volta_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bounded version pattern still reads ``cuDNN 7.0.0.3`` (the rule of cost/cudnn_release.py)."""
+    code, out, _ = run_main(["validate", _one_row(tmp_path, "PyTorch 0.3.0 (cuDNN 7.0.0.3)"), "--format", "json"],
+                            capsys)
+    code0, out0, _ = run_main(["validate", _one_row(tmp_path, "PyTorch 0.3.0 (cuDNN 7)"), "--format", "json"], capsys)
+    assert code == code0 == 0
+    assert json.loads(out)["rows"][0]["predicted_throughput"] < json.loads(out0)["rows"][0]["predicted_throughput"]
+
+
+#: plan --export of a plan priced for software the exported program does not run (it trains eager
+#: PyTorch under torch.autocast): refused, no file written (b4cca98 wrote an autocast program whose
+#: header quoted the 16-bit model's or XLA's prediction)
+CASES3: list[tuple[str, str, int, str]] = [
+    ("plan", "resnet50 -n 8 --amp-runtime pytorch-half --export {out}.py", 1,
+     "was priced with --amp-runtime pytorch-half, but the exported program runs eager PyTorch"),
+    ("plan", "resnet50 -n 8 --precision bf16 --amp-runtime mxnet-multi-precision --export {out}.py", 1,
+     "--amp-runtime mxnet-multi-precision"),
+    ("plan", "resnet50 -n 8 --fusion xla --export {out}.py", 1, "was priced with --fusion xla"),
+    ("plan", "resnet50 -n 8 --precision amp --memory-format nhwc --fusion mxnet-bn-add-relu --export {out}.py", 1,
+     "price it with those to export it"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "code", "phrase"), CASES3,
+                         ids=[f"{c} {a}"[:80] for c, a, _, _ in CASES3])
+def test_bad_input_round8(command: str, args: str, code: int, phrase: str, bad2: dict[str, str],
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    _check(command, args, code, phrase, bad2, capsys)
+
+
+def test_export_of_an_fp32_plan_ignores_the_amp_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """At fp32 the runtime is ignored when pricing, so the plan exports as any fp32 plan does."""
+    out = tmp_path / "train.py"
+    code, _, err = run_main(["plan", "resnet50", "-n", "8", "--precision", "fp32", "--amp-runtime", "pytorch-half",
+                             "--export", str(out)], capsys)
+    assert code == 0, err
+    assert out.exists()

@@ -15,6 +15,7 @@ from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.predict import Context, price
 from ..strategies.spec import Strategy
+from ..strategies.wording import kernels_assumption
 from .args import check_batches
 from .cache import Baselines
 
@@ -24,10 +25,12 @@ __all__ = ["price_row", "gap_row", "text_columns", "as_list", "resolve_batches",
 def software_attrs(cudnn_major: int, memory_format: str, fusion: str = DEFAULT_FUSION,
                    amp_runtime: str = DEFAULT_AMP_RUNTIME) -> dict[str, Any]:
     """The software a frame's plans assume, for its ``df.attrs``: the cuDNN era, the memory format,
-    the batch-norm/add/ReLU fusion and the mixed-precision runtime of a 16-bit run."""
+    the batch-norm/add/ReLU fusion, the mixed-precision runtime of a 16-bit run and the kernels
+    each layer is priced as."""
     return {"cudnn_major": int(cudnn_major), "cudnn": cudnn_assumption(cudnn_major), "memory_format": memory_format,
             "memory_format_assumption": memory_format_assumption(memory_format), "fusion": fusion,
-            "fusion_assumption": fusion_assumption(fusion), "amp_runtime": amp_runtime}
+            "fusion_assumption": fusion_assumption(fusion), "amp_runtime": amp_runtime,
+            "kernels": kernels_assumption()}
 
 
 def resolve_batches(batch_per_gpu: object, global_batch: object) -> tuple[int | None, int | None]:

@@ -7,6 +7,8 @@ import math
 import click
 
 from ..cost.fusion import fusion_assumption
+from ..cost.grouped import loop_candidates
+from ..cost.kernels import network_kernels
 from ..errors import UsageError, closest_names
 from ..hardware import load_hardware
 from ..limits import shown
@@ -16,8 +18,8 @@ from ..report.answers import answers_for
 from ..strategies.amp_step import amp_assumption
 from ..strategies.explain import HARDWARE_SYMBOLS, StepFormula, explain_plan
 from ..strategies.formula import ZERO_OK_SYMBOLS, what_if_value
-from ..strategies.predict import context, resolve_batch
-from ..strategies.spec import parse_strategy
+from ..strategies.predict import Context, context, resolve_batch
+from ..strategies.spec import Strategy, parse_strategy
 from .common import (
     amp_runtime_option,
     cudnn_option,
@@ -129,10 +131,12 @@ def explain_cmd(
     if fmt == "json":
         out = {**f.to_dict(), **{k: v for k, v in ans.fields().items() if "interval" in k},
                "cudnn": f.prediction.assumptions["cudnn"], "memory_format": f.prediction.assumptions["memory_format"],
+               "kernels": f.prediction.assumptions["kernels"],
                "fusion": fusion_assumption(f.prediction.fusion), "amp_runtime": f.prediction.amp_runtime,
                "mixed_precision": amp_assumption(f.prediction.precision, f.prediction.amp_runtime)}
         if new is not None:
-            out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values())}
+            out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values()),
+                              "kept": _kept_choices(ctx, s)}
         emit(to_json(out))
         return
     if fmt == "csv":
@@ -140,8 +144,22 @@ def explain_cmd(
         for k, v in f.terms.items():
             emit(f'{k},{f.term_values[k]!r},"{str(v)}"' + (f",{new[k]!r}" if new is not None else ""))
         return
-    _table(f, s.spec(), gpus, precision, B, full, what_if, new)
+    _table(f, s.spec(), gpus, precision, B, full, what_if, new, _kept_choices(ctx, s))
     emit(ans.lines()[0])
+
+
+def _kept_choices(ctx: Context, s: Strategy) -> str:
+    """What a ``--set`` re-evaluation keeps as chosen at the profile's values (empty: nothing): the
+    pipeline's stage split, a spatial group's decomposition per link, and each grouped convolution's
+    implementation (cuDNN's one kernel or a loop of per-group calls, :mod:`perfmodel.cost.grouped`)."""
+    lk = network_kernels(ctx.net)
+    grouped = int(loop_candidates(lk.groups, lk.depthwise, ctx.cudnn_major).sum())
+    kept = (["the stage split"] if s.pp > 1 else []) + (["each link's decomposition"] if s.decomp == "auto" else [])
+    if grouped:
+        kept.append(f"the implementation of the {grouped} grouped convolutions (one kernel or a loop over groups)")
+    if not kept:
+        return ""
+    return f"kept as chosen at the profile's values: {', '.join(kept)}; at the values set another choice may be faster"
 
 
 def _table(
@@ -153,6 +171,7 @@ def _table(
     full: bool,
     what_if: dict[str, float],
     new: dict[str, float] | None,
+    kept: str = "",
 ) -> None:
     p = f.prediction
     emit(f"{p.model} on {gpus} x {p.hardware}, {spec}, {precision}, global batch {B}")
@@ -162,6 +181,7 @@ def _table(
     emit(p.assumptions["cudnn"])
     emit(p.assumptions["memory_format"])
     emit(fusion_assumption(p.fusion))
+    emit("kernels: " + p.assumptions["kernels"])
     emit("mixed precision: " + amp_assumption(p.precision, p.amp_runtime))
     emit("")
     limit = None if full else 400
@@ -192,6 +212,8 @@ def _table(
         unused = [k for k in what_if if k not in {str(x) for x in f.values}]
         if unused:
             emit(f"  (the formula does not contain {', '.join(unused)})")
+        if kept:
+            emit(f"  ({kept})")
     emit("")
     emit("symbols (value, meaning):")
     for sym, val in sorted(f.values.items(), key=lambda kv: str(kv[0])):
@@ -200,7 +222,8 @@ def _table(
     emit(
         "Per layer: T_layer = max(ops*h, sum over its GEMM kernels of max(b*W/(R*eta), b*W_dw/R_fp32,"
         " (b*elems*e + params*e)/(beta_mem*eta_mem)) + memory kernels max(bytes/(beta_mem*eta_mem),"
-        " b*F_elementwise/R_fp32[, loads*L_mem]) + launches*tau), W = a kernel's FLOPs over its shape"
+        " b*F_elementwise/R_fp32[, loads*L_mem]) + launches*tau; the memory kernels include autograd's sums of"
+        " the gradients into a tensor several layers read), W = a kernel's FLOPs over its shape"
         " efficiency (tiles, waves, Winograd) at the micro-batch b, loads = a pooling forward's loads on"
         " its critical path (Little's law over the threads in flight);"
     )

@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..hardware import PRECISIONS, load_hardware
 from ..io import atomic_write_text, check_target
 from ..report import render_frame, to_json
+from ..strategies.wording import kernels_assumption
 from ..validation.measure import DEVICES, MeasureResult, measure
 from ..validation.measure_env import pricing_cudnn
 from .common import emit, format_option, image_size_option, memory_format_option
@@ -54,8 +55,10 @@ def predicted_times(
 
 
 def _assumptions(r: MeasureResult, cudnn_note: str) -> dict[str, str]:
-    """What the predictions beside the measurement assume: the cuDNN and the run's memory format."""
-    return {"cudnn": cudnn_note, "memory_format": memory_format_assumption(r.memory_format)}
+    """What the predictions beside the measurement assume: the cuDNN, the run's memory format and
+    the kernels each layer is priced as (a forked tensor's gradient sums in its producer's backward)."""
+    return {"cudnn": cudnn_note, "memory_format": memory_format_assumption(r.memory_format),
+            "kernels": kernels_assumption()}
 
 
 def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None = None) -> pd.DataFrame:

@@ -261,6 +261,7 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(a['memory_format_assumption'])
         emit(a['fusion_assumption'])
         emit("mixed precision: " + amp_assumption(a['precision'], a['amp_runtime']))
+        emit("kernels: " + a["kernels"])
         ok = df[df["interval_group"].notna()]
         labels = [f"{s} at {g}" for s, g in zip(ok["strategy"], ok["gpus"], strict=True)]
         runs = [int(n) for n in ok["interval_runs"].to_numpy(float)]

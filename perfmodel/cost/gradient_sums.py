@@ -39,10 +39,18 @@ import numpy as np
 
 from ..network.layers import Layer
 
-__all__ = ["extra_gradients", "SUM_PASSES"]
+__all__ = ["extra_gradients", "SUM_PASSES", "GRADIENT_SUMS_WORDS"]
 
 #: Full-size passes of one gradient sum: read the buffer and the new gradient, write the sum.
 SUM_PASSES = 3.0
+
+#: The rule in words, for every output's assumptions.
+GRADIENT_SUMS_WORDS = (
+    f"autograd adds the gradients of every tensor that k > 1 layers read (a residual block's input, an "
+    f"Inception module's, a DenseNet feature map): k - 1 elementwise adds of {SUM_PASSES:g}n elements moved, "
+    "one launch and one host op each, paid by the layer that produced the tensor (torch/csrc/autograd/"
+    "input_buffer.cpp; perfmodel.cost.gradient_sums); the pieces of one chunk/split are one reader"
+)
 
 
 def extra_gradients(layers: Sequence[Layer], one_network: bool = True) -> np.ndarray:

@@ -6,9 +6,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cost.compute import HALF_PRECISIONS
+from ..cost.fusion import DEFAULT_FUSION
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import BatchSplitError, StrategyError
 from ..strategies import Prediction
+from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.data import BUCKET_BYTES
 from ..strategies.spec import Strategy
 
@@ -125,11 +128,27 @@ def user_module(model: str) -> str:
     return f"{Path(path).resolve()}:{name}"
 
 
+def _check_software(p: Prediction) -> None:
+    """Refuse a prediction priced for software the program does not run: it trains eager PyTorch
+    under ``torch.autocast`` at amp/bf16, so another mixed-precision runtime or a fused framework
+    (whose prices differ: a 16-bit model's, XLA's) would be measured against the wrong prediction."""
+    runtime = p.precision in HALF_PRECISIONS and p.amp_runtime != DEFAULT_AMP_RUNTIME
+    if p.fusion == DEFAULT_FUSION and not runtime:
+        return
+    what = f"--fusion {p.fusion}" if p.fusion != DEFAULT_FUSION else f"--amp-runtime {p.amp_runtime}"
+    raise NotExportableError(
+        f"export: plan {p.strategy.spec()} was priced with {what}, but the exported program runs eager PyTorch, "
+        f"torch.autocast at amp/bf16 (--fusion {DEFAULT_FUSION}, --amp-runtime {DEFAULT_AMP_RUNTIME}); price it "
+        "with those to export it"
+    )
+
+
 def export_plan(p: Prediction, hardware: str, module: str = "") -> ExportPlan:
     """The exportable form of prediction ``p`` priced on profile ``hardware`` (its name or path);
     ``module`` names the user's own module class for a ``file.py:Name`` model."""
     s = p.strategy
     check_exportable(s)
+    _check_software(p)
     if module and (s.pp > 1 or s.recompute):
         raise NotExportableError(
             f"export: plan {s.spec()} of {module} cannot be exported yet: pipeline stages and per-link "

@@ -18,6 +18,7 @@ from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.baseline import Baseline
 from ..strategies.predict import Context, Prediction, assumptions, context, one_gpu_baseline, predict_in, price
 from ..strategies.spec import Strategy
+from ..strategies.split_search import EXHAUSTIVE_SPLITS, LOCAL_MOVE_LINKS
 from ..units import GIB
 from .accumulate import fewest_micro_batches
 from .enumerate import KINDS, candidates, variants
@@ -219,7 +220,10 @@ def _search(
     a["search"] = (
         "dp x sp x pp factorisations, spatial grids (below one sample per GPU too), gradient accumulation "
         "(the fewest micro-batches that fit, every kind), pipeline micro-batches, schedules, allreduce "
-        "algorithms, parameter servers, filter/channel/mp splits; one row per plan shape"
+        "algorithms, parameter servers, filter/channel/mp splits; one row per plan shape; a pipeline's stage "
+        f"split is the fastest of its contiguous splits where it has at most {EXHAUSTIVE_SPLITS:,}, else of the "
+        f"reference splits and every move of one of their cuts by up to {LOCAL_MOVE_LINKS} links (branch and "
+        "bound; predict states each plan's)"
     )
     return PlanResult(
         tuple(preds), tuple(reasons), pricer.n_cand, len(priced), pricer.rejected, time.perf_counter() - t0, B,

@@ -50,7 +50,7 @@ from .predict import predict_in
 from .prediction import Prediction
 from .spatial import layer_exchange_s, spatial_exchanges, spatial_tier
 from .spec import Strategy
-from .wording import COPIES_WORDS, contention_words
+from .wording import contention_words, copies_words, param_dtype
 
 __all__ = ["StepFormula", "explain_plan", "SYMBOL_MEANING", "HARDWARE_SYMBOLS"]
 
@@ -120,7 +120,7 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
     stage = f"stage {details['critical_stage']} of {s.pp} (the critical stage)" if s.pp > 1 else ""
     per = f"of {stage}" if stage else "of every layer"
     again = "every micro-batch but the last" if s.pp > 1 else "all M micro-batches"
-    dtype = "fp32" if ctx.param_bytes == 4 else "16-bit"  # a 16-bit model's weights, gradients, state
+    dtype = param_dtype(ctx.param_bytes)  # a 16-bit model's weights, gradients, state
     words = {
         "compute": f"forward and backward compute {per}, M micro-batches",
         "recompute": (
@@ -169,5 +169,5 @@ def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str
         )
         words["nccl_contention"] = contention_words(s.overlap)
     if s.dp * s.sp_degree > 1:
-        words["gradient_bucket_copies"] = COPIES_WORDS
+        words["gradient_bucket_copies"] = copies_words(ctx.param_bytes)
     return words

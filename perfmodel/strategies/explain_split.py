@@ -34,7 +34,7 @@ from .mp_segments import Segments, segments
 from .prediction import Prediction
 from .spec import Strategy
 from .split_terms import BREAKDOWN_KEYS, OPS, split_terms
-from .wording import COPIES_WORDS, contention_words
+from .wording import contention_words, copies_words, param_dtype
 
 __all__ = ["explain_split", "explain_mp"]
 
@@ -72,8 +72,10 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
     )
     if s.dp > 1:
         legend["nccl_contention"] = contention_words(s.overlap)
-        legend["gradient_bucket_copies"] = COPIES_WORDS
-    legend["optimizer_step"] = "the update of the shard's weights" + amp_update_words(ctx.precision, ctx.amp_runtime)
+        legend["gradient_bucket_copies"] = copies_words(ctx.param_bytes)
+    legend["optimizer_step"] = (f"the update of the shard's weights: {param_dtype(ctx.param_bytes)} traffic over the "
+                                "memory bandwidth, launches and the step's fixed cost"
+                                + amp_update_words(ctx.precision, ctx.amp_runtime))
     legend["amp_casts"] = AMP_CASTS_WORDS
     notes = [
         f"{mode}={n}: every exchanged tensor of |y| elements per sample is one ring collective of n = b*|y|*e "
@@ -213,7 +215,8 @@ def explain_mp(
     largest = float(max(u_params[q.assignment == d].sum() for d in range(K)))
     terms = mp_terms(s, ctx.optimizer, val, f_d, b_d, sends, q.idle, exposed, largest,
                      part_amp_step(ctx, q.hg.unit_layer, u_params, q.assignment), ctx.param_bytes)
-    legend["optimizer_step"] = ("the update of the largest part's weights"
+    legend["optimizer_step"] = (f"the update of the largest part's weights: {param_dtype(ctx.param_bytes)} traffic "
+                                "over the memory bandwidth, launches and the step's fixed cost"
                                 + amp_update_words(ctx.precision, ctx.amp_runtime))
     legend["amp_casts"] = AMP_CASTS_WORDS
     resimulate, sim_symbols = _mp_resimulate(q)

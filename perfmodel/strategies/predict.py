@@ -19,7 +19,7 @@ from .context import Context, context, weight_group
 from .dimension import OPTIMIZER_LAUNCHES, Priced
 from .prediction import EXCLUDED, Prediction, assumptions, baseline_text
 from .spec import Strategy, parse_strategy
-from .wording import exchange_assumption
+from .wording import exchange_assumption, stage_split_assumption
 
 __all__ = [
     "Prediction",
@@ -187,7 +187,9 @@ def predict_in(
         memory_capacity_bytes=hw.device.memory_bytes,
         breakdown=priced.breakdown,
         memory=priced.memory,
-        assumptions={**assumptions(ctx, text), "gradient_exchange": exchange_assumption(s)},
+        assumptions={**assumptions(ctx, text), "gradient_exchange": exchange_assumption(s),
+                     **({"stage_split": stage_split_assumption(s, priced.details, len(ctx.net.links))}
+                        if s.pp > 1 else {})},
         details=priced.details,
         baseline=base,
         cudnn_major=ctx.cudnn_major,

@@ -19,7 +19,7 @@ from .context import Context
 from .memory import half_model
 from .pipeline import PipelineTask, pipeline_tasks
 from .spec import Strategy
-from .wording import optimizer_assumption, precision_assumption
+from .wording import kernels_assumption, optimizer_assumption, precision_assumption, release_words
 
 __all__ = ["Prediction", "EXCLUDED", "assumptions", "baseline_text", "speedup"]
 
@@ -157,8 +157,9 @@ def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
         "precision": precision_assumption(hw, ctx.precision, half_model(ctx.precision, ctx.amp_runtime)),
         "optimizer": optimizer_assumption(ctx.optimizer, ctx.param_bytes),
         "gradient_exchange": "NCCL-style allreduce in 25 MiB buckets overlapped with backward (PyTorch DDP)",
-        "cudnn": cudnn_assumption(ctx.cudnn_major),
+        "cudnn": cudnn_assumption(ctx.cudnn_major) + release_words(hw, ctx.cudnn_major),
         "memory_format": memory_format_assumption(ctx.memory_format),
+        "kernels": kernels_assumption(),
         "memory_capacity": f"{hw.device.memory_bytes / GIB:.1f} GiB per GPU, "
         f"{hw.framework_reserve_bytes / GIB:.1f} GiB reserved by the framework",
         "excluded": EXCLUDED,

@@ -69,9 +69,12 @@ from .measurements import Measurement
 
 __all__ = ["cudnn_major_of", "cudnn_major_from_text", "cudnn_release_of", "memory_format_of", "fusion_of"]
 
-_EXPLICIT = re.compile(r"cuDNN\s*v?(\d+)(?:\.\d+)*", re.IGNORECASE)
+#: A version number of at most 4 digits: a longer run of digits is no version, and is not read
+#: (Python refuses to convert a string of more than 4,300 digits to an int).
+_DIGITS = r"(\d{1,4})(?!\d)"
+_EXPLICIT = re.compile(rf"cuDNN\s*v?{_DIGITS}(?:\.\d+)*", re.IGNORECASE)
 _NGC = re.compile(r"(?:NGC\s+|pytorch-|mxnet-|tensorflow-|\b)(\d\d)\.(\d\d)(?:-tf[12])?(?:-py3)?\b")
-_PYTORCH = re.compile(r"PyTorch\s+1\.(\d+)\b")
+_PYTORCH = re.compile(rf"PyTorch\s+1\.{_DIGITS}\b")
 #: The first NGC container release with cuDNN 8 (NGC PyTorch/TensorFlow/MXNet 20.06 release notes).
 FIRST_CUDNN8_CONTAINER = (20, 6)
 #: Sources whose software is known from their commit (perfmodel/data/MEASUREMENTS.md): the
@@ -110,7 +113,7 @@ def cudnn_major_of(m: Measurement) -> int:
     return DEFAULT_CUDNN_MAJOR if found is None else found
 
 
-_RELEASE = re.compile(r"cuDNN\s*v?(\d+)\.(\d+)", re.IGNORECASE)
+_RELEASE = re.compile(rf"cuDNN\s*v?{_DIGITS}\.{_DIGITS}", re.IGNORECASE)
 
 
 def cudnn_release_of(m: Measurement) -> tuple[int, int] | None:
