@@ -58,14 +58,17 @@ def precision_assumption(hw: Hardware, precision: str, half_model: bool = False)
 def kernels_assumption() -> str:
     """Which kernels a layer is priced as, for every output's assumptions: eager PyTorch's on CUDA
     (a non-default fusion re-prices the chains it fuses and says so), its gradient sums at forks
-    (:mod:`perfmodel.cost.gradient_sums`) and its normalisation kernels (:mod:`perfmodel.cost.norm_kernels`)."""
+    (:mod:`perfmodel.cost.gradient_sums`), its normalisation kernels (:mod:`perfmodel.cost.norm_kernels`)
+    and its products of activations (:mod:`perfmodel.cost.batched_matmul`)."""
     return (
         "each layer priced as the CUDA kernels eager PyTorch launches for it (cuDNN/cuBLAS for convolutions "
         "and matmuls, PyTorch's own memory-bound kernels for the rest, each with its launch and host op), "
         "except the chains a --fusion other than eager fuses; layer norm, group norm and softmax as the "
         "kernels layer_norm_kernel.cu, group_norm_kernel.cu and SoftMax.cu launch (memory-bound passes over "
-        "the tensor, row statistics in fp32; perfmodel.cost.norm_kernels), not as FLOPs at peak, at the "
-        "activations' precision (autocast's fp32 for them is not priced); "
+        "the tensor, row statistics in fp32; perfmodel.cost.norm_kernels), not as FLOPs at peak, moving fp32 "
+        "bytes under amp and bf16 with autocast's casts (perfmodel.cost.autocast_fp32); products of two "
+        "activations as cuBLAS batched GEMMs and attention as FlashAttention-2's kernels "
+        "(perfmodel.cost.batched_matmul); "
         + GRADIENT_SUMS_WORDS
     )
 
