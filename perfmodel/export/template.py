@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.summary is not None:
             args.summary.write_text(json.dumps({"row": row, "step_times_s": times, "losses": losses}, indent=1))
         print(report(plan, row))
+    # every rank leaves together: a gloo peer torn down while rank 0 still writes its files can
+    # abort the other process at exit
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     return 0
 
