@@ -34,7 +34,7 @@ from .parameter_server import parameter_server_exchange
 from .pipeline import StageSplit, stage_candidates, stage_split
 from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
-from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, fill_drain_s, split_pool, tail_s
+from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, exchange_floor_s, fill_drain_s, split_pool, tail_s
 
 __all__ = ["price", "price_chain", "chain_memory", "split_memory_bytes", "numeric_step"]
 
@@ -146,8 +146,9 @@ def _best_split(
         fits = split_memory_bytes(ctx, s, mem_layers, pool, per_replica, workspace) <= ctx.hw.device.memory_bytes
         body = fill_drain_s(ctx, s, layers, pool)
         tail_base, tail = tail_s(ctx, s, pool)
+        floor = exchange_floor_s(ctx, s, pool)
         row, priced, gap = cheapest_split(body + tail_base, fits, lambda j: _split_step(ctx, s, layers, split(j)),
-                                          tighter_s=lambda j: float(body[j]) + tail(j))
+                                          tighter_s=lambda j: float(body[j]) + tail(j) + floor(j))
         best = split(row)
         if not exhaustive:  # the pool's seeds
             details["balance_candidates"] = [list(c) for c in candidates]
