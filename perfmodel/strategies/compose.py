@@ -148,7 +148,8 @@ def _best_split(
         tail_base, tail = tail_s(ctx, s, pool)
         floor = exchange_floor_s(ctx, s, pool)
         row, priced, gap = cheapest_split(body + tail_base, fits, lambda j: _split_step(ctx, s, layers, split(j)),
-                                          tighter_s=lambda j: float(body[j]) + tail(j) + floor(j))
+                                          tighter_s=(lambda j: float(body[j] + tail_base[j]) + floor(j),
+                                                     lambda j: float(body[j]) + tail(j) + floor(j)))
         best = split(row)
         if not exhaustive:  # the pool's seeds
             details["balance_candidates"] = [list(c) for c in candidates]

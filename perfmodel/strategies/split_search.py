@@ -183,14 +183,15 @@ def exchange_floor_s(ctx: Context, s: Strategy, bounds: np.ndarray) -> Callable[
 
 def cheapest_split(
     lower_s: np.ndarray, fits: np.ndarray, step_s: Callable[[int], float], budget: int = PRICING_BUDGET,
-    tighter_s: Callable[[int], float] | None = None,
+    tighter_s: Sequence[Callable[[int], float]] = (),
 ) -> tuple[int, int, float]:
     """(row, splits priced in full, seconds the optimum may be below the row's step) of the
     fastest split that fits (the fastest of all if none does), each split's step at least
-    ``lower_s`` and at least ``tighter_s(row)``, itself at least ``lower_s``: the rows are taken
-    from the smallest bound up, priced where the tighter bound is below the best step found,
-    until the bound passes that step (the optimum: 0 s) or ``budget`` rows are priced (then the
-    best step less the smallest bound left over)."""
+    ``lower_s`` and at least each ``tighter_s[k](row)``, themselves at least ``lower_s`` (cheapest
+    first): the rows are taken from the smallest bound up, priced where no tighter bound is above
+    the best step found (each computed only while the ones before it are not), until the bound
+    passes that step (the optimum: 0 s) or ``budget`` rows are priced (then the best step less
+    the smallest bound left over)."""
     order = np.argsort(lower_s, kind="stable")
     if fits.any():
         order = order[fits[order]]
@@ -199,7 +200,7 @@ def cheapest_split(
     for j in order.tolist():
         if lower_s[j] > best_s * slack:
             return best, priced, 0.0
-        if tighter_s is not None and tighter_s(j) > best_s * slack:
+        if any(bound(j) > best_s * slack for bound in tighter_s):
             continue
         if priced == budget:
             return best, priced, float(best_s - lower_s[j])
