@@ -147,7 +147,8 @@ def _best_split(
         body = fill_drain_s(ctx, s, layers, pool)
         tail_base, tail = tail_s(ctx, s, pool)
         floor = exchange_floor_s(ctx, s, pool)
-        row, priced, gap = cheapest_split(body + tail_base, fits, lambda j: _split_step(ctx, s, layers, split(j)),
+        memo: dict[tuple[int, int], Any] = {}  # the stages' exchanges, shared by the splits
+        row, priced, gap = cheapest_split(body + tail_base, fits, lambda j: _split_step(ctx, s, layers, split(j), memo),
                                           tighter_s=(lambda j: float(body[j] + tail_base[j]) + floor(j),
                                                      lambda j: float(body[j]) + tail(j) + floor(j)))
         best = split(row)
@@ -174,13 +175,15 @@ def _best_split(
     return best
 
 
-def _split_step(ctx: Context, s: Strategy, layers: ChainLayers, split: StageSplit) -> float:
-    """Step seconds of ``split``: its fill-drain time, the gradient exchange's terms, the tail steps."""
+def _split_step(ctx: Context, s: Strategy, layers: ChainLayers, split: StageSplit,
+                memo: dict[tuple[int, int], Any] | None = None) -> float:
+    """Step seconds of ``split``: its fill-drain time, the gradient exchange's terms (each stage's
+    exchange kept in ``memo`` for the other splits of the search), the tail steps."""
     t = split.timing
     rb = stage_backward_s(split.fwd_s.tolist(), split.bwd_s.tolist(), split.send_fwd_s.tolist(),
                           split.send_bwd_s.tolist(), s.recompute)
     x = gradient_exchange(ctx, s, layers.bwd, split.layer_ranges(ctx), t.last_bwd_end_s, t.total_s,
-                          Drain(rb, s.mb, drain_stage(rb, s.mb)))
+                          Drain(rb, s.mb, drain_stage(rb, s.mb)), memo=memo)
     params = _largest_stage_params(ctx, split.bounds)
     tail = step_tail_terms(params, ctx.optimizer, ctx.values, stage_amp_step(ctx, split.layer_ranges(ctx)), s.mb,
                            ctx.param_bytes)
