@@ -4,8 +4,9 @@ KaHyPar balances the parts' compute under a volume objective; it knows nothing o
 schedule. Its balanced parts may read each other's tensors in both directions (the quotient
 graph of the parts has a cycle), and then a GPU stops mid-pass to wait for another one: the
 balanced partition can price slower than a less balanced one (inception_v3 ``mp=4,mb=4`` at
-global batch 256: 106.06 ms against 96.19 ms for the partition weighted at 32 samples). So a
-plan prices a few partitions and keeps the fastest (:func:`mp_candidates`):
+global batch 256 on a100-80gb-dgx, amp: 114.44 ms against 98.30 ms for the partition weighted
+at 32 samples, ``python benchmarks/mp_candidates.py``). So a plan prices a few partitions and
+keeps the fastest that fits (:func:`mp_candidates`, :func:`choose`):
 
 * ``balanced``: KaHyPar's, its layers weighted at the plan's micro-batch (the batch every part
   runs);
