@@ -82,15 +82,19 @@ def test_contiguous_split_at_the_run_batch_is_the_brute_force_optimum(
 
 def _mp_part_loads(model: str | Network, k: int, global_batch: int) -> tuple[np.ndarray, np.ndarray, int]:
     """(each part's seconds at the micro-batch from the independent layer times, every layer's
-    seconds, the micro-batch) of ``mp=k,mb=k`` on the reference profile."""
+    seconds, the micro-batch) of KaHyPar's balanced partition of ``mp=k,mb=k`` on the reference
+    profile (the plan's ``balanced`` candidate: it may run a faster one, tests/test_mp_candidates.py)."""
     net = get_model(model) if isinstance(model, str) else model
     p = predict(net, k, f"mp={k},mb={k}", REFERENCE_PROFILE, "amp", global_batch=global_batch)
     m = int(p.details["micro_batch"])
     layer_s = _layer_s(net, m)
     index = {layer.name: i for i, layer in enumerate(net.layers)}
-    loads = np.array([sum(layer_s[index[n]] for n in part["layers"]) for part in p.details["parts"]])
+    ran = np.array([sum(layer_s[index[n]] for n in part["layers"]) for part in p.details["parts"]])
     # the details' loads are the same layer times (the profile priced is the reference one)
-    np.testing.assert_allclose(loads, [d["forward_s"] + d["backward_s"] for d in p.details["parts"]], rtol=1e-9)
+    np.testing.assert_allclose(ran, [d["forward_s"] + d["backward_s"] for d in p.details["parts"]], rtol=1e-9)
+    hg = network_hypergraph(net, None, "amp", k, "layer", batch=m)
+    balanced = hypergraph_partition(hg, k)
+    loads = np.bincount(np.asarray(balanced.assignment), weights=layer_s[hg.unit_layer], minlength=k)
     return loads, layer_s, m
 
 

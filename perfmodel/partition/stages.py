@@ -35,11 +35,36 @@ def _greedy(costs: list[float], bound: float, parts: int) -> list[int] | None:
     return cuts
 
 
+#: From this many links :func:`_greedy_long` is faster than :func:`_greedy` (2.2x at 1,000 links
+#: and 8 stages; 1.8x slower at 100 links, 5x at 20: numpy's per-call overhead).
+LONG_CHAIN = 256
+
+
+def _greedy_long(costs: np.ndarray, bound: float, parts: int) -> list[int] | None:
+    """:func:`_greedy`, the same cuts, in numpy: each stage takes links while their running sum
+    stays within ``bound``, one ``cumsum`` from its first link (numpy accumulates left to right,
+    so the sums are those of adding the links one by one) and a ``searchsorted`` for the first
+    link past the bound."""
+    if len(costs) and float(costs.max()) > bound:
+        return None
+    cuts: list[int] = []
+    a, n = 0, len(costs)
+    while True:
+        k = int(np.searchsorted(np.cumsum(costs[a:]), bound, side="right"))
+        if a + k >= n:
+            return cuts
+        a += k
+        cuts.append(a)
+        if len(cuts) >= parts:
+            return None
+
+
 def partition_min_max(costs: FloatSeq, parts: int) -> tuple[int, ...]:
     """Split ``costs`` into ``parts`` non-empty contiguous runs minimising the largest run sum.
 
     Returns the run lengths. Bisection on the bottleneck with the greedy feasibility test
-    (O(L log(1/eps)), linear in the chain length), then the greedy split at the found bound;
+    (O(L log(1/eps)), linear in the chain length; in numpy from :data:`LONG_CHAIN` links), then
+    the greedy split at the found bound;
     the result's bottleneck is a real run sum, so it is the optimum up to ``eps``-ties.
     (The "linear partitioning" problem; Olstad & Manne, "Efficient partitioning of sequences",
     IEEE Trans. Computers 44(11), 1995.)
@@ -52,15 +77,19 @@ def partition_min_max(costs: FloatSeq, parts: int) -> tuple[int, ...]:
     # pairwise and can come out an ulp below the greedy's running total
     lo, hi = float(c.max()), float(np.cumsum(c)[-1])
     floats = c.tolist()  # the greedy runs ~56k times per search: Python floats, not numpy scalars
+
+    def fill(bound: float) -> list[int] | None:
+        return _greedy_long(c, bound, parts) if n >= LONG_CHAIN else _greedy(floats, bound, parts)
+
     for _ in range(200):
         if hi - lo <= 1e-12 * max(hi, 1e-300):
             break
         mid = 0.5 * (lo + hi)
-        if _greedy(floats, mid, parts) is not None:
+        if fill(mid) is not None:
             hi = mid
         else:
             lo = mid
-    cuts = _greedy(floats, hi, parts)
+    cuts = fill(hi)
     assert cuts is not None
     # the greedy may use fewer stages: split the longest runs until there are ``parts``
     bounds = [0, *cuts, n]

@@ -85,6 +85,12 @@ class PlanResult:
 
 
 def _why(p: Prediction, best: Prediction) -> str:
+    choice = p.details.get("partition_choice")  # mp plans: which candidate partition runs
+    why = _why_slower(p, best)
+    return f"{why}; {choice['short']}" if isinstance(choice, dict) else why
+
+
+def _why_slower(p: Prediction, best: Prediction) -> str:
     if not p.fits_in_memory:
         return f"needs {p.memory_per_gpu_bytes / GIB:.1f} GiB > {p.memory_capacity_bytes / GIB:.1f} GiB"
     if p is best:

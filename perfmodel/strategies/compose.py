@@ -34,7 +34,7 @@ from .parameter_server import parameter_server_exchange
 from .pipeline import StageSplit, stage_candidates, stage_split
 from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
-from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, fill_drain_s, split_pool, tail_s
+from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, exchange_floor_s, fill_drain_s, split_pool, tail_s
 
 __all__ = ["price", "price_chain", "chain_memory", "split_memory_bytes", "numeric_step"]
 
@@ -146,8 +146,11 @@ def _best_split(
         fits = split_memory_bytes(ctx, s, mem_layers, pool, per_replica, workspace) <= ctx.hw.device.memory_bytes
         body = fill_drain_s(ctx, s, layers, pool)
         tail_base, tail = tail_s(ctx, s, pool)
-        row, priced, gap = cheapest_split(body + tail_base, fits, lambda j: _split_step(ctx, s, layers, split(j)),
-                                          tighter_s=lambda j: float(body[j]) + tail(j))
+        floor = exchange_floor_s(ctx, s, pool)
+        memo: dict[tuple[int, int], Any] = {}  # the stages' exchanges, shared by the splits
+        row, priced, gap = cheapest_split(body + tail_base, fits, lambda j: _split_step(ctx, s, layers, split(j), memo),
+                                          tighter_s=(lambda j: float(body[j] + tail_base[j]) + floor(j),
+                                                     lambda j: float(body[j]) + tail(j) + floor(j)))
         best = split(row)
         if not exhaustive:  # the pool's seeds
             details["balance_candidates"] = [list(c) for c in candidates]
@@ -172,13 +175,15 @@ def _best_split(
     return best
 
 
-def _split_step(ctx: Context, s: Strategy, layers: ChainLayers, split: StageSplit) -> float:
-    """Step seconds of ``split``: its fill-drain time, the gradient exchange's terms, the tail steps."""
+def _split_step(ctx: Context, s: Strategy, layers: ChainLayers, split: StageSplit,
+                memo: dict[tuple[int, int], Any] | None = None) -> float:
+    """Step seconds of ``split``: its fill-drain time, the gradient exchange's terms (each stage's
+    exchange kept in ``memo`` for the other splits of the search), the tail steps."""
     t = split.timing
     rb = stage_backward_s(split.fwd_s.tolist(), split.bwd_s.tolist(), split.send_fwd_s.tolist(),
                           split.send_bwd_s.tolist(), s.recompute)
     x = gradient_exchange(ctx, s, layers.bwd, split.layer_ranges(ctx), t.last_bwd_end_s, t.total_s,
-                          Drain(rb, s.mb, drain_stage(rb, s.mb)))
+                          Drain(rb, s.mb, drain_stage(rb, s.mb)), memo=memo)
     params = _largest_stage_params(ctx, split.bounds)
     tail = step_tail_terms(params, ctx.optimizer, ctx.values, stage_amp_step(ctx, split.layer_ranges(ctx)), s.mb,
                            ctx.param_bytes)

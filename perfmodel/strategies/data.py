@@ -302,6 +302,7 @@ def gradient_exchange(
     drain: Drain | None = None,
     lp: LinkParams | None = None,
     v: ComputeValues | None = None,
+    memo: dict[tuple[int, int], tuple[Num, Num, Num, Num]] | None = None,
 ) -> ExchangeTerms:
     """The terms of the gradient exchange among the GPUs sharing each weight (dp replicas x
     spatial tiles) in DDP's buckets: every stage's layers ``ranges`` reduced while its last
@@ -325,7 +326,10 @@ def gradient_exchange(
     also readies later buckets later, which is not followed; both are monotone, so more
     bandwidth never slows a step and more contention never speeds one. On the profile's
     links and values (``lp=None``, ``v=None``), or on ``lp``'s and ``v``'s symbols with
-    symbolic times (``explain``): the same recurrence either way.
+    symbolic times (``explain``): the same recurrence either way. ``memo`` (numbers only; the
+    split search's, one per plan) keeps each stage's exchange by its layers, its end relative
+    to the end of its backward pass (the walk is a sum from there), for the other splits
+    sharing the stage.
     """
     if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
         return ExchangeTerms(0.0, 0.0, 0.0, 0.0)
@@ -340,12 +344,18 @@ def gradient_exchange(
     copy: list[Num] = []
     total: Num = 0.0
     for (a, b), end_s in zip(ranges, ends, strict=True):
-        end, tot, ext = stage_exchange(bwd[a:b], grad[a:b], reduce, end_s, s.overlap, group, links, s.comm,
-                                       vals.eta_memory)
-        ex_end.append(end)
-        slowed.append(ext)
-        copy.append(copies_s(float(tensors[a:b].sum()), float(ctx.cc.params[a:b].sum()), vals, ctx.param_bytes) / 2)
-        total = total + tot
+        hit = None if memo is None else memo.get((a, b))
+        if hit is None:
+            end, tot, ext = stage_exchange(bwd[a:b], grad[a:b], reduce, 0.0 if memo is not None else end_s,
+                                           s.overlap, group, links, s.comm, vals.eta_memory)
+            cp = copies_s(float(tensors[a:b].sum()), float(ctx.cc.params[a:b].sum()), vals, ctx.param_bytes) / 2
+            hit = (end, tot, ext, cp)
+            if memo is not None:
+                memo[(a, b)] = hit
+        ex_end.append(hit[0] + end_s if memo is not None else hit[0])
+        slowed.append(hit[2])
+        copy.append(hit[3])
+        total = total + hit[1]
     c = drain.stage
     delays = [k + x for k, x in zip(slowed, copy, strict=True)]
     growth, start, slack = drain_delays(drain, delays)

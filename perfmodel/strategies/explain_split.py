@@ -28,7 +28,8 @@ from .formula import (
     symbol_valuation,
     tier,
 )
-from .model_parallel import mp_gradient_exchange, mp_partition, mp_sends, mp_terms
+from .model_parallel import mp_gradient_exchange, mp_sends, mp_terms
+from .mp_candidates import mp_candidates
 from .mp_schedule import simulate
 from .mp_segments import Segments, segments
 from .prediction import Prediction
@@ -180,7 +181,7 @@ def explain_mp(
 ) -> StepFormula:
     """Hypergraph model parallelism: closed forms of the busiest GPU's work, the schedule simulated."""
     K, g = s.mp, ctx.hw.gpus_per_node
-    part = mp_partition(ctx, K, int(details["micro_batch"]))
+    part = mp_candidates(ctx, K, int(details["micro_batch"]))[details["partition_choice"]["chosen"]]
     seg = segments(part)
     fwd, bwd = layer_exprs(ctx, B_SYM, (1, 1, 1), values[B_SYM])
     q = _Mp(

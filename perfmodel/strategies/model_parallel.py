@@ -6,7 +6,10 @@ micro-batch (the batch every part runs: a layer's time is not linear in the batc
 wave quantisation, launch and host floors and memory-bound kernels, so parts balanced at
 another batch are not balanced at this one) on a fixed reference profile
 (:data:`~perfmodel.hardware.REFERENCE_PROFILE`), not on the profile priced, so a network has
-one partition per (K, micro-batch, precision) whatever the hardware. A part need
+the same candidate partitions per (K, micro-batch, precision) whatever the hardware: that one,
+KaHyPar's weighted at 32 samples and the contiguous cut (:mod:`.mp_candidates`); the plan
+runs the fastest of them on the profile priced (balanced parts with a cycle between them can
+idle more than less balanced ones without). A part need
 not be a contiguous run of layers, so parts exchange tensors along the network's DAG,
 possibly in both directions (the quotient graph of the parts may have cycles). The step is
 therefore priced by simulating the schedule rather than with the closed form of a linear
@@ -35,8 +38,9 @@ overlapping the backward pass. (Dating the buckets back from the part's last bac
 as if its backward ran without a gap, is not monotone: when a wait on another part ends the
 part's backward, a shorter early segment moves its buckets' ready times later.)
 
-A faster device or link never makes an ``mp`` plan slower: the partition, the segments, the
-messages and the order of every GPU's tasks do not depend on the profile, and each start
+A faster device or link never makes an ``mp`` plan slower: the candidate partitions, their
+segments, messages and the order of every GPU's tasks do not depend on the profile, the step is
+the smallest of the candidates' steps, and each start
 and end time of the replayed schedule, each gradient bucket's ready time and each
 allreduce's end is a maximum of sums of compute, message and collective times, none of
 which grows on faster hardware. Taking the order from a greedy run on the priced durations
@@ -52,7 +56,6 @@ GPipe's and the simulation equals :func:`pipeline_timing`.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,52 +65,30 @@ import numpy as np
 from ..cost.collectives import Group, LinkParams, link_params, point_to_point
 from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.formulas import Num, p2p, smax, ssum
-from ..errors import StrategyError, UsageError
-from ..network import Network
+from ..errors import StrategyError
 from ..partition.hypergraph import REFERENCE_PROFILE
 from ..partition.metrics import imbalance, is_acyclic, quotient_edges
-from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition, network_partition
+from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition
 from .amp_step import AmpStep, part_amp_step
 from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, bucket_reducer, buckets
 from .dimension import Priced, Valuation, memory_parts, step_tail_terms
+from .mp_candidates import (
+    CANDIDATE_WORDS,
+    GRANULARITY,
+    CandidatePrice,
+    choose,
+    mid_pass_waits,
+    mp_candidates,
+    mp_partition,
+    short_why,
+    why_chosen,
+)
 from .mp_schedule import Schedule, simulate
 from .mp_segments import Segments, segments
 from .spec import Strategy
 
 __all__ = ["GRANULARITY", "price_model_parallel", "mp_partition", "mp_terms", "mp_gradient_exchange", "mp_sends"]
-
-#: The hypergraph granularity ``mp=K`` plans are partitioned at (one vertex per layer).
-GRANULARITY = "layer"
-
-_PartKey = tuple[int, int, str, int, str]  # parts, micro-batch, precision, cuDNN major, memory format
-_PARTITIONS: weakref.WeakKeyDictionary[Network, dict[_PartKey, Partition]] = weakref.WeakKeyDictionary()
-
-
-def mp_partition(ctx: Context, parts: int, micro_batch: int) -> Partition:
-    """KaHyPar's ``parts``-way layer partition of the context's network, its layers weighted by
-    their times for ``micro_batch`` samples (what every part runs at once, so the parts are
-    balanced at the batch they run) on the reference profile
-    (:data:`~perfmodel.hardware.REFERENCE_PROFILE`), not the context's profile: one partition
-    per (network, parts, micro-batch, precision, cuDNN, memory format), cached, so a faster
-    device or link prices the same parts and never a worse cut of them. The weights take the
-    context's cuDNN (grouped convolutions, :mod:`perfmodel.cost.grouped`) and memory format
-    (transposes around tensor-core convolutions, :mod:`perfmodel.cost.layout`): the software
-    the parts run with, unlike the device, changes which layers are heavy."""
-    per_net = _PARTITIONS.setdefault(ctx.net, {})
-    key = (parts, micro_batch, ctx.precision, ctx.cudnn_major, ctx.memory_format)
-    hit = per_net.get(key)
-    if hit is None:
-        try:
-            hit = network_partition(
-                ctx.net, None, ctx.precision, parts, GRANULARITY, DEFAULT_EPSILON, DEFAULT_SEED, ctx.cudnn_major,
-                ctx.memory_format, micro_batch,
-            )
-        except UsageError as exc:
-            raise StrategyError(f"mp={parts}: {exc}") from None
-        per_net[key] = hit
-    return hit
-
 
 def _check(ctx: Context, s: Strategy) -> None:
     if s.is_ps:
@@ -140,9 +121,8 @@ class _Run:
     sched: Schedule
 
 
-def _run(ctx: Context, s: Strategy, m: int) -> _Run:
+def _run(ctx: Context, s: Strategy, m: int, p: Partition) -> _Run:
     e, g, hw = ctx.elem_bytes, ctx.hw.gpus_per_node, ctx.hw
-    p = mp_partition(ctx, s.mp, m)
     hg, seg = p.hypergraph, segments(p)
     lt, ev = ctx.times(m)
     u_f, u_b = hg.layer_values(lt.fwd), hg.layer_values(lt.bwd)
@@ -271,9 +251,7 @@ def _details(ctx: Context, s: Strategy, r: _Run, crit: int) -> dict[str, Any]:
             }
             for d in range(K)
         ],
-        partitioner=f"KaHyPar km1, {GRANULARITY} granularity, epsilon {DEFAULT_EPSILON}, seed {DEFAULT_SEED}, "
-        f"layers weighted at the micro-batch ({r.part.hypergraph.batch} samples) on the reference profile "
-        f"{REFERENCE_PROFILE} (the same parts on every profile)",
+        partitioner=_partitioner_words(r.part),
         partition_imbalance=imbalance(np.array([r.u_f[u].sum() + r.u_b[u].sum() for u in r.part_units])),
         partition_volume_bytes_per_sample=r.part.volume_bytes_per_sample,
         quotient_edges=[list(x) for x in edges],
@@ -285,6 +263,15 @@ def _details(ctx: Context, s: Strategy, r: _Run, crit: int) -> dict[str, Any]:
         critical_gpu=crit,
         bucket_bytes=BUCKET_BYTES,
     )
+
+
+def _partitioner_words(p: Partition) -> str:
+    """How the partition priced was made, in words."""
+    weights = (f"layers weighted at {p.hypergraph.batch} samples on the reference profile {REFERENCE_PROFILE} "
+               "(the same parts on every profile)")
+    if p.method == "contiguous":
+        return f"the chain of links cut into runs minimising the slowest run's compute, {weights}"
+    return f"KaHyPar km1, {GRANULARITY} granularity, epsilon {DEFAULT_EPSILON}, seed {DEFAULT_SEED}, {weights}"
 
 
 def mp_terms(
@@ -325,29 +312,72 @@ def mp_sends(seg: Segments, gpu: int, across: np.ndarray, val: Valuation) -> Num
     return out
 
 
-def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced:
-    """Step terms, memory and details of ``mp=K[,dp=D][,mb=M]`` (see the module docstring).
+@dataclass(frozen=True)
+class _Candidate:
+    """One candidate partition priced: its run, its terms, its busiest GPU and memory, details."""
 
-    The terms are those of the busiest GPU of the simulated schedule: its compute,
-    recomputation and sends, and its idle time (the bubble) up to the schedule's end; then
-    the exposed gradient exchange and the optimizer step of the largest part.
-    """
-    _check(ctx, s)
-    per_replica, m = split_batch(global_batch, s)
-    r = _run(ctx, s, m)
+    run: _Run
+    terms: dict[str, Num]
+    crit: int
+    busiest: int
+    memory: dict[str, float]
+    details: dict[str, Any]
+
+
+def _price_candidate(ctx: Context, s: Strategy, p: Partition, m: int, per_replica: int) -> _Candidate:
+    """The step terms on the busiest GPU of ``p``'s simulated schedule, and its memory."""
+    r = _run(ctx, s, m, p)
     sched = r.sched
     crit = int(np.argmax(sched.compute_s + sched.recompute_s + sched.send_s))
     mine = r.part_units[crit]
     busy = float(sched.compute_s[crit] + sched.recompute_s[crit] + sched.send_s[crit])
-    details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
+    details: dict[str, Any] = {}
     exposed = _exchange(ctx, s, r, details)
     val = Valuation(ctx.values, link_params(ctx.hw), float(m), s.mb)
     g = ctx.hw.gpus_per_node
     sends = mp_sends(r.seg, crit, (r.seg.msg_src // g) != (r.seg.msg_dst // g), val)
     terms = mp_terms(s, ctx.optimizer, val, float(r.u_f[mine].sum()), float(r.u_b[mine].sum()), sends,
                      max(0.0, sched.total_s - busy), lambda body: exposed, float(r.part_params.max()),
-                     part_amp_step(ctx, r.part.hypergraph.unit_layer, r.u_params, np.asarray(r.part.assignment)),
+                     part_amp_step(ctx, p.hypergraph.unit_layer, r.u_params, np.asarray(p.assignment)),
                      ctx.param_bytes)
-    details["busiest_part"], memory = _memory(ctx, s, r, m, per_replica)
-    details.update(_details(ctx, s, r, crit))
-    return Priced.of(terms, memory, details)
+    busiest, memory = _memory(ctx, s, r, m, per_replica)
+    return _Candidate(r, terms, crit, busiest, memory, details)
+
+
+def price_model_parallel(ctx: Context, s: Strategy, global_batch: int) -> Priced:
+    """Step terms, memory and details of ``mp=K[,dp=D][,mb=M]`` (see the module docstring).
+
+    Every candidate partition (:func:`.mp_candidates.mp_candidates`) is priced; the plan runs
+    the fastest that fits in memory (:func:`.mp_candidates.choose`). Its terms are those of the
+    busiest GPU of the simulated schedule: its compute, recomputation and sends, and its idle
+    time (the bubble) up to the schedule's end; then the exposed gradient exchange and the
+    optimizer step of the largest part.
+    """
+    _check(ctx, s)
+    per_replica, m = split_batch(global_batch, s)
+    cands = {n: _price_candidate(ctx, s, p, m, per_replica) for n, p in mp_candidates(ctx, s.mp, m).items()}
+    cap = ctx.hw.device.memory_bytes
+    prices = {
+        n: CandidatePrice(float(ssum(list(c.terms.values()))), sum(c.memory.values()) <= cap,
+                          is_acyclic(s.mp, quotient_edges(c.run.part.hypergraph, c.run.part.assignment)),
+                          c.run.seg.count, mid_pass_waits(c.run.seg), len(c.run.msg_bytes),
+                          {k: float(v) for k, v in c.terms.items()})
+        for n, c in cands.items()
+    }
+    name = choose(prices)
+    best = cands[name]
+    details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica, **best.details}
+    details["busiest_part"] = best.busiest
+    details.update(_details(ctx, s, best.run, best.crit))
+    details["partition_choice"] = {
+        "chosen": name,
+        "why": why_chosen(name, prices, s.mp),
+        "short": short_why(name, prices),
+        "candidates": [
+            {"name": n, "method": CANDIDATE_WORDS[n], "step_s": c.step_s, "fits_in_memory": c.fits,
+             "quotient_acyclic": c.acyclic, "segments": c.segments, "mid_pass_waits": c.waits,
+             "messages_per_micro_batch": c.messages}
+            for n, c in prices.items()
+        ],
+    }
+    return Priced.of(best.terms, best.memory, details)

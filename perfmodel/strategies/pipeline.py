@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cost.collectives import LinkParams, allreduce, link_params, p2p_expr, point_to_point
+from ..cost.collectives import LinkParams, allreduce, link_params, p2p_expr
 from ..cost.formulas import Num, is_symbolic, smax
 from ..hardware import load_hardware
 from ..network import Network
@@ -260,12 +260,18 @@ def _reference_splits(ref: Context, s: Strategy, m: float) -> list[tuple[int, ..
         group = weight_group(s, hw.gpus_per_node)
         grad = ref.link_sum(ref.cc.params * ref.param_bytes)
         links = link_params(hw, group)
-        totals.append(costs + np.array([allreduce(b, group, hw, s.comm, links) if b else 0.0 for b in grad]))
+        seen: dict[float, float] = {}  # links of one shape have the same gradient: priced once
+        for b in grad.tolist():
+            if b and b not in seen:
+                seen[b] = allreduce(b, group, hw, s.comm, links)
+        totals.append(costs + np.array([seen[b] if b else 0.0 for b in grad.tolist()]))
     # a pipeline spanning nodes sends some cuts over the network; which ones depends on the
     # stage, not the link, so every cut is costed at the slower tier then (do not cut big tensors)
     across = s.pp * s.sp_degree > hw.gpus_per_node
-    cut_s = np.array([point_to_point(layers.held(k) * ref.cut_elems[k] * e, hw, across)
-                      for k in range(len(costs) - 1)])
+    n_cut = len(costs) - 1
+    cut_bytes = np.array([layers.held(k) for k in range(n_cut)]) * np.asarray(ref.cut_elems[:n_cut], dtype=float) * e
+    # point_to_point's number, element by element: the send's alpha + n/beta, nothing when empty
+    cut_s = np.where(cut_bytes > 0, p2p_expr(cut_bytes, link_params(hw), across), 0.0)
     out: list[tuple[int, ...]] = []
     for total in totals:
         for split in (partition_min_max(total, s.pp), partition_with_cut_costs(total, cut_s, s.pp)):

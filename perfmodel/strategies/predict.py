@@ -189,7 +189,8 @@ def predict_in(
         memory=priced.memory,
         assumptions={**assumptions(ctx, text), "gradient_exchange": exchange_assumption(s),
                      **({"stage_split": stage_split_assumption(s, priced.details, len(ctx.net.links))}
-                        if s.pp > 1 else {})},
+                        if s.pp > 1 else {}),
+                     **({"mp_partition": priced.details["partition_choice"]["why"]} if s.mp > 1 else {})},
         details=priced.details,
         baseline=base,
         cudnn_major=ctx.cudnn_major,

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..cost.collectives import link_params, p2p_expr
 from .amp_step import stage_amp_step
-from .context import Context
+from .context import Context, weight_group
+from .data import BUCKET_BYTES, bucket_reducer, buckets, copies_s, param_tensors
 from .dimension import optimizer_step_s, step_tail_terms
 from .pipeline import cut_across_nodes, stage_ranges
 from .spatial import ChainLayers
@@ -31,7 +32,8 @@ from .spec import Strategy
 
 __all__ = [
     "EXHAUSTIVE_SPLITS", "LOCAL_MOVE_LINKS", "PRICING_BUDGET",
-    "split_pool", "fill_drain_s", "tail_s", "cheapest_split",
+    "split_pool", "fill_drain_s", "tail_s", "last_bucket_bytes", "exchange_floor_s",
+    "cheapest_split",
 ]
 
 #: At most this many contiguous splits are all searched (``C(links - 1, pp - 1)``): every
@@ -115,16 +117,81 @@ def tail_s(ctx: Context, s: Strategy, bounds: np.ndarray) -> tuple[np.ndarray, C
     return base, exact
 
 
+def last_bucket_bytes(grad_bytes: np.ndarray, stops: np.ndarray, bucket_bytes: float = BUCKET_BYTES) -> np.ndarray:
+    """The bytes of the last bucket DDP fills (:func:`.data.buckets`, last layer first) from the
+    gradients of layers ``[0, stop)``, for every ``stop`` at once (0: no gradient).
+
+    A bucket closes at the first layer, walking down, whose gradient brings it to
+    ``bucket_bytes``: from ``hi`` it holds ``[k, hi)`` for the largest ``k`` with
+    ``prefix[hi] - prefix[k] >= bucket_bytes``, one ``searchsorted`` per bucket for all stops;
+    what is left below the last full one is the last bucket. The gradient bytes must be
+    integers below 2**53 (then every sum is exact, and the same as the walk's running sum);
+    the caller checks."""
+    prefix = np.concatenate([[0.0], np.cumsum(grad_bytes)])
+    hi = np.asarray(stops, dtype=np.int64).copy()
+    last = np.zeros(len(hi))
+    active = prefix[hi] >= bucket_bytes
+    while active.any():
+        k = np.maximum(np.searchsorted(prefix, prefix[hi] - bucket_bytes, side="right") - 1, 0)
+        last = np.where(active, prefix[hi] - prefix[k], last)
+        hi = np.where(active, k, hi)
+        active = active & (prefix[hi] >= bucket_bytes)
+    rest = prefix[hi]
+    out: np.ndarray = np.where(rest > 0, rest, last)
+    return out
+
+
+def exchange_floor_s(ctx: Context, s: Strategy, bounds: np.ndarray) -> Callable[[int], float]:
+    """A lower bound of split ``j``'s gradient exchange terms (``nccl_contention``,
+    ``gradient_bucket_copies``, ``gradient_exchange_exposed``, :func:`.data.gradient_exchange`)
+    from its stage 0 alone: 0 without DDP's exchange.
+
+    Stage 0 ends the closed form's step (its last backward ends at the fill-drain ``total``).
+    Its last bucket, the rest of its first layers' gradients (:func:`last_bucket_bytes`), is
+    ready no earlier, so its exchange ends at least that allreduce (``c_last``) later; its copy
+    in delays its backward and its copy back follows: the exposed term reaches ``total +
+    c_last + 2 copy_0`` over the other terms, while the copies alone are at least ``2 copy_0``
+    (stage 0's in, counted up to the drain's bottleneck, and back). The bucket sizes come for
+    every stage-0 end at once; the allreduce is priced, on the function the exchange calls, for
+    the splits the search visits only (memoised per stage-0 end)."""
+    if s.dp * s.sp_degree == 1 or s.is_ps or s.comm == "dataparallel":
+        return lambda j: 0.0
+    reduce, _ = bucket_reducer(ctx.hw, weight_group(s, ctx.hw.gpus_per_node), s.comm)
+    grad = ctx.cc.params * ctx.param_bytes
+    tensors, links = param_tensors(ctx.net), ctx.net.links
+    stops = np.array([lk.stop for lk in links], dtype=np.int64)  # stage 0 of end e: layers [0, stops[e - 1])
+    exact = bool(np.all(grad == np.round(grad))) and float(grad.sum()) < 2.0**53 and links[0].start == 0
+    sizes = last_bucket_bytes(grad, stops) if exact else None
+    ct, cp = np.concatenate([[0.0], np.cumsum(tensors)]), np.concatenate([[0.0], np.cumsum(ctx.cc.params)])
+    seen: dict[int, float] = {}
+
+    def floor(j: int) -> float:
+        end = int(bounds[j, 1])
+        if end not in seen:
+            a, b = int(links[0].start), int(stops[end - 1])
+            if sizes is not None:
+                size = float(sizes[end - 1])
+            else:  # the walk itself
+                filled = buckets(grad[a:b][::-1])
+                size = filled[-1][1] if filled else 0.0
+            copy0 = float(copies_s(float(ct[b] - ct[a]), float(cp[b] - cp[a]), ctx.values, ctx.param_bytes)) / 2
+            seen[end] = (float(reduce(size)) if size > 0 else 0.0) + 2 * copy0
+        return seen[end]
+
+    return floor
+
+
 def cheapest_split(
     lower_s: np.ndarray, fits: np.ndarray, step_s: Callable[[int], float], budget: int = PRICING_BUDGET,
-    tighter_s: Callable[[int], float] | None = None,
+    tighter_s: Sequence[Callable[[int], float]] = (),
 ) -> tuple[int, int, float]:
     """(row, splits priced in full, seconds the optimum may be below the row's step) of the
     fastest split that fits (the fastest of all if none does), each split's step at least
-    ``lower_s`` and at least ``tighter_s(row)``, itself at least ``lower_s``: the rows are taken
-    from the smallest bound up, priced where the tighter bound is below the best step found,
-    until the bound passes that step (the optimum: 0 s) or ``budget`` rows are priced (then the
-    best step less the smallest bound left over)."""
+    ``lower_s`` and at least each ``tighter_s[k](row)``, themselves at least ``lower_s`` (cheapest
+    first): the rows are taken from the smallest bound up, priced where no tighter bound is above
+    the best step found (each computed only while the ones before it are not), until the bound
+    passes that step (the optimum: 0 s) or ``budget`` rows are priced (then the best step less
+    the smallest bound left over)."""
     order = np.argsort(lower_s, kind="stable")
     if fits.any():
         order = order[fits[order]]
@@ -133,7 +200,7 @@ def cheapest_split(
     for j in order.tolist():
         if lower_s[j] > best_s * slack:
             return best, priced, 0.0
-        if tighter_s is not None and tighter_s(j) > best_s * slack:
+        if any(bound(j) > best_s * slack for bound in tighter_s):
             continue
         if priced == budget:
             return best, priced, float(best_s - lower_s[j])
