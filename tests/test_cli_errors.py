@@ -621,3 +621,19 @@ def test_export_of_an_fp32_plan_ignores_the_amp_runtime(tmp_path: Path, capsys: 
                              "--export", str(out)], capsys)
     assert code == 0, err
     assert out.exists()
+
+
+#: partition at channel granularity with more parts than KaHyPar finishes in seconds: refused with
+#: the limit and the units (b4cca98 ran KaHyPar for 258 s at 128 parts)
+CASES4: list[tuple[str, str, int, str]] = [
+    ("partition", "resnet50 --parts 128 --granularity channel", 2,
+     "128 parts at channel granularity is more than 64: resnet50's 37,498 units"),
+    ("partition", "resnet50 --parts 65 --granularity channel", 2, "valid: 2..64, or use --granularity layer"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "code", "phrase"), CASES4,
+                         ids=[f"{c} {a}"[:80] for c, a, _, _ in CASES4])
+def test_bad_input_channel_parts(command: str, args: str, code: int, phrase: str, bad2: dict[str, str],
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _check(command, args, code, phrase, bad2, capsys)

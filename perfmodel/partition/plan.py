@@ -29,6 +29,7 @@ __all__ = [
     "network_hypergraph",
     "network_partition",
     "check_parts",
+    "MAX_CHANNEL_PARTS",
     "clear_cache",
 ]
 
@@ -105,10 +106,24 @@ class Partition:
         return {n: int(p) for n, p in zip(self.hypergraph.unit_names, self.assignment, strict=True)}
 
 
+#: The most parts a channel-granularity partition is cut into. KaHyPar's k-way time grows with the
+#: parts and the units (2 per part per convolution/linear layer): resnet50 took 1.4 s at 16 parts,
+#: 20 s at 64 (20,989 units) and 258 s at 128 (37,498 units) on the project's 2-core machine
+#: (review of 2026-11-24, ``perfmodel partition resnet50 --parts K --granularity channel``).
+MAX_CHANNEL_PARTS = 64
+
+
 def check_parts(parts: int, hg: Hypergraph) -> None:
-    """Raise :class:`UsageError` unless ``2 <= parts <= units``."""
+    """Raise :class:`UsageError` unless ``2 <= parts <= units`` (and at most
+    :data:`MAX_CHANNEL_PARTS` at channel granularity)."""
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
+    if hg.granularity == "channel" and parts > MAX_CHANNEL_PARTS:
+        raise UsageError(
+            f"{parts} parts at channel granularity is more than {MAX_CHANNEL_PARTS}: {hg.model}'s "
+            f"{hg.num_units:,} units would take KaHyPar minutes (valid: 2..{MAX_CHANNEL_PARTS}, "
+            "or use --granularity layer)"
+        )
     if parts > hg.num_units:
         raise UsageError(
             f"{hg.model} has only {hg.num_units} units at {hg.granularity} granularity, "
