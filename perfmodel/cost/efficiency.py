@@ -49,19 +49,20 @@ CTAS_128X128 = 2
 TENSOR_CORE_ALIGN = 8
 
 
-def _tile_table(sms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per tile of :data:`TILES` (column vectors): rows, columns, resident blocks per wave."""
-    hit = _TABLES.get(int(sms))
+def _tile_table(sms: int, tiles: tuple[tuple[int, int], ...] = TILES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per tile of ``tiles`` (column vectors): rows, columns, resident blocks per wave."""
+    key = (int(sms), tiles)
+    hit = _TABLES.get(key)
     if hit is None:
-        tm = np.array([t[0] for t in TILES], dtype=float)[:, None]
-        tn = np.array([t[1] for t in TILES], dtype=float)[:, None]
+        tm = np.array([t[0] for t in tiles], dtype=float)[:, None]
+        tn = np.array([t[1] for t in tiles], dtype=float)[:, None]
         ctas = np.clip(CTAS_128X128 * (128 * 128) // (tm * tn), 1, MAX_CTAS_PER_SM)
         hit = (tm, tn, sms * ctas)
-        _TABLES[int(sms)] = hit
+        _TABLES[key] = hit
     return hit
 
 
-_TABLES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+_TABLES: dict[tuple[int, tuple[tuple[int, int], ...]], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
 def gemm_shape_efficiency(
@@ -69,10 +70,12 @@ def gemm_shape_efficiency(
     split_k: np.ndarray | bool = True, store_passes: np.ndarray | float = 1.0, split_rate: float = 1.0,
     m_loads: np.ndarray | float = 1.0, n_loads: np.ndarray | float = 1.0, max_split: np.ndarray | float = np.inf,
     split_passes: np.ndarray | float = 2.0, spread: np.ndarray | bool = False,
+    tile_set: tuple[tuple[int, int], ...] = TILES,
 ) -> np.ndarray:
     """Fraction of the asymptotic rate a (``groups`` x) ``m x n x k`` GEMM reaches.
 
-    For each tile shape ``tm x tn`` of :data:`TILES` (the library picks the fastest):
+    For each tile shape ``tm x tn`` of ``tile_set`` (:data:`TILES` unless the kernels have their own
+    set, e.g. tensor cores': :mod:`.tensor_core_tiles`; the library picks the fastest):
 
     * *tile quantisation*: the output is covered by ``ceil(m/tm) * ceil(n/tn)`` whole tiles
       per group, the padding is wasted work;
@@ -118,7 +121,7 @@ def gemm_shape_efficiency(
     cap = np.maximum(np.floor(np.asarray(max_split, dtype=float)), 1.0)[None]
     spread_at = np.asarray(spread, dtype=bool)[None]
     passes = np.asarray(store_passes, dtype=float)[None], np.asarray(split_passes, dtype=float)[None]
-    tm, tn, slots = _tile_table(sms)  # one row per tile, broadcast over problems
+    tm, tn, slots = _tile_table(sms, tile_set)  # one row per tile, broadcast over problems
     useful = groups * m * n * k
     tiles = np.maximum(groups * np.ceil(m / tm) * np.ceil(n / tn), 1.0)
     most = np.where(split_k, np.clip(np.floor(slots / tiles), 1.0, np.minimum(k, cap)), 1.0)

@@ -16,12 +16,13 @@ import numpy as np
 from ..hardware.profile import KernelParams
 from .autocast_fp32 import Memory, autocast_memory
 from .depthwise import depthwise_flops
-from .efficiency import gemm_shape_efficiency, winograd_gain, winograd_mask
+from .efficiency import TILES, gemm_shape_efficiency, winograd_gain, winograd_mask
 from .formulas import Num
 from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups
 from .kernels import MM_SLOTS, LayerKernels, slot_roles
 from .shares import TensorShares, operand_elems, per_gpu_kernels
 from .tensor_core import ChannelPads, channel_pads, pad_slot, pad_sum_view
+from .tensor_core_tiles import keep_sum_view, sum_view_tiles, tensor_core_rules
 from .tile_intensity import layer_half_intensity
 
 __all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR", "window_path_loads", "SECTOR_BYTES"]
@@ -197,10 +198,14 @@ def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarra
     split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
     shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half,
                     split_k=~lk.conv if s != "wgrad" else True, **_slot_rules(lk, kp, s, role, split_eff))
-    eff: np.ndarray = shape(groups=kg)
     if s == "wgrad":
-        return eff
-    alt = np.where(role == "dgrad", _dgrad_sum_efficiency(lk, m, direct, pads, kp, kg, half), 0.0)
+        wgrad: np.ndarray = shape(groups=kg)
+        return wgrad
+    # tensor cores: their own tiles, a forward that may split its reduction, ALGO_0 only at stride > 1
+    # (tensor_core_tiles.py)
+    eff: np.ndarray = shape(groups=kg, **tensor_core_rules(lk.conv, role, tensor_cores))
+    sum_eff, zero_insert = _dgrad_sum_efficiency(lk, m, direct, pads, kp, kg, half, sum_view_tiles(tensor_cores))
+    alt = np.where((role == "dgrad") & keep_sum_view(zero_insert, lk.conv, tensor_cores), sum_eff, 0.0)
     best: np.ndarray = np.maximum(eff, alt)
     return best
 
@@ -222,7 +227,8 @@ def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray, sp
 
 
 def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, pads: ChannelPads,
-                          kp: KernelParams, kg: np.ndarray, half: np.ndarray) -> np.ndarray:
+                          kp: KernelParams, kg: np.ndarray, half: np.ndarray,
+                          tiles: tuple[tuple[int, int], ...] = TILES) -> tuple[np.ndarray, np.ndarray]:
     """Shape efficiency of the data gradient as a sum of matrix products (``dgrad_sum_n`` x
     ``dgrad_sum_k``, :func:`~perfmodel.cost.kernels.layer_kernels`), relative to the implicit
     view's FLOPs ``direct``: it does the forward's FLOPs, not the zero-inserted data gradient's
@@ -234,17 +240,20 @@ def _dgrad_sum_efficiency(lk: LayerKernels, m: np.ndarray, direct: np.ndarray, p
     SMs'; NVIDIA CUDA C++ Programming Guide, "Atomic Functions"). Per FLOP that is
     ``dgrad_atomic_flops / (2 K)``: a product over few filters ``K`` (a 1-channel first layer's
     ``n = R*S`` columns, DeepSpeech's 32-filter 5x10 layers) is bound by its atomics. Zero where
-    the layer has no such view; ``kg`` the groups one kernel covers, ``half`` the shape rule's I_1/2."""
+    the layer has no such view; ``kg`` the groups one kernel covers, ``half`` the shape rule's I_1/2,
+    ``tiles`` the kernels' tile set. Also returns the implicit view's FLOPs over this view's (the
+    zero-insertion factor of a strided data gradient, 1 at unit stride and where there is no view)."""
     n, k = pad_sum_view(lk, pads)
     has = n > 0
     n, k = np.where(has, n, 1.0), np.where(has, k, 1.0)
     shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half, split_k=False,
-                    store_passes=2.0)
+                    store_passes=2.0, tile_set=tiles)
     eff = shape(groups=kg)
     own = 2 * lk.groups * m * n * k
     seconds_like = own / eff + kp.dgrad_atomic_flops * lk.groups * m * n  # effective FLOPs
     # the caller divides the implicit view's FLOPs by this: implicit / own effective FLOPs
-    return np.where(has, direct / np.maximum(seconds_like, 1.0), 0.0)
+    zero_insert = np.where(has, direct / np.maximum(own, 1.0), 1.0)
+    return np.where(has, direct / np.maximum(seconds_like, 1.0), 0.0), zero_insert
 
 
 #: Bytes of one sector, the unit in which L1 requests lines from L2 and DRAM (NVIDIA CUDA C++
