@@ -8,6 +8,7 @@ Run with ``torchrun --nproc-per-node GPUS THIS_FILE [--device cuda|cpu] [--backe
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -76,9 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.summary is not None:
             args.summary.write_text(json.dumps({"row": row, "step_times_s": times, "losses": losses}, indent=1))
         print(report(plan, row))
-    # every rank leaves together: a gloo peer torn down while rank 0 still writes its files can
-    # abort the other process at exit
+    # every rank leaves together, and the step's objects (gloo work still holding tensors, kept
+    # alive by reference cycles) are freed while the interpreter is whole: freed at interpreter
+    # shutdown instead they can abort the process ("terminate called without an active
+    # exception"; pytorch/pytorch#179291 describes the shutdown path)
     torch.distributed.barrier()
+    del step, module
+    gc.collect()
     torch.distributed.destroy_process_group()
     return 0
 
