@@ -90,7 +90,7 @@ def test_program_is_python_importing_only_torch_perfmodel_and_the_standard_libra
             roots |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             roots.add((node.module or "").split(".")[0])
-    assert roots <= {"__future__", "argparse", "json", "os", "sys", "pathlib", "typing", "torch", "perfmodel"}
+    assert roots <= {"__future__", "argparse", "gc", "json", "os", "sys", "pathlib", "typing", "torch", "perfmodel"}
     plan = _plan_literal(text)
     assert ExportPlan.from_dict(plan) == e
     assert plan["balance"] == list(e.balance) and plan["schedule"] == "1f1b" and plan["recompute"] is True
