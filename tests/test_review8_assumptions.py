@@ -134,6 +134,7 @@ def test_a_volta_cudnn7_prediction_says_which_release_it_prices(profile: str, ma
 
 @pytest.mark.parametrize(("model", "gpus", "spec", "kept"), [
     ("resnet50", 2, "dp=2", []), ("resnet50", 2, "pp=2", ["the stage split"]),
+    ("resnet50", 4, "mp=4,mb=4", ["the model-parallel partition"]),
     ("resnet50", 4, "sp=2x2,decomp=auto", ["each link's decomposition"]),
     ("resnext50_32x4d", 2, "dp=2", ["grouped convolutions"]),
 ])

@@ -150,11 +150,13 @@ def explain_cmd(
 
 def _kept_choices(ctx: Context, s: Strategy) -> str:
     """What a ``--set`` re-evaluation keeps as chosen at the profile's values (empty: nothing): the
-    pipeline's stage split, a spatial group's decomposition per link, and each grouped convolution's
-    implementation (cuDNN's one kernel or a loop of per-group calls, :mod:`perfmodel.cost.grouped`)."""
+    pipeline's stage split, a model-parallel plan's partition (:mod:`perfmodel.strategies.mp_candidates`),
+    a spatial group's decomposition per link, and each grouped convolution's implementation (cuDNN's
+    one kernel or a loop of per-group calls, :mod:`perfmodel.cost.grouped`)."""
     lk = network_kernels(ctx.net)
     grouped = int(loop_candidates(lk.groups, lk.depthwise, ctx.cudnn_major).sum())
-    kept = (["the stage split"] if s.pp > 1 else []) + (["each link's decomposition"] if s.decomp == "auto" else [])
+    kept = (["the stage split"] if s.pp > 1 else []) + (["the model-parallel partition"] if s.mp > 1 else [])
+    kept += ["each link's decomposition"] if s.decomp == "auto" else []
     if grouped:
         kept.append(f"the implementation of the {grouped} grouped convolutions (one kernel or a loop over groups)")
     if not kept:
