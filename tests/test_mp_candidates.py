@@ -38,14 +38,17 @@ def _pipeline_oracle_s(net: Network, k: int, global_batch: int, precision: str =
     return pipe.iteration_time_s
 
 
-@pytest.mark.parametrize(("model", "k", "global_batch"), [
-    ("inception_v3", 4, 256), ("resnet50", 4, 32), ("vgg16", 4, 256),
+@pytest.mark.parametrize(("model", "k", "global_batch", "balanced_loses"), [
+    ("inception_v3", 4, 256, True), ("resnet50", 4, 32, False), ("vgg16", 4, 256, True),
 ])
-def test_plans_balanced_with_a_cycle_are_no_slower_than_the_pipeline_cut(model: str, k: int, global_batch: int) -> None:
+def test_plans_balanced_with_a_cycle_are_no_slower_than_the_pipeline_cut(model: str, k: int, global_batch: int,
+                                                                         balanced_loses: bool) -> None:
     """The three plans that weighting at the micro-batch made slower (KaHyPar's balanced parts
     have a cycle between them and idle more): each now prices no slower than the pipeline at the
-    contiguous cut (on main: 114.44 > 100.16, 22.09 > 18.96, 124.06 > 119.58 ms), nor than any
-    candidate, and says why it left the balanced parts."""
+    contiguous cut (on b4cca98: 114.44 > 100.16, 22.09 > 18.96, 124.06 > 119.58 ms), nor than any
+    candidate, and where it leaves the balanced parts it says why. Since the tensor-core tile rule
+    (perfmodel/cost/tensor_core_tiles.py) resnet50's balanced parts at 32 samples price fastest
+    (19.49 ms) and are kept."""
     net = get_model(model)
     p = predict(net, k, f"mp={k},mb={k}", HW, "amp", global_batch=global_batch)
     oracle = _pipeline_oracle_s(net, k, global_batch)
@@ -54,11 +57,15 @@ def test_plans_balanced_with_a_cycle_are_no_slower_than_the_pipeline_cut(model: 
     choice = p.details["partition_choice"]
     steps = {c["name"]: c["step_s"] for c in choice["candidates"]}
     assert p.iteration_time_s == pytest.approx(min(steps.values()), rel=1e-12)
+    assert f"parts: {choice['chosen']}" in choice["why"]
+    if not balanced_loses:
+        assert choice["chosen"] == "balanced"
+        return
     assert steps["balanced"] > p.iteration_time_s  # the balanced parts lose here
     assert choice["chosen"] != "balanced"
     balanced = next(c for c in choice["candidates"] if c["name"] == "balanced")
     assert not balanced["quotient_acyclic"]
-    assert "cycle between parts" in choice["why"] and f"parts: {choice['chosen']}" in choice["why"]
+    assert "cycle between parts" in choice["why"]
 
 
 @st.composite
