@@ -3,14 +3,14 @@ recorded hold-out error per GPU and precision (nothing is fitted to these rows).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pytest
+from recorded_sets import hold_out_errors
 
-from perfmodel.validation import Measurement, load_measurements, validate
+from perfmodel.validation import Measurement, load_measurements
 from perfmodel.validation.software_era import cudnn_major_of, fusion_of, memory_format_of
 from perfmodel.validation.step_scope import FULL_STEP
 
@@ -77,17 +77,8 @@ def test_no_other_set_uses_hopper_profiles() -> None:
 
 
 def test_recorded_error_per_gpu_and_precision() -> None:
-    v = validate(load_measurements([str(FILE)]), "none")
-    assert v.summary.unpredictable == 0
-    mape = v.summary.throughput_mape_pct
-    assert mape is not None and mape <= RECORDED_ALL + MARGIN
-    by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    speedups = []
-    for r in v.rows:
-        assert r.error_pct is not None
-        by[(r.measurement.hardware, r.measurement.precision)].append(abs(r.error_pct))
-        if r.speedup_error_pct is not None:
-            speedups.append(abs(r.speedup_error_pct))
+    e = hold_out_errors(FILE)
+    assert e.mape_pct <= RECORDED_ALL + MARGIN
     for key, recorded in RECORDED.items():
-        assert float(np.mean(by[key])) <= recorded + MARGIN, key
-    assert len(speedups) == 14 and float(np.mean(speedups)) <= RECORDED_SPEEDUP + MARGIN
+        assert e.mean(key) <= recorded + MARGIN, key
+    assert len(e.speedup_pct) == 14 and float(np.mean(e.speedup_pct)) <= RECORDED_SPEEDUP + MARGIN

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from random_nets import random_dag
 
-from perfmodel.network import NetBuilder, Network, get_model
+from perfmodel.network import Network, get_model
 from perfmodel.partition.plan import contiguous_partition, network_hypergraph
 from perfmodel.strategies import predict
 from perfmodel.strategies.mp_candidates import CandidatePrice, choose, why_chosen
@@ -74,20 +75,7 @@ def _net(draw: st.DrawFn) -> Network:
     zoo = draw(st.sampled_from(["", "resnet18", "squeezenet1_1", "googlenet"]))
     if zoo:
         return get_model(zoo, 64)
-    b = NetBuilder("random_dag", (3, 32, 32))
-    x = b.conv("input", draw(st.sampled_from([8, 32])), 3, padding=1)
-    for i in range(draw(st.integers(2, 6))):
-        with b.block(f"b{i}"):
-            c = b.shape(x)[0]
-            y = b.act(b.bn(b.conv(x, c, 3, padding=1)), "relu")
-            form = draw(st.sampled_from(["chain", "add", "concat"]))
-            if form == "add":
-                y = b.add(b.conv(y, c, 1), x)
-            elif form == "concat":
-                y = b.concat([y, b.conv(x, draw(st.sampled_from([8, 64])), 1)])
-            x = y
-    b.linear(b.flatten(b.adaptive_avgpool(x, 1)), 10)
-    return b.build()
+    return random_dag(draw, 32, (8, 32), (2, 6), (8, 64))
 
 
 @settings(derandomize=True, max_examples=30, deadline=None, database=None)

@@ -12,6 +12,7 @@ import pytest
 from cli_helpers import run_main as _run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from random_nets import random_dag
 
 from perfmodel.errors import PartitionError, StrategyError, UsageError
 from perfmodel.hardware import load_hardware
@@ -396,20 +397,7 @@ def small_net(draw: st.DrawFn) -> Network:
     zoo = draw(st.sampled_from(["", "tiny_cnn", "resnet18", "mobilenet_v2", "squeezenet1_1"]))
     if zoo:
         return get_model(zoo, 32 if zoo == "tiny_cnn" else 64)
-    b = NetBuilder("random_dag", (3, 16, 16))
-    x = b.conv("input", draw(st.sampled_from([8, 16])), 3, padding=1)
-    for i in range(draw(st.integers(1, 5))):
-        with b.block(f"b{i}"):
-            c = b.shape(x)[0]
-            y = b.act(b.bn(b.conv(x, c, 3, padding=1)), "relu")
-            form = draw(st.sampled_from(["chain", "add", "concat"]))
-            if form == "add":
-                y = b.add(b.conv(y, c, 1), x)
-            elif form == "concat":
-                y = b.concat([y, b.conv(x, draw(st.sampled_from([4, 8])), 1)])
-            x = y
-    b.linear(b.flatten(b.adaptive_avgpool(x, 1)), 10)
-    return b.build()
+    return random_dag(draw, 16, (8, 16), (1, 5), (4, 8))
 
 
 @settings(derandomize=True, max_examples=100, deadline=None, database=None)

@@ -3,14 +3,14 @@ recorded hold-out error per GPU and precision (nothing is fitted to these rows).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pytest
+from recorded_sets import hold_out_errors, per_group_errors, precision_pairs
 
-from perfmodel.validation import Measurement, load_measurements, validate
+from perfmodel.validation import Measurement, load_measurements
 from perfmodel.validation.software_era import cudnn_major_of, fusion_of, memory_format_of
 from perfmodel.validation.step_scope import FULL_STEP
 
@@ -52,13 +52,9 @@ def test_rows_are_sourced_and_keep_the_published_figure(rows: tuple[Measurement,
 def test_each_pair_keeps_the_readmes_precision_speedup(rows: tuple[Measurement, ...]) -> None:
     """The README's 'Throughput speedup' column is the mixed-precision figure over the TF32/FP32
     one of the same GPUs and batch, to two decimals: a check of the transcription."""
-    pairs: dict[tuple[str, int, int], dict[str, Measurement]] = defaultdict(dict)
-    for m in rows:
-        pairs[(m.hardware, m.gpus, m.batch_per_gpu)][m.precision] = m
+    pairs = precision_pairs(rows)
     assert len(pairs) == 10
-    for pair in pairs.values():
-        amp = pair.pop("amp")
-        (other,) = pair.values()
+    for amp, other in pairs:
         published = float(amp.columns["published_amp_speedup"])
         assert other.columns["published_amp_speedup"] == amp.columns["published_amp_speedup"]
         assert amp.measured_throughput / other.measured_throughput == pytest.approx(published, abs=0.006)
@@ -81,23 +77,13 @@ def test_no_other_set_has_a_3d_unet_row() -> None:
 
 
 def test_recorded_error_per_gpu_and_precision() -> None:
-    v = validate(load_measurements([str(FILE)]), "none")
-    assert v.summary.unpredictable == 0
-    mape = v.summary.throughput_mape_pct
-    assert mape is not None and mape <= RECORDED_ALL + MARGIN
-    by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    speedups = []
-    for r in v.rows:
-        assert r.error_pct is not None
-        by[(r.measurement.hardware, r.measurement.precision)].append(abs(r.error_pct))
-        if r.speedup_error_pct is not None:
-            speedups.append(abs(r.speedup_error_pct))
+    e = hold_out_errors(FILE)
+    assert e.mape_pct <= RECORDED_ALL + MARGIN
     for key, recorded in RECORDED.items():
-        assert float(np.mean(by[key])) <= recorded + MARGIN, key
-    assert len(speedups) == 10 and float(np.mean(speedups)) <= RECORDED_SPEEDUP + MARGIN
+        assert e.mean(key) <= recorded + MARGIN, key
+    assert len(e.speedup_pct) == 10 and float(np.mean(e.speedup_pct)) <= RECORDED_SPEEDUP + MARGIN
 
 
 def test_recorded_per_group_calibrated_error() -> None:
-    v = validate(load_measurements([str(FILE)]), "single-gpu-per-group")
-    scored = [abs(r.error_pct) for r in v.rows if r.error_pct is not None and r.role != "calibration"]
+    scored = per_group_errors(FILE)
     assert len(scored) == 10 and float(np.mean(scored)) <= RECORDED_PER_GROUP + MARGIN

@@ -1,0 +1,62 @@
+"""Hold-out sets' errors as their guard tests check them against recorded figures."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from perfmodel.validation import Measurement, load_measurements, validate
+
+__all__ = ["HoldOutErrors", "hold_out_errors", "per_group_errors", "precision_pairs"]
+
+
+@dataclass(frozen=True)
+class HoldOutErrors:
+    """A set's uncalibrated errors (%): MAPE over all rows, signed error per row, absolute error
+    per (profile, precision) and the absolute speedup errors of the rows that have one."""
+
+    mape_pct: float
+    signed_pct: tuple[float, ...]
+    by_profile_precision_pct: dict[tuple[str, str], list[float]]
+    speedup_pct: tuple[float, ...]
+
+    def mean(self, key: tuple[str, str]) -> float:
+        """The mean absolute error of one (profile, precision) group."""
+        return float(np.mean(self.by_profile_precision_pct[key]))
+
+
+def hold_out_errors(file: Path) -> HoldOutErrors:
+    """Validate ``file`` without calibration; every row must be priced."""
+    v = validate(load_measurements([str(file)]), "none")
+    assert v.summary.unpredictable == 0 and v.summary.throughput_mape_pct is not None
+    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    signed, speedups = [], []
+    for r in v.rows:
+        assert r.error_pct is not None
+        signed.append(r.error_pct)
+        by[(r.measurement.hardware, r.measurement.precision)].append(abs(r.error_pct))
+        if r.speedup_error_pct is not None:
+            speedups.append(abs(r.speedup_error_pct))
+    return HoldOutErrors(v.summary.throughput_mape_pct, tuple(signed), dict(by), tuple(speedups))
+
+
+def per_group_errors(file: Path) -> list[float]:
+    """Absolute errors (%) of the rows the per-group single-GPU calibration scores."""
+    v = validate(load_measurements([str(file)]), "single-gpu-per-group")
+    return [abs(r.error_pct) for r in v.rows if r.error_pct is not None and r.role != "calibration"]
+
+
+def precision_pairs(rows: tuple[Measurement, ...]) -> list[tuple[Measurement, Measurement]]:
+    """(mixed-precision row, its 32-bit twin) for each GPU count, profile and batch."""
+    pairs: dict[tuple[str, int, int], dict[str, Measurement]] = defaultdict(dict)
+    for m in rows:
+        pairs[(m.hardware, m.gpus, m.batch_per_gpu)][m.precision] = m
+    out = []
+    for pair in pairs.values():
+        amp = pair.pop("amp")
+        (other,) = pair.values()
+        out.append((amp, other))
+    return out
