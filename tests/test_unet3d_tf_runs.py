@@ -18,10 +18,10 @@ from perfmodel.validation.step_scope import FULL_STEP
 DATA = Path(str(resources.files("perfmodel.data")))
 FILE = DATA / "unet3d_tf_runs.csv"
 #: Throughput MAPE (%) on main after the tensor-core tile rule (``python scripts/family_report.py``;
-#: 100.5 when the set was added on branch ``importers``): without calibration, all rows and per profile and precision; the
-#: per-group single-GPU calibration; the speedup MAPE. A change that makes one worse by more than
-#: MARGIN points fails. Every row is priced too fast, far more than the PyTorch example's rows of
-#: the same network (unet3d_runs.csv): see MEASUREMENTS.md, "unet3d_tf_runs.csv".
+#: 100.5 when the set was added on branch ``importers``): without calibration, all rows and per
+#: profile and precision; the per-group single-GPU calibration; the speedup MAPE. A change that
+#: makes one worse by more than MARGIN points fails. Every row is priced too fast, far more than
+#: the PyTorch example's rows of the same network (unet3d_runs.csv): see MEASUREMENTS.md, "unet3d_tf_runs.csv".
 RECORDED_ALL = 55.9
 RECORDED = {("a100-80gb-dgx", "amp"): 30.7, ("a100-80gb-dgx", "tf32"): 92.8,
             ("v100-16gb-dgx1", "amp"): 30.3, ("v100-16gb-dgx1", "fp32"): 63.9}
