@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from perfmodel.cli import main
@@ -19,3 +21,23 @@ def test_a_16_bit_model_is_priced_with_autocast_and_the_output_says_so(capsys: p
     out = capsys.readouterr().out
     assert info.value.code in (0, None), out
     assert "a 16-bit model's too: its norms and softmax are not priced at 16 bits" in out
+
+
+def test_an_imported_shape_error_names_the_network_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A builder error inside a torch import is prefixed with the network's name once, not twice."""
+    pytest.importorskip("torch")
+    f = tmp_path / "pos.py"
+    f.write_text(
+        "import torch\n"
+        "class Pos(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.pos = torch.nn.Parameter(torch.zeros(1, 5, 8))\n"
+        "    def forward(self, x):\n"
+        "        return x.flatten(2).transpose(1, 2) + self.pos\n"
+    )
+    with pytest.raises(SystemExit) as info:
+        main(["show", f"{f}:Pos", "--input-shape", "8,3,3"])
+    err = capsys.readouterr().err
+    assert info.value.code == 1
+    assert "pos.py:Pos: shapes" in err and err.count("pos.py:Pos:") == 1, err
