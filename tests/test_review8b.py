@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from perfmodel.cli import main
+from perfmodel.cost.batched_matmul import product_views
 from perfmodel.cost.compute import ShapeRules
 from perfmodel.hardware import load_hardware
+from perfmodel.network.layers import Layer
 
 
 def test_a_16_bit_model_is_priced_with_autocast_and_the_output_says_so(capsys: pytest.CaptureFixture[str]) -> None:
@@ -41,3 +43,18 @@ def test_an_imported_shape_error_names_the_network_once(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert info.value.code == 1
     assert "pos.py:Pos: shapes" in err and err.count("pos.py:Pos:") == 1, err
+
+
+@pytest.mark.parametrize(("q_len", "kv_len", "e", "ev"), [(128, 128, 64, 64), (100, 300, 64, 32), (17, 40, 16, 96)])
+def test_attention_backward_flops_are_torchs_count(q_len: int, kv_len: int, e: int, ev: int) -> None:
+    """FlashAttention's backward (scores recomputed, dV, dP, dQ, dK) at q/k width ``e`` and v width
+    ``ev``: the GEMM view's FLOPs equal torch's own counter's (an independent count), also where
+    ``e != ev`` (the view had ``2 E + 3 Ev`` for ``3 E + 2 Ev`` before)."""
+    flop_counter = pytest.importorskip("torch.utils.flop_counter")
+    sq, sk, sv = (2, q_len, e), (2, kv_len, e), (2, kv_len, ev)
+    layer = Layer("attn", "attention", ("q", "k", "v"), (sq, sk, sv), (2, q_len, ev),
+                  attrs=(("s", float(kv_len)), ("e", float(e))))
+    m, n, kk, _ = product_views(layer, (True, True, True))["dgrad"]
+    want = flop_counter.sdpa_backward_flop_count((1, 2, q_len, ev), (1, 2, q_len, e), (1, 2, kv_len, e),
+                                                 (1, 2, kv_len, ev))
+    assert 2 * 2 * m * n * kk == pytest.approx(want, rel=1e-12)
