@@ -9,7 +9,9 @@ import pytest
 from perfmodel.cli import main
 from perfmodel.cost.batched_matmul import product_views
 from perfmodel.cost.compute import ShapeRules
+from perfmodel.errors import NetworkError
 from perfmodel.hardware import load_hardware
+from perfmodel.network.builder import NetBuilder
 from perfmodel.network.layers import Layer
 
 
@@ -58,3 +60,13 @@ def test_attention_backward_flops_are_torchs_count(q_len: int, kv_len: int, e: i
     want = flop_counter.sdpa_backward_flop_count((1, 2, q_len, ev), (1, 2, q_len, e), (1, 2, kv_len, e),
                                                  (1, 2, kv_len, ev))
     assert 2 * 2 * m * n * kk == pytest.approx(want, rel=1e-12)
+
+
+def test_attention_of_a_one_dimensional_key_is_a_network_error() -> None:
+    """q (L, E) with a per-sample 1-D key or value: one NetworkError with the shapes, not an IndexError."""
+    b = NetBuilder("att1d", (4, 8))
+    k = b.view("input", (32,), name="k")
+    with pytest.raises(NetworkError, match=r"attention of shapes \(4, 8\), \(32,\)"):
+        b.attention("input", k, "input")
+    with pytest.raises(NetworkError, match=r"attention of shapes \(4, 8\), \(4, 8\), \(32,\)"):
+        b.attention("input", "input", k)
