@@ -637,3 +637,18 @@ CASES4: list[tuple[str, str, int, str]] = [
 def test_bad_input_channel_parts(command: str, args: str, code: int, phrase: str, bad2: dict[str, str],
                                  capsys: pytest.CaptureFixture[str]) -> None:
     _check(command, args, code, phrase, bad2, capsys)
+
+
+#: review 8b: a 3-D U-Net patch its strides do not divide names the closest sizes that build
+CASES5: list[tuple[str, str, int, str]] = [
+    ("predict", "unet3d --gpus 2 --strategy dp=2 --image-size 36", 2,
+     "must be a multiple of 8 (it gets 3 stride-2 levels"),
+    ("plan", "unet3d_tf --gpus 2 --image-size 129", 2, "closest valid sizes: 128 or 160"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "code", "phrase"), CASES5,
+                         ids=[f"{c} {a}"[:80] for c, a, _, _ in CASES5])
+def test_bad_input_review8b(command: str, args: str, code: int, phrase: str, bad2: dict[str, str],
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    _check(command, args, code, phrase, bad2, capsys)

@@ -145,3 +145,18 @@ def test_patch_sizes_the_strides_do_not_divide_are_refused(size: int) -> None:
 def test_too_small_a_patch_is_refused() -> None:
     with pytest.raises(UsageError, match="too small"):
         get_model("unet3d", 15)
+
+
+@pytest.mark.parametrize("size", [17, 36, 100, 129, 300])
+def test_a_refused_patch_names_the_closest_sizes_that_build(size: int) -> None:
+    """The sizes the refusal names build, and no size strictly between them and the patch does
+    (brute force over the builder itself, not over the rule the message uses)."""
+    with pytest.raises(UsageError, match="closest valid sizes: ") as info:
+        unet3d(size)
+    lower, upper = (int(v) for v in str(info.value).rsplit(": ", 1)[1].split(" or "))
+    assert lower < size < upper
+    for ok in (lower, upper):
+        unet3d(ok)
+    for between in [*range(lower + 1, size), *range(size + 1, upper)]:
+        with pytest.raises(UsageError):
+            unet3d(between)

@@ -30,8 +30,9 @@ S, Ev)``) is one fused kernel forward (FlashAttention-2 or the memory-efficient 
 "FlashAttention-2", arXiv:2307.08691, 2023, Algorithm 1; its grid runs one block per ``L`` tile and
 head) and one backward (Algorithm 2: one block per ``S`` tile and head, recomputing the scores):
 the forward as a GEMM of ``L x Ev`` tiles over a reduction of ``S (E + Ev) / Ev`` (its FLOPs, ``2 L
-S (E + Ev)``, those of ``q k^T`` and ``p v``), the backward as ``S x Ev`` tiles over ``L (2 E + 3
-Ev) / Ev`` (the five products of Algorithm 2: ``q k^T`` again, ``dV``, ``dP``, ``dQ``, ``dK``), in
+S (E + Ev)``, those of ``q k^T`` and ``p v``), the backward as ``S x Ev`` tiles over ``L (3 E + 2
+Ev) / Ev`` (the five products of Algorithm 2: ``q k^T`` again, ``dQ`` and ``dK`` contract or yield
+``E``, ``dV`` and ``dP`` ``Ev``; ``torch.utils.flop_counter.sdpa_backward_flop_count`` counts the same), in
 the ``dgrad`` slot (it yields every operand's gradient), with the backward's pre-processing pass
 (``rowsum(dO * O)``: read both) as a memory kernel. The softmax's elementwise FLOPs stay those of
 :mod:`perfmodel.network.counts`.
@@ -76,7 +77,7 @@ def product_views(layer: Layer, grads: tuple[bool, ...]) -> dict[str, View]:
         s, e = layer.attr("s"), layer.attr("e")
         views: dict[str, View] = {"fwd": (m, n, s * (e + n) / n, False)}
         if any(grads):
-            views["dgrad"] = (s, n, m * (2 * e + 3 * n) / n, False)
+            views["dgrad"] = (s, n, m * (3 * e + 2 * n) / n, False)
         return views
     k = float(layer.in_shapes[0][-1])
     views = {"fwd": (m, n, k, False)}

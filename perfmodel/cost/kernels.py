@@ -286,6 +286,34 @@ def _window_kernel(layer: Layer) -> tuple[float, float, float]:
     return n, window, max(stride, 1.0)
 
 
+#: (c_in, c_out), (in, out elements), GEMM views, conv, transposed, im2col loads, sum view (n, k),
+#: output (h, w), depthwise, Winograd shape: a weight layer's columns of :class:`LayerKernels`
+_WeightGemm = tuple[tuple[float, float], tuple[float, float], dict[str, View], bool, bool, tuple[float, float],
+                    tuple[float, float], tuple[float, float], bool, bool]
+
+
+def _weight_gemm_columns(layer: Layer, first: bool) -> _WeightGemm:
+    """The GEMM columns of a layer with a weight (``first``: it reads only the network input)."""
+    ax = -1 if layer.kind == "linear" else 0  # features on the last dimension, channels on the first
+    conv = layer.kind != "linear"
+    transposed = layer.kind == "conv_transpose"
+    # the underlying convolution's operands (a transposed layer's forward is its dgrad)
+    loads = im2col_loads(layer.kernel, layer.stride) if conv else (1.0, 1.0)
+    sum_view = _dgrad_sum_view(layer) if transposed or (layer.kind == "conv" and not first) else (0.0, 0.0)
+    planar = conv and len(layer.out_shape) == 3
+    out_hw = (float(layer.out_shape[1]), float(layer.out_shape[2])) if planar else (1.0, 1.0)
+    depthwise = (layer.kind == "conv" and len(layer.kernel) == 2 and layer.groups > 1
+                 and layer.in_shape[0] // layer.groups <= DEPTHWISE_MAX_CPG)
+    winograd = (
+        conv and len(layer.kernel) == 2
+        and all(s == 1 for s in layer.stride) and all(d == 1 for d in (layer.dilation or (1, 1)))
+        and tuple(layer.kernel) in ((3, 3), (5, 5))
+    )
+    return ((float(layer.in_shape[ax]), float(layer.out_shape[ax])), (float(numel(layer.in_shape)),
+            float(layer.out_elems)), _gemm_views(layer, first), conv, transposed, loads, sum_view, out_hw,
+            depthwise, winograd)
+
+
 def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: bool = True) -> LayerKernels:
     """The kernel descriptors of ``layers`` (``first[i]``: layer i reads only the network input,
     so it computes no data gradient). ``one_network``: the layers are one network's, so a tensor
@@ -313,26 +341,10 @@ def layer_kernels(layers: Sequence[Layer], first: Sequence[bool], one_network: b
         cols["groups"][i] = layer.groups
         cols["sd"][i] = layer.spatial_dims
         if layer.kind in ("conv", "conv_transpose", "linear"):
-            ax = -1 if layer.kind == "linear" else 0  # features on the last dimension, channels on the first
-            cols["c_in"][i], cols["c_out"][i] = layer.in_shape[ax], layer.out_shape[ax]
-            xy[:, i] = numel(layer.in_shape), layer.out_elems
-            for s, (mm_, nn_, kk_, grows) in _gemm_views(layer, first[i]).items():
+            (cols["c_in"][i], cols["c_out"][i]), xy[:, i], views, conv[i], transposed[i], loads[:, i], \
+                sum_nk[:, i], out_hw[:, i], dw[i], wino[i] = _weight_gemm_columns(layer, first[i])
+            for s, (mm_, nn_, kk_, grows) in views.items():
                 m[s][i], n[s][i], k[s][i], mb[s][i] = mm_, nn_, kk_, grows
-            conv[i] = layer.kind != "linear"
-            transposed[i] = layer.kind == "conv_transpose"
-            if conv[i]:  # the underlying convolution's operands (a transposed layer's forward is its dgrad)
-                loads[:, i] = im2col_loads(layer.kernel, layer.stride)
-            if transposed[i] or (layer.kind == "conv" and not first[i]):
-                sum_nk[:, i] = _dgrad_sum_view(layer)
-            if conv[i] and len(layer.out_shape) == 3:
-                out_hw[:, i] = layer.out_shape[1:]
-            dw[i] = (layer.kind == "conv" and len(layer.kernel) == 2 and layer.groups > 1
-                     and layer.in_shape[0] // layer.groups <= DEPTHWISE_MAX_CPG)
-            wino[i] = (
-                conv[i] and len(layer.kernel) == 2
-                and all(s == 1 for s in layer.stride) and all(d == 1 for d in (layer.dilation or (1, 1)))
-                and tuple(layer.kernel) in ((3, 3), (5, 5))
-            )
         mf, mbw, xf, xb, lf, lb = _memory_kernels(layer)
         if layer.kind in PRODUCT_KINDS:  # batched GEMMs of two activations (batched_matmul.py)
             grads = tuple(t != "input" for t in layer.inputs)

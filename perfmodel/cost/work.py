@@ -142,20 +142,8 @@ def kernel_work(
     mm_elems: dict[str, np.ndarray] = {}
     for s in MM_SLOTS:
         present = lk.n[s] > 0
-        m = np.where(lk.m_batch[s] & ~bmm, lk.m[s] * scale, lk.m[s])
-        k = np.where(lk.m_batch[s] | bmm, lk.k[s], lk.k[s] * scale)
-        role = slot_roles(lk, s)  # which of the underlying convolution's kernels slot s runs
-        m, n, k = pad_slot(lk, pads, s, role, (m, lk.n[s], k))
-        direct = 2 * groups * m * n * k
-        eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pads, direct)
-        # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
-        wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
-        implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
-        # Winograd: the reduced GEMMs plus the transforms, whose cost grows with C + K per output
-        # pixel (npq: the GEMM's batch-growing side); cudnnFind keeps the faster of the two
-        npq = k if s == "wgrad" else m
-        fast = direct / (eff * gain) + kp.winograd_transform_flops * (lk.c_in + lk.c_out) * npq
-        flops[s] = np.where(present & ~lk.depthwise, np.where(wino, np.minimum(implicit, fast), implicit), 0.0)
+        flops[s] = np.where(present & ~lk.depthwise,
+                            _gemm_flops(lk, kp, s, scale, tensor_cores, (bmm, groups, kg), pads, (wino, gain)), 0.0)
         # depthwise kernels run on CUDA cores, priced per output element (perfmodel.cost.depthwise)
         cc[s] = np.where(present & lk.depthwise, dw[s], 0.0)
         mm_elems[s] = np.where(present, operands, 0.0)
@@ -173,6 +161,31 @@ def kernel_work(
         host_ops_bwd=lk.host_ops_bwd + lk.grad_sums_bwd,
         window_loads_fwd=window_path_loads(lk, kp, out_scale, 2.0 if half_precision else 4.0),
     )
+
+
+def _gemm_flops(lk: LayerKernels, kp: KernelParams, s: str, scale: np.ndarray, tensor_cores: bool,
+                batched: tuple[np.ndarray, np.ndarray, np.ndarray], pads: ChannelPads,
+                winograd: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Effective FLOPs (FLOPs over efficiency) of GEMM slot ``s`` of every layer (:func:`kernel_work`);
+    ``batched``: (product layers, GEMMs per layer, groups one kernel covers), ``winograd``: (where
+    Winograd may run, its gain)."""
+    bmm, groups, kg = batched
+    wino, gain = winograd
+    m = np.where(lk.m_batch[s] & ~bmm, lk.m[s] * scale, lk.m[s])
+    k = np.where(lk.m_batch[s] | bmm, lk.k[s], lk.k[s] * scale)
+    role = slot_roles(lk, s)  # which of the underlying convolution's kernels slot s runs
+    m, n, k = pad_slot(lk, pads, s, role, (m, lk.n[s], k))
+    direct = 2 * groups * m * n * k
+    eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pads, direct)
+    # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
+    wgrad_eff = max(kp.wgrad_efficiency_tensor_cores if tensor_cores else kp.wgrad_efficiency, EFF_FLOOR)
+    implicit = direct / eff / (wgrad_eff if s == "wgrad" else 1.0)
+    # Winograd: the reduced GEMMs plus the transforms, whose cost grows with C + K per output
+    # pixel (npq: the GEMM's batch-growing side); cudnnFind keeps the faster of the two
+    npq = k if s == "wgrad" else m
+    fast = direct / (eff * gain) + kp.winograd_transform_flops * (lk.c_in + lk.c_out) * npq
+    result: np.ndarray = np.where(wino, np.minimum(implicit, fast), implicit)
+    return result
 
 
 def _memory_kernels(lk: LayerKernels, autocast: str, out_scale: np.ndarray, in_scale: np.ndarray) -> Memory:

@@ -346,7 +346,7 @@ class NetBuilder:
     def attention(self, q: str, k: str, v: str, name: str | None = None) -> str:
         """``scaled_dot_product_attention(q, k, v)``: shapes ``(..., L, E)``, ``(..., S, E)``, ``(..., S, Ev)``."""
         sq, sk, sv = self.shape(q), self.shape(k), self.shape(v)
-        if len(sq) < 2 or sq[-1] != sk[-1] or sk[-2] != sv[-2]:
+        if min(len(sq), len(sk), len(sv)) < 2 or sq[-1] != sk[-1] or sk[-2] != sv[-2]:
             raise NetworkError(f"{self.name}: attention of shapes {sq}, {sk}, {sv}")
         out = (*_broadcast(sq[:-2], sv[:-2], self.name), sq[-2], sv[-1])
         return self._add(Layer(self._name("attn", name), "attention", (q, k, v), (sq, sk, sv), out,

@@ -77,8 +77,8 @@ def _import(torch: Any, model: Any, name: str, input_shape: Shape, source: str, 
             _walk(torch, model, graph, x, em)
     except UnsupportedOp as e:
         raise UnsupportedOp(f"{name}: {e}{_line_of(torch, model, e)}") from None
-    except DataError as e:
-        raise DataError(f"{name}: {e}") from None
+    except DataError as e:  # the builder's errors already start with the network's name
+        raise DataError(str(e) if str(e).startswith(f"{name}:") else f"{name}: {e}") from None
     except Exception as e:
         raise _TorchFailed(e) from None
     return em

@@ -7,7 +7,7 @@ from ..builder import NetBuilder
 from ..graph import Network
 from .entry import ModelEntry
 
-__all__ = ["unet3d", "unet3d_tf", "levels", "ENTRIES", "SOURCE", "TF_SOURCE", "IN_CHANNELS", "CLASSES"]
+__all__ = ["unet3d", "unet3d_tf", "levels", "valid_size", "ENTRIES", "SOURCE", "TF_SOURCE", "IN_CHANNELS", "CLASSES"]
 
 # NVIDIA/DeepLearningExamples @ 4da7bf28b66c6f5bb9f8755ca24fd27a605b96af (2022-12-05),
 # PyTorch/Segmentation/nnUNet: nnunet/nn_unet.py (get_unet_params, build_nnunet),
@@ -57,6 +57,12 @@ def levels(size: int) -> int:
     return n
 
 
+def valid_size(size: int) -> bool:
+    """Whether DynUNet builds on a cube of ``size`` voxels: at least two levels, whose strides divide it."""
+    n = levels(size)
+    return n >= 2 and size % 2**n == 0
+
+
 def _block(b: NetBuilder, x: str, channels: int, stride: int, prefix: str) -> str:
     """UnetBasicBlock: conv (stride) -> instance norm -> LeakyReLU -> conv -> instance norm -> LeakyReLU."""
     for i, s in enumerate((stride, 1), start=1):
@@ -73,10 +79,14 @@ def unet3d(image_size: int = 128, tensorflow: bool = False) -> Network:
     network (``unet3d_tf``), whose output is a 3x3x3 convolution and a softmax."""
     name = "unet3d_tf" if tensorflow else "unet3d"
     n = levels(image_size)
-    if n < 2 or image_size % 2**n:
+    if not valid_size(image_size):
+        lower = next((s for s in range(image_size, 0, -1) if valid_size(s)), None)
+        upper = next(s for s in range(image_size, 4 * image_size + 64) if valid_size(s))
+        closest = f"{lower} or {upper}" if lower is not None else str(upper)
         raise UsageError(
-            f"{name}: patch size {image_size} must be a multiple of {2**max(n, 2)}"
-            " (DynUNet needs its strides to divide the patch, and at least two levels)"
+            f"{name}: patch size {image_size} must be a multiple of {2**max(n, 2)} (it gets {n} stride-2"
+            " levels; DynUNet needs its strides to divide the patch, and at least two levels);"
+            f" closest valid sizes: {closest}"
         )
     filters = [min(2 ** (5 + i), MAX_FILTERS) for i in range(n + 1)]
     b = NetBuilder(name, (IN_CHANNELS, image_size, image_size, image_size),
