@@ -74,7 +74,8 @@ class ShapeRules:
     numbers at the precision, which decide where a grouped layer runs as a loop of per-group
     calls (:func:`layer_seconds`) when the formula's own values are symbols (``explain``, whose
     ``--set`` re-evaluation keeps that choice); ``autocast``: the 16-bit type ``torch.autocast`` runs
-    the precision at (``""``: none; :mod:`perfmodel.cost.autocast_fp32`)."""
+    the precision at (``""``: none, as in a 16-bit model that runs every op at 16 bits;
+    :mod:`perfmodel.cost.autocast_fp32`)."""
 
     kernels: KernelParams
     tensor_cores: bool
@@ -89,9 +90,12 @@ class ShapeRules:
     @classmethod
     def of(cls, hw: Hardware, precision: str, batch_value: float | None = None,
            cudnn_major: int = DEFAULT_CUDNN_MAJOR, memory_format: str = DEFAULT_MEMORY_FORMAT,
-           fusion: str = DEFAULT_FUSION) -> ShapeRules:
+           fusion: str = DEFAULT_FUSION, autocast: bool = True) -> ShapeRules:
+        """The rules of ``precision`` on ``hw``; ``autocast`` False: a 16-bit run without
+        ``torch.autocast`` (``model.half()``, MXNet's fp16 model), whose norms stay 16-bit."""
+        dtype = AUTOCAST_DTYPES.get(precision, "") if autocast else ""
         return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS, cudnn_major,
-                   memory_format, fusion, ComputeValues.of(hw, precision), AUTOCAST_DTYPES.get(precision, ""))
+                   memory_format, fusion, ComputeValues.of(hw, precision), dtype)
 
 
 #: The key under which a split GPU's counts record the output share they were scaled by
@@ -237,6 +241,7 @@ def layer_times(
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     shares: TensorShares | None = None,
     fusion: str = DEFAULT_FUSION,
+    autocast: bool = True,
 ) -> LayerTimes:
     """Per-layer forward and backward seconds for ``batch`` samples on one tile.
 
@@ -248,11 +253,13 @@ def layer_times(
     profile's :class:`ComputeValues`, with the grouped-convolution kernels of cuDNN ``cudnn_major``
     and the activations in ``memory_format``; ``shares`` those of a filter/channel split's GPU,
     which need that GPU's ``counts`` (``split_counts``; ``ValueError`` without them); ``fusion`` the
-    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`).
+    batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`); ``autocast``
+    False a 16-bit run without ``torch.autocast`` (:meth:`ShapeRules.of`).
     """
     if shares is not None and counts is None:
         raise ValueError("layer_times: shares of a split need the split GPU's counts (pass counts=split_counts(...))")
     ev = counts if counts is not None else cc.evaluate(batch, s_d, s_h, s_w)
-    rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion)
+    rules = ShapeRules.of(hw, precision, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion,
+                          autocast=autocast)
     fwd, bwd = layer_seconds(cc, ev, cc.params, ComputeValues.of(hw, precision), 1.0, rules, shares)
     return LayerTimes(fwd=np.asarray(fwd, dtype=float), bwd=np.asarray(bwd, dtype=float))

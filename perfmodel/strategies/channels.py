@@ -270,7 +270,7 @@ def price_channel_split(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     lt = ctx.scaled(layer_times(replace(ctx.cc, params=params), ctx.hw, ctx.precision, m_t,
                                 counts=scaled if m_t == m else _gpu_counts(ctx, plan, m_t),
                                 cudnn_major=ctx.cudnn_major, memory_format=ctx.memory_format,
-                                shares=plan.tensor_shares, fusion=ctx.fusion))
+                                shares=plan.tensor_shares, fusion=ctx.fusion, autocast=ctx.autocast))
     val = Valuation(ctx.values, link_params(ctx.hw), m_t, s.mb)
     terms, total_comm, dp_group = split_terms(ctx, s, mode, n, plan.exchanges, lt.fwd, lt.bwd, params, val)
     split_group = weight_group(Strategy(dp=n), ctx.hw.gpus_per_node)

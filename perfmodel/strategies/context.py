@@ -18,7 +18,7 @@ from ..hardware import PRECISIONS, Hardware
 from ..network import Network, compile_counts
 from ..network.counts import CompiledCounts
 from ..units import BYTES_PER_ELEMENT
-from .amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
+from .amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime, runtime_of
 from .memory import grad_bytes_per_param, input_batch_bytes, input_bytes_per_element, optimizer_bytes_per_param
 from .spec import Strategy
 
@@ -75,6 +75,12 @@ class Context:
                                  bytes_per_element=input_bytes_per_element(self.precision, self.amp_runtime))
 
     @property
+    def autocast(self) -> bool:
+        """Whether ``torch.autocast`` (or TensorFlow's AMP rewrite) runs the 16-bit precision, so
+        autocast's fp32 ops run at fp32; False for a 16-bit model (:mod:`.amp_runtime`)."""
+        return runtime_of(self.amp_runtime).casts
+
+    @property
     def values(self) -> ComputeValues:
         """The profile's compute numbers at the precision (the formulas' hardware inputs)."""
         return ComputeValues.of(self.hw, self.precision)
@@ -86,7 +92,7 @@ class Context:
         if hit is None:
             ev = self.cc.evaluate(batch, *grid)
             lt = layer_times(self.cc, self.hw, self.precision, batch, *grid, counts=ev, cudnn_major=self.cudnn_major,
-                             memory_format=self.memory_format, fusion=self.fusion)
+                             memory_format=self.memory_format, fusion=self.fusion, autocast=self.autocast)
             hit = (self.scaled(lt), ev)
             if len(self.memo) > 256:
                 self.memo.clear()

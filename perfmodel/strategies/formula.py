@@ -286,7 +286,8 @@ def layer_exprs(
     """
     ev = counts if counts is not None else ctx.cc.evaluate(1.0, *grid)
     weights = params if params is not None else ctx.cc.params
-    rules = ShapeRules.of(ctx.hw, ctx.precision, batch_value, ctx.cudnn_major, ctx.memory_format, ctx.fusion)
+    rules = ShapeRules.of(ctx.hw, ctx.precision, batch_value, ctx.cudnn_major, ctx.memory_format, ctx.fusion,
+                          ctx.autocast)
     fwd, bwd = layer_seconds(ctx.cc, ev, np.asarray(weights), SYMBOLS, batch, rules, shares)
     k = ctx.compute_scale
     if k == 1.0:

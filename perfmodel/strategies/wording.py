@@ -66,8 +66,9 @@ def kernels_assumption() -> str:
         "except the chains a --fusion other than eager fuses; layer norm, group norm and softmax as the "
         "kernels layer_norm_kernel.cu, group_norm_kernel.cu and SoftMax.cu launch (memory-bound passes over "
         "the tensor, row statistics in fp32; perfmodel.cost.norm_kernels), not as FLOPs at peak, moving fp32 "
-        "bytes under amp and bf16 with autocast's casts (perfmodel.cost.autocast_fp32; so for every "
-        "--amp-runtime, a 16-bit model's too: its norms and softmax are not priced at 16 bits); products of two "
+        "bytes under amp and bf16 with autocast's casts where autocast (or TensorFlow's AMP) runs "
+        "(perfmodel.cost.autocast_fp32), at 16 bits in a 16-bit model (--amp-runtime pytorch-half, "
+        "mxnet-multi-precision); products of two "
         "activations as cuBLAS batched GEMMs and attention as FlashAttention-2's kernels "
         "(perfmodel.cost.batched_matmul); "
         + GRADIENT_SUMS_WORDS
