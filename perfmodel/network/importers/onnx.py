@@ -107,6 +107,27 @@ def _consumers(g: Any) -> dict[str, list[Any]]:
     return out
 
 
+def _bias_add(n: Any, ins: list[Any], refs: dict[str, Any],
+              consumers: dict[str, list[Any]]) -> tuple[Any, Const] | None:
+    """``(Add node, bias)`` where ``n`` is the ``MatMul`` of an activation by a 2-D constant whose
+    only reader adds a 1-D constant of its output width: how torch.onnx exports ``nn.Linear`` on
+    inputs of more than two dimensions (``MatMul`` + ``Add``; ``Gemm`` carries the bias on 2-D ones)."""
+    if n.op_type != "MatMul" or len(ins) != 2 or not isinstance(ins[0], str):
+        return None
+    w = ins[1]
+    readers = consumers.get(n.output[0], [])
+    if not isinstance(w, Const) or w.shape is None or len(w.shape) != 2 or len(readers) != 1:
+        return None
+    add = readers[0]
+    if add.op_type != "Add" or len(add.input) != 2:
+        return None
+    other = next((t for t in add.input if t != n.output[0]), None)
+    b = refs.get(other) if other else None
+    if not isinstance(b, Const) or b.shape is None or tuple(b.shape) != (w.shape[1],):
+        return None
+    return add, b
+
+
 def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em: Emitter) -> None:
     shapes = fold.shapes
     consumers = _consumers(g)
@@ -119,10 +140,19 @@ def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em:
                 fused[m.output[0]] = "silu" if n.op_type == "Sigmoid" else "hardswish"
                 skip.add(n.output[0])
     taken: set[str] = set()
+    alias: dict[str, str] = {}  # a bias Add's output -> the MatMul output it is folded into
     for i, n in enumerate(g.node):
         ins = [refs.get(t) if t else None for t in n.input]
         if n.output[0] in skip:
             continue
+        if n.output[0] in alias:
+            refs[n.output[0]] = refs[alias[n.output[0]]]
+            continue
+        bias = _bias_add(n, ins, refs, consumers)
+        if bias is not None:  # nn.Linear exported as MatMul + Add: one linear layer with its bias
+            add, const = bias
+            alias[add.output[0]] = n.output[0]
+            ins = [*ins, const]
         if not any(isinstance(a, str) for a in ins) or n.op_type in _SHAPE_OPS:
             fold.constant_node(n)
             for t in n.output:
