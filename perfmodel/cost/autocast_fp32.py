@@ -28,8 +28,9 @@ So at ``amp`` / ``bf16``, per sample, ``n`` the layer's elements:
 Which activations are fp32 follows from these rules layer by layer (:func:`sixteen_bit`), from a
 network input taken at the precision, as every other layer's kernels price it (an fp32 input
 batch's cast, or the first layer's, is not priced).
-Off autocast (``fp32``, ``tf32``) nothing changes; a 16-bit model (``amp_runtime`` pytorch-half)
-is priced as autocast too (not distinguished here).
+Off autocast (``fp32``, ``tf32``) nothing changes, nor in a 16-bit model (``amp_runtime``
+pytorch-half or mxnet-multi-precision), which runs every op at 16 bits: its
+:class:`~perfmodel.cost.compute.ShapeRules` carry no autocast type.
 """
 
 from __future__ import annotations
