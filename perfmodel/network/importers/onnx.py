@@ -128,6 +128,45 @@ def _bias_add(n: Any, ins: list[Any], refs: dict[str, Any],
     return add, b
 
 
+def _sdpa(g: Any, consumers: dict[str, list[Any]]) -> tuple[dict[str, tuple[str, str, str]], set[str]]:
+    """torch.onnx's spelling of ``scaled_dot_product_attention``: ``Mul(q, Sqrt(scale))`` and
+    ``Mul(Transpose(k), Sqrt(scale))`` (the scale split over both operands), ``MatMul``, ``Softmax``,
+    ``MatMul`` by ``v``. Returns the last ``MatMul``'s output -> ``(q, k, v)`` tensor names, and the
+    outputs of the other nodes, which the fused layer replaces. A product written out in the
+    module (scaled after the ``MatMul``, or by a constant) does not match and stays explicit."""
+    producer = {t: n for n in g.node for t in n.output}
+
+    def only(t: str) -> Any:
+        readers = consumers.get(t, [])
+        return readers[0] if len(readers) == 1 else None
+
+    def scaled(t: str) -> str | None:  # the activation a Mul(x, Sqrt(...)) read by one node scales
+        mul = producer.get(t)
+        if mul is None or mul.op_type != "Mul" or len(mul.input) != 2 or only(t) is None:
+            return None
+        kinds = [getattr(producer.get(x), "op_type", "") for x in mul.input]
+        return mul.input[1 - kinds.index("Sqrt")] if kinds.count("Sqrt") == 1 else None
+
+    found: dict[str, tuple[str, str, str]] = {}
+    replaced: set[str] = set()
+    for s in g.node:
+        m1, m2 = producer.get(s.input[0]) if s.op_type == "Softmax" else None, only(s.output[0])
+        if m1 is None or m1.op_type != "MatMul" or only(m1.output[0]) is not s or m2 is None:
+            continue
+        if m2.op_type != "MatMul" or m2.input[0] != s.output[0]:
+            continue
+        q, kt = scaled(m1.input[0]), scaled(m1.input[1])
+        tr = producer.get(kt) if kt else None
+        perm = list(next((a.ints for a in tr.attribute if a.name == "perm"), [])) if tr is not None else []
+        if q is None or tr is None or tr.op_type != "Transpose" or only(kt or "") is None or len(perm) < 2:
+            continue
+        if perm[-2:] != [len(perm) - 1, len(perm) - 2] or perm[:-2] != list(range(len(perm) - 2)):
+            continue
+        found[m2.output[0]] = (q, tr.input[0], m2.input[1])
+        replaced |= {m1.input[0], m1.input[1], tr.output[0], m1.output[0], s.output[0]}
+    return found, replaced
+
+
 def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em: Emitter) -> None:
     shapes = fold.shapes
     consumers = _consumers(g)
@@ -139,6 +178,8 @@ def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em:
             if m.op_type == "Mul" and set(m.input) == {n.input[0], n.output[0]}:
                 fused[m.output[0]] = "silu" if n.op_type == "Sigmoid" else "hardswish"
                 skip.add(n.output[0])
+    attention, replaced = _sdpa(g, consumers)
+    skip |= replaced
     taken: set[str] = set()
     alias: dict[str, str] = {}  # a bias Add's output -> the MatMul output it is folded into
     for i, n in enumerate(g.node):
@@ -171,6 +212,8 @@ def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em:
                     [fold.value(t) if t else None for t in n.input])
         if n.output[0] in fused:
             out: Any = node.emit("act", next(a for a in ins if isinstance(a, str)), fused[n.output[0]])
+        elif n.output[0] in attention:
+            out = node.emit("attention", *(refs[t] for t in attention[n.output[0]]))
         else:
             out = node_layer(node)
         outs = out if isinstance(out, tuple) else (out,)
