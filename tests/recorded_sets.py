@@ -10,7 +10,7 @@ import numpy as np
 
 from perfmodel.validation import Measurement, load_measurements, validate
 
-__all__ = ["HoldOutErrors", "hold_out_errors", "per_group_errors", "precision_pairs"]
+__all__ = ["HoldOutErrors", "hold_out_errors", "per_group_errors", "precision_pairs", "other_sets_rows"]
 
 
 @dataclass(frozen=True)
@@ -60,3 +60,9 @@ def precision_pairs(rows: tuple[Measurement, ...]) -> list[tuple[Measurement, Me
         (other,) = pair.values()
         out.append((amp, other))
     return out
+
+
+def other_sets_rows(file: Path) -> tuple[Measurement, ...]:
+    """The rows of every shipped measurement file beside ``file`` (a hold-out must not share them)."""
+    others = sorted(p for p in file.parent.glob("*runs.csv") if p != file)
+    return load_measurements([str(f) for f in others]).rows

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recorded_sets import hold_out_errors
+from recorded_sets import hold_out_errors, other_sets_rows
 
 from perfmodel.validation import Measurement, load_measurements
 from perfmodel.validation.software_era import cudnn_major_of, fusion_of, memory_format_of
@@ -71,8 +71,7 @@ def test_rows_are_priced_as_the_benchmark_ran(rows: tuple[Measurement, ...]) -> 
 
 def test_no_other_set_uses_hopper_profiles() -> None:
     """The set is a hold-out: no other shipped measurement file has a Hopper row."""
-    others = sorted(p for p in DATA.glob("*runs.csv") if p != FILE)
-    used = {m.hardware for m in load_measurements([str(f) for f in others]).rows}
+    used = {m.hardware for m in other_sets_rows(FILE)}
     assert not {h for h in used if h.startswith(("h100", "h200"))}
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recorded_sets import hold_out_errors, per_group_errors, precision_pairs
+from recorded_sets import hold_out_errors, other_sets_rows, per_group_errors, precision_pairs
 
 from perfmodel.validation import Measurement, load_measurements
 from perfmodel.validation.software_era import cudnn_major_of, fusion_of, memory_format_of
@@ -72,8 +72,7 @@ def test_rows_are_priced_as_the_benchmark_ran(rows: tuple[Measurement, ...]) -> 
 
 def test_no_other_set_has_a_3d_unet_row() -> None:
     """The set is a hold-out: no other shipped measurement file prices this network."""
-    others = sorted(p for p in DATA.glob("*runs.csv") if p != FILE)
-    assert "unet3d" not in {m.model for m in load_measurements([str(f) for f in others]).rows}
+    assert "unet3d" not in {m.model for m in other_sets_rows(FILE)}
 
 
 def test_recorded_error_per_gpu_and_precision() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recorded_sets import hold_out_errors, per_group_errors, precision_pairs
+from recorded_sets import hold_out_errors, other_sets_rows, per_group_errors, precision_pairs
 
 from perfmodel.validation import Measurement, load_measurements
 from perfmodel.validation.amp_runtime_of import amp_runtime_of
@@ -74,8 +74,7 @@ def test_rows_are_priced_as_the_benchmark_ran(rows: tuple[Measurement, ...]) -> 
 
 
 def test_no_other_set_has_this_network() -> None:
-    others = sorted(p for p in DATA.glob("*runs.csv") if p != FILE)
-    assert "unet3d_tf" not in {m.model for m in load_measurements([str(f) for f in others]).rows}
+    assert "unet3d_tf" not in {m.model for m in other_sets_rows(FILE)}
 
 
 def test_recorded_error_per_gpu_and_precision() -> None:
