@@ -39,7 +39,10 @@ def test_shipped_table_is_current(fresh: dict) -> None:
         for a, b in zip(old, new, strict=True):
             same = a == pytest.approx(b, rel=1e-9, abs=1e-12) if isinstance(b, float) else a == b
             assert same, f"stale residuals.json ({a} != {b}): run scripts/make_residuals.py"
-    assert shipped["coverage"] == fresh["coverage"]
+    # floats to the last bits: a median of ratios may differ in its 16th digit between numpy builds
+    assert len(shipped["coverage"]) == len(fresh["coverage"])
+    for old_c, new_c in zip(shipped["coverage"], fresh["coverage"], strict=True):
+        assert old_c == {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in new_c.items()}
     assert shipped["memory_model"]["activation_error"] == pytest.approx(fresh["memory_model"]["activation_error"])
 
 
