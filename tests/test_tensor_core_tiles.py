@@ -114,7 +114,8 @@ def test_cuda_core_kernels_untouched():
 
 def test_deepbench_v100_tensor_core_rows_improve():
     # DeepBench's V100 fp16 tensor-core rows (perfmodel/data/KERNELS.md): forward 28.65% and data
-    # gradient 26.67% MAPE before this rule; the weight gradient (38.35%) is left alone
+    # gradient 26.67% MAPE before this rule; the weight gradient (38.35%) is left alone by it (33.27%
+    # with ALGO_1's unsplit tiles stored once: tests/test_tensor_core_wgrad.py)
     rows = [r for r in load_rows(("deepbench",)) if r.precision == "amp" and r.op != "gemm"]
     pred, _ = price_rows(rows, before=False)
     meas = np.array([r.measured_s for r in rows])
@@ -122,4 +123,4 @@ def test_deepbench_v100_tensor_core_rows_improve():
     what = np.array([r.what for r in rows])
     assert 100 * ape[what == "fwd"].mean() < 28.2
     assert 100 * ape[what == "dgrad"].mean() < 25.0
-    assert 100 * ape[what == "wgrad"].mean() == pytest.approx(38.35, abs=0.01)
+    assert 100 * ape[what == "wgrad"].mean() < 38.35

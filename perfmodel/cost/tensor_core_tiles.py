@@ -1,4 +1,4 @@
-"""Tensor-core kernels' own shape rules: their threadblock tiles, the forward's split-K, ALGO_1 at unit stride.
+"""Tensor-core kernels' own shape rules: tiles, the forward's split-K, ALGO_1 data and weight gradients.
 
 Three facts about the GEMM-shaped kernels cuBLAS and cuDNN run on tensor cores (amp, bf16, tf32),
 which their CUDA-core kernels do not share:
@@ -32,6 +32,19 @@ which their CUDA-core kernels do not share:
   other view) is not priced there. At stride > 1 the sum view stays, standing for cuDNN's strided
   kernels (perfmodel/data/KERNELS.md: the zero-inserted implicit GEMM alone prices them 4x slow).
 
+* *The weight gradient is ALGO_1, deterministic: an unsplit tile is stored once.* Tensor-core
+  math runs ``BWD_FILTER_ALGO_1`` (and Winograd) only (the same "Tensor Core Operations" list,
+  unchanged in cuDNN 8 and 9's legacy API: "Supported Algorithms"), and ALGO_1 is deterministic:
+  cuDNN's non-deterministic weight-gradient algorithms are ALGO_0 and ALGO_3, which add into dW
+  with atomic operations (cuDNN API reference, ``cudnnConvolutionBwdFilterAlgo_t``; Developer
+  Guide, "Reproducibility (Determinism)"). The fitted ``wgrad_tile_passes`` price a tile's
+  stores as several passes over it: what the CUDA-core kernels ``cudnnFind`` picks among
+  (ALGO_0 and ALGO_3 included) show on DeepBench's fp32 rows, where even unsplit tiles pay
+  them (perfmodel/data/KERNELS.md, "Winograd's transformed filters": passes on split tiles
+  only priced the fp32 1x1 layers on 7x7 outputs at 0.60 of measured). A deterministic kernel
+  adds nothing into dW: a tile that holds its whole reduction writes it once, and only split-K
+  partial tiles go through the workspace and its reduction pass, keeping the fitted passes.
+
 Convolutions' weight gradients keep :data:`~.efficiency.TILES`: their split numbers
 (``wgrad_tile_passes``, ``wgrad_max_split``, the tensor-core split efficiency) were fitted with that
 list, and this tile set without refitting them prices DeepBench's V100 tensor-core weight
@@ -46,7 +59,8 @@ import numpy as np
 
 from .efficiency import TILES
 
-__all__ = ["TENSOR_CORE_TILES", "UNIT_STRIDE_MAX", "tensor_core_rules", "sum_view_tiles", "keep_sum_view"]
+__all__ = ["TENSOR_CORE_TILES", "UNIT_STRIDE_MAX", "tensor_core_rules", "sum_view_tiles", "keep_sum_view",
+           "wgrad_store_passes"]
 
 #: Threadblock tiles (rows x columns) of tensor-core GEMM and implicit-GEMM kernels: those of
 #: :data:`~.efficiency.TILES` at least 64 on each side (module docstring).
@@ -81,3 +95,10 @@ def keep_sum_view(zero_insert: np.ndarray, conv: np.ndarray, tensor_cores: bool)
     if not tensor_cores:
         return np.ones(z.shape, dtype=bool)
     return np.asarray((z > UNIT_STRIDE_MAX) | ~np.asarray(conv, dtype=bool))
+
+
+def wgrad_store_passes(passes: np.ndarray, tensor_cores: bool) -> np.ndarray:
+    """Store passes of an unsplit weight-gradient tile: ``passes`` (the fitted per-tile cost, 1 for
+    cuBLAS GEMMs) off tensor cores; one on tensor cores (deterministic ALGO_1, module docstring)."""
+    p = np.asarray(passes, dtype=float)
+    return np.ones_like(p) if tensor_cores else p

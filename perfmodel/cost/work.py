@@ -22,7 +22,7 @@ from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups
 from .kernels import MM_SLOTS, LayerKernels, slot_roles
 from .shares import TensorShares, operand_elems, per_gpu_kernels
 from .tensor_core import ChannelPads, channel_pads, pad_slot, pad_sum_view
-from .tensor_core_tiles import keep_sum_view, sum_view_tiles, tensor_core_rules
+from .tensor_core_tiles import keep_sum_view, sum_view_tiles, tensor_core_rules, wgrad_store_passes
 from .tile_intensity import layer_half_intensity
 
 __all__ = ["KernelWork", "kernel_work", "tile_scale", "EFF_FLOOR", "window_path_loads", "SECTOR_BYTES"]
@@ -210,7 +210,7 @@ def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarra
     half = layer_half_intensity(kp, lk.conv, tensor_cores)  # the shape rule's I_1/2 per layer
     split_eff = kp.wgrad_split_efficiency_tensor_cores if tensor_cores else kp.wgrad_split_efficiency
     shape = partial(gemm_shape_efficiency, m, n, k, sms=kp.sm_count, half_intensity=half,
-                    split_k=~lk.conv if s != "wgrad" else True, **_slot_rules(lk, kp, s, role, split_eff))
+                    split_k=~lk.conv if s != "wgrad" else True, **_slot_rules(lk, kp, s, role, split_eff, tensor_cores))
     if s == "wgrad":
         wgrad: np.ndarray = shape(groups=kg)
         return wgrad
@@ -223,17 +223,21 @@ def _slot_efficiency(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarra
     return best
 
 
-def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray, split_eff: float) -> dict[str, Any]:
+def _slot_rules(lk: LayerKernels, kp: KernelParams, s: str, role: np.ndarray, split_eff: float,
+                tensor_cores: bool) -> dict[str, Any]:
     """The shape-rule options of GEMM slot ``s`` (running ``role``, :func:`~.kernels.slot_roles`): operand loads
     of the lowered convolution operand (the forward's and data gradient's ``m`` side, the weight gradient's ``n`` side),
     and for weight gradients their split-K rules (:func:`~perfmodel.cost.efficiency.gemm_shape_efficiency`):
     at most ``wgrad_max_split`` slices, grids smaller than a wave spread over the SMs, and an
     output tile that costs ``wgrad_tile_passes`` passes (cuDNN's weight-gradient kernels add
     their partial tiles into dW through a workspace reduction or atomic adds: cuDNN API
-    reference, ``cudnnConvolutionBwdFilterAlgo_t``, ALGO_0 and ALGO_3 "non-deterministic")."""
+    reference, ``cudnnConvolutionBwdFilterAlgo_t``, ALGO_0 and ALGO_3 "non-deterministic"); on
+    tensor cores deterministic ALGO_1, whose unsplit tiles are stored once
+    (:func:`~.tensor_core_tiles.wgrad_store_passes`)."""
     if s == "wgrad":  # cuDNN's convolution kernels; linear layers' are cuBLAS GEMMs
         passes = np.where(lk.conv, kp.wgrad_tile_passes, 1.0)
-        return {"n_loads": lk.x_loads, "split_rate": split_eff, "store_passes": passes,
+        return {"n_loads": lk.x_loads, "split_rate": split_eff,
+                "store_passes": wgrad_store_passes(passes, tensor_cores),
                 "max_split": np.where(lk.conv, kp.wgrad_max_split, np.inf),
                 "split_passes": np.where(lk.conv, passes, 2.0), "spread": lk.conv}
     return {"m_loads": np.where(role == "fwd", lk.x_loads, lk.dy_loads)}
