@@ -39,7 +39,9 @@ def oracle() -> dict[tuple[str, int], float]:
 
 def test_the_oracle_separates_the_eras_only_for_grouped_layers(oracle: dict[tuple[str, int], float]) -> None:
     assert oracle[GROUPED, OLD] > 1.05 * oracle[GROUPED, DEFAULT_CUDNN_MAJOR]
-    assert oracle[PLAIN, OLD] == oracle[PLAIN, DEFAULT_CUDNN_MAJOR]
+    # a plain network differs only by its 3-channel first layer's forward (cuDNN 7's 32-channel
+    # tensor-core K-tiles, or its CUDA-core kernel: perfmodel/cost/ktile.py), well under 1% of a step
+    assert oracle[PLAIN, DEFAULT_CUDNN_MAJOR] < oracle[PLAIN, OLD] < 1.01 * oracle[PLAIN, DEFAULT_CUDNN_MAJOR]
 
 
 def _scale_step(model: str, major: int | None) -> pd.DataFrame:
@@ -100,8 +102,8 @@ def test_api_compare(strategy: str, oracle: dict[tuple[str, int], float]) -> Non
         if strategy == "dp=8":
             assert old.iteration_time_s == pytest.approx(oracle[model, OLD], rel=1e-9)
             assert new.iteration_time_s == pytest.approx(oracle[model, DEFAULT_CUDNN_MAJOR], rel=1e-9)
-        elif model == PLAIN:
-            assert old.iteration_time_s == new.iteration_time_s
+        elif model == PLAIN:  # its first layer only (test_the_oracle_separates_the_eras_only_for_grouped_layers)
+            assert old.iteration_time_s == pytest.approx(new.iteration_time_s, rel=0.01)
         else:
             assert old.iteration_time_s > new.iteration_time_s
 

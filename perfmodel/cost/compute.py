@@ -18,6 +18,7 @@ from .fusion import DEFAULT_FUSION, own_arithmetic, with_fusion
 from .grouped import DEFAULT_CUDNN_MAJOR, loop_candidates
 from .kernel_model import GRAD_BYTES_PER_PARAM, ComputeValues, phase_times, tensor_cores
 from .kernels import LayerKernels, network_kernels
+from .ktile import cuda_core_ratio
 from .layout import DEFAULT_MEMORY_FORMAT, with_transposes
 from .rounding import snap_whole
 from .shares import TensorShares
@@ -75,7 +76,9 @@ class ShapeRules:
     calls (:func:`layer_seconds`) when the formula's own values are symbols (``explain``, whose
     ``--set`` re-evaluation keeps that choice); ``autocast``: the 16-bit type ``torch.autocast`` runs
     the precision at (``""``: none, as in a 16-bit model that runs every op at 16 bits;
-    :mod:`perfmodel.cost.autocast_fp32`)."""
+    :mod:`perfmodel.cost.autocast_fp32`); ``cuda_core_ratio``: a CUDA-core convolution's seconds per
+    effective FLOP over the precision's (:func:`~perfmodel.cost.ktile.cuda_core_ratio`; 0: none), with
+    which cuDNN 7's forward may leave tensor cores where their K-tiles waste work (:mod:`perfmodel.cost.ktile`)."""
 
     kernels: KernelParams
     tensor_cores: bool
@@ -86,6 +89,7 @@ class ShapeRules:
     fusion: str = DEFAULT_FUSION
     values: ComputeValues | None = None
     autocast: str = ""
+    cuda_core_ratio: float = 0.0
 
     @classmethod
     def of(cls, hw: Hardware, precision: str, batch_value: float | None = None,
@@ -95,7 +99,7 @@ class ShapeRules:
         ``torch.autocast`` (``model.half()``, MXNet's fp16 model), whose norms stay 16-bit."""
         dtype = AUTOCAST_DTYPES.get(precision, "") if autocast else ""
         return cls(hw.kernels, tensor_cores(hw, precision), batch_value, precision in HALF_PRECISIONS, cudnn_major,
-                   memory_format, fusion, ComputeValues.of(hw, precision), dtype)
+                   memory_format, fusion, ComputeValues.of(hw, precision), dtype, cuda_core_ratio(hw, precision))
 
 
 #: The key under which a split GPU's counts record the output share they were scaled by
@@ -185,7 +189,7 @@ def _work(lk: LayerKernels, rules: ShapeRules, scale: np.ndarray, shares: Tensor
     """Every layer's kernel work with its tensor-core transposes (``loop_groups``: grouped
     layers as loops of per-group calls, :func:`~perfmodel.cost.work.kernel_work`)."""
     work = kernel_work(lk, rules.kernels, scale, rules.tensor_cores, rules.half_precision, rules.cudnn_major, shares,
-                       loop_groups, rules.autocast)
+                       loop_groups, rules.autocast, rules.cuda_core_ratio)
     return with_transposes(work, lk, scale, rules.tensor_cores, rules.memory_format, rules.half_precision, shares)
 
 

@@ -20,6 +20,8 @@ from .efficiency import TILES, gemm_shape_efficiency, winograd_gain, winograd_ma
 from .formulas import Num
 from .grouped import DEFAULT_CUDNN_MAJOR, extra_launches, kernel_groups
 from .kernels import MM_SLOTS, LayerKernels, slot_roles
+from .ktile import cuda_core_alternative, ktile_factor
+from .rounding import snap_whole
 from .shares import TensorShares, operand_elems, per_gpu_kernels
 from .tensor_core import ChannelPads, channel_pads, pad_slot, pad_sum_view
 from .tensor_core_tiles import keep_sum_view, sum_view_tiles, tensor_core_rules, wgrad_store_passes
@@ -106,6 +108,7 @@ def kernel_work(
     shares: TensorShares | None = None,
     loop_groups: bool = False,
     autocast: str = "",
+    cuda_core_ratio: float = 0.0,
 ) -> KernelWork:
     """The work of every kernel when each layer's per-sample counts are multiplied by ``scale``
     (the micro-batch times the fraction of the layer's extent its tile holds), on one GPU of a
@@ -122,7 +125,11 @@ def kernel_work(
     cuDNN whose grouped convolutions run one kernel per group before 8 (:mod:`perfmodel.cost.grouped`);
     ``loop_groups``: every grouped layer runs as a loop of ordinary calls, one per group, whatever
     the era (the alternative to cuDNN's one kernel from cuDNN 8, :func:`~.grouped.may_loop`);
-    ``autocast``: ``torch.autocast``'s 16-bit type, if any (:func:`_memory_kernels`).
+    ``autocast``: ``torch.autocast``'s 16-bit type, if any (:func:`_memory_kernels`);
+    ``cuda_core_ratio``: a CUDA-core convolution's seconds per effective FLOP over a tensor-core one
+    (:func:`~.ktile.cuda_core_ratio`), for cuDNN 7's choice of a CUDA-core forward where its
+    tensor-core K-tiles waste work (:mod:`.ktile`); 0: the tensor-core algorithm is forced
+    (DeepBench's fp16 rows), no alternative.
     """
     scale = np.asarray(scale, dtype=float)
     out_scale = scale if shares is None else scale * shares.y
@@ -143,7 +150,8 @@ def kernel_work(
     for s in MM_SLOTS:
         present = lk.n[s] > 0
         flops[s] = np.where(present & ~lk.depthwise,
-                            _gemm_flops(lk, kp, s, scale, tensor_cores, (bmm, groups, kg), pads, (wino, gain)), 0.0)
+                            _gemm_flops(lk, kp, s, scale, tensor_cores, (bmm, groups, kg), pads, (wino, gain),
+                                        (cudnn_major, cuda_core_ratio)), 0.0)
         # depthwise kernels run on CUDA cores, priced per output element (perfmodel.cost.depthwise)
         cc[s] = np.where(present & lk.depthwise, dw[s], 0.0)
         mm_elems[s] = np.where(present, operands, 0.0)
@@ -165,16 +173,19 @@ def kernel_work(
 
 def _gemm_flops(lk: LayerKernels, kp: KernelParams, s: str, scale: np.ndarray, tensor_cores: bool,
                 batched: tuple[np.ndarray, np.ndarray, np.ndarray], pads: ChannelPads,
-                winograd: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+                winograd: tuple[np.ndarray, np.ndarray], ktile: tuple[int, float]) -> np.ndarray:
     """Effective FLOPs (FLOPs over efficiency) of GEMM slot ``s`` of every layer (:func:`kernel_work`);
     ``batched``: (product layers, GEMMs per layer, groups one kernel covers), ``winograd``: (where
-    Winograd may run, its gain)."""
+    Winograd may run, its gain), ``ktile``: (cuDNN major, CUDA-core ratio) of :mod:`.ktile`'s rule."""
     bmm, groups, kg = batched
     wino, gain = winograd
     m = np.where(lk.m_batch[s] & ~bmm, lk.m[s] * scale, lk.m[s])
     k = np.where(lk.m_batch[s] | bmm, lk.k[s], lk.k[s] * scale)
     role = slot_roles(lk, s)  # which of the underlying convolution's kernels slot s runs
-    m, n, k = pad_slot(lk, pads, s, role, (m, lk.n[s], k))
+    unpadded = (m, lk.n[s], k)
+    m, n, k = pad_slot(lk, pads, s, role, unpadded)
+    tiled = ktile_factor(lk, pads, role, tensor_cores, ktile[0])  # cuDNN 7's 32-channel K-tiles (ktile.py)
+    k = snap_whole(k * tiled)
     direct = 2 * groups * m * n * k
     eff = _slot_efficiency(lk, kp, s, role, (m, n, k), tensor_cores, kg, pads, direct)
     # a profile's fractions may be as small as it likes; below EFF_FLOOR they price as EFF_FLOOR (finite)
@@ -185,6 +196,9 @@ def _gemm_flops(lk: LayerKernels, kp: KernelParams, s: str, scale: np.ndarray, t
     npq = k if s == "wgrad" else m
     fast = direct / (eff * gain) + kp.winograd_transform_flops * (lk.c_in + lk.c_out) * npq
     result: np.ndarray = np.where(wino, np.minimum(implicit, fast), implicit)
+    if ktile[1] > 0 and np.any(tiled > 1):  # cudnnFind may take a CUDA-core forward instead
+        cuda_core = cuda_core_alternative(lk, kp, unpadded, (groups, kg), ktile[1])
+        result = np.where(tiled > 1, np.minimum(result, cuda_core), result)
     return result
 
 
