@@ -1,13 +1,18 @@
 """Torch definitions the import tests trace: zoo architectures written as torchvision writes them,
-a ConvNeXt block, a small ViT, a U-Net, and the oracles (FlopCounterMode, saved-tensor hooks)."""
+a ConvNeXt block, a small ViT, a U-Net, and the oracles (FlopCounterMode, saved-tensor hooks, the
+ATen ops a forward dispatches)."""
 
 from __future__ import annotations
+
+from collections import Counter
+from typing import Any
 
 import torch
 import torch.fx
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from perfmodel.validation.autograd_saved import saved_storages
@@ -320,3 +325,15 @@ def torch_saved(model: nn.Module, shape: tuple[int, ...], batch: int = 2) -> flo
 
 def torch_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+class DispatchedOps(TorchDispatchMode):  # type: ignore[misc]
+    """Counts the ATen ops eager PyTorch dispatches inside it, by op name (the kernels' oracle)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))

@@ -12,6 +12,7 @@ from ..graph import Network
 from ..layers import Shape
 from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, per_sample
 from .fx_ops import Ctx, creates_constant, function_layer, function_name, module_layer, runs_for_real
+from .strides import attention_out_strides, view_strides
 
 __all__ = ["import_module", "TORCH_MISSING"]
 
@@ -205,7 +206,8 @@ def _walk(torch: Any, model: Any, graph: Any, x: Any, em: Emitter) -> None:
             values[node.name] = run(node)
             refs[node.name] = args[0][args[1]]
             continue
-        first = next(values[a.name] for a in node.all_input_nodes if isinstance(refs[a.name], str))
+        traced = {refs[a.name]: values[a.name] for a in node.all_input_nodes if isinstance(refs[a.name], str)}
+        first = next(iter(traced.values()))
         kind = type(model.get_submodule(node.target)).__name__ if node.op == "call_module" else fname
         real = runs_for_real(node.op, kind) or first.shape[0] != TRACE_BATCH
         val = run(node) if real else None
@@ -213,7 +215,7 @@ def _walk(torch: Any, model: Any, graph: Any, x: Any, em: Emitter) -> None:
         lname = node.target if node.op == "call_module" else (f"{path[-1]}.{node.name}" if path else node.name)
         lname = _unique(lname, taken)
         c = Ctx(em, lname, path, _where(node), args, kwargs, val, ps, first.dim())
-        c.copies = _copies(torch, node, values, fname, val)
+        c.copies, c.first, c.traced = _copies(torch, node, values, fname, val), first, traced
         if node.op == "call_module":
             out = module_layer(c, model.get_submodule(node.target), args[0] if args else kwargs.get("input"))
         elif isinstance(val, (tuple, list)) and fname in ("chunk", "split", "unbind", "tensor_split"):
@@ -221,6 +223,10 @@ def _walk(torch: Any, model: Any, graph: Any, x: Any, em: Emitter) -> None:
         else:
             out = function_layer(c, fname)
         values[node.name] = _checked_value(torch, c, out, val, fname, x.device)
+        if fname == "scaled_dot_product_attention" and val is None:  # the fused kernels' output layout
+            o, q = values[node.name], first
+            values[node.name] = torch.empty_strided(o.shape, attention_out_strides(q.shape, q.stride(), o.shape),
+                                                    device=o.device)
         refs[node.name] = out
 
 
@@ -246,13 +252,16 @@ def _checked_value(torch: Any, c: Ctx, out: Any, val: Any, fname: str, device: A
 
 
 def _copies(torch: Any, node: Any, values: dict[str, Any], fname: str, val: Any) -> bool | None:
-    """Whether a reshape-like node copied its input (``reshape``/``flatten`` of a non-contiguous
-    tensor, ``contiguous``, ``clone``); None for other nodes."""
+    """Whether a reshape-like node copied its input (``reshape``/``flatten`` whose strides cannot be
+    regrouped into the new shape, :func:`.strides.view_strides`; ``contiguous`` of a non-contiguous
+    tensor; ``clone``); None for other nodes."""
     if fname not in ("reshape", "flatten", "contiguous", "clone", "reshape_as"):
         return None
     src = values.get(node.args[0].name) if node.args and isinstance(node.args[0], torch.fx.Node) else None
     if not isinstance(src, torch.Tensor) or not isinstance(val, torch.Tensor):
         return None
+    if fname in ("reshape", "flatten", "reshape_as"):  # a copy where ATen's computeStride finds no view
+        return view_strides(tuple(src.shape), tuple(src.stride()), tuple(val.shape)) is None
     return fname == "clone" or not src.is_contiguous()
 
 

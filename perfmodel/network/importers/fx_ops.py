@@ -9,6 +9,8 @@ from typing import Any
 
 from ...errors import DataError
 from .emit import Const, Emitter, UnsupportedOp, operand_shape
+from .mha import MhaCall, emit_self_attention, emit_separate_attention
+from .strides import rows_copy, seq_first_copy
 
 __all__ = ["Ctx", "module_layer", "function_layer", "ACT_MODULES", "ACT_FUNCTIONS"]
 
@@ -50,6 +52,10 @@ class Ctx:
         self.rank = rank
         #: whether a reshape-like op copied its input (set by the tracer from the traced tensors)
         self.copies: bool | None = None
+        #: the traced value of the first activation argument (set by the tracer)
+        self.first: Any = None
+        #: the traced values of the activation arguments, by ref (set by the tracer)
+        self.traced: dict[str, Any] = {}
 
     def emit(self, method: str, *args: Any, **kwargs: Any) -> str:
         return self.em.emit(self.path, method, *args, name=self.name, **kwargs)
@@ -128,7 +134,7 @@ def _module_layer(c: Ctx, mod: Any, x: Any) -> Any:
         return c.emit("conv_transpose", x, mod.out_channels, mod.kernel_size, mod.stride, mod.padding,
                       mod.output_padding, mod.groups, mod.bias is not None, mod.dilation)
     if t == "Linear":
-        return c.emit("linear", x, mod.out_features, mod.bias is not None)
+        return c.emit("linear", _rows(c, x), mod.out_features, mod.bias is not None)
     if t in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm"):
         return c.emit("bn", x, mod.affine)
     if t == "LayerNorm":
@@ -183,39 +189,27 @@ def _upsample(c: Ctx, x: str, mode: str, scale_factor: Any, size: Any) -> str:
 
 
 def _mha(c: Ctx, mod: Any) -> tuple[str, Any]:
-    """``nn.MultiheadAttention`` (self- or cross-attention, packed or separate projections)."""
+    """``nn.MultiheadAttention`` (self- or cross-attention, packed or separate projections); a
+    packed self-attention is what eager PyTorch runs for it (:mod:`.mha`)."""
     q, k, v = (c.arg(i, key) for i, key in enumerate(("query", "key", "value")))
     if not all(isinstance(t, str) for t in (q, k, v)) or c.kwargs.get("attn_mask") is not None:
         raise UnsupportedOp(f"operator nn.MultiheadAttention at {c.where}: only activation inputs without masks")
-    b, em, base = c.em.builder, c.em, c.name
-    e, h = mod.embed_dim, mod.num_heads
-    bias = mod.in_proj_bias is not None
-    seq_first = not mod.batch_first
-    lq, lk = (b.shape(q)[0], b.shape(k)[0]) if seq_first else (b.shape(q)[-2], b.shape(k)[-2])
-
-    def lin(x: str, n: int, tag: str) -> str:
-        return em.emit(c.path, "linear", x, n, bias, name=f"{base}.{tag}")
-
-    if q == k == v and mod._qkv_same_embed_dim:
-        qkv = lin(q, 3 * e, "in_proj")
-        qs, ks, vs = (em.emit(c.path, "view", qkv, (h, n, e // h), name=f"{base}.{t}")
-                      for t, n in (("q", lq), ("k", lk), ("v", lk)))
-    else:
-        qs, ks, vs = (em.emit(c.path, "view", lin(t, e, f"{tag}_proj"), (h, n, e // h), name=f"{base}.{tag}")
-                      for t, tag, n in ((q, "q", lq), (k, "k", lk), (v, "v", lk)))
     need_weights = c.kwargs.get("need_weights", True) if len(c.args) < 5 else c.args[4]
-    if need_weights:  # the weights are materialised: two products, softmax and dropout
-        kt = em.emit(c.path, "view", ks, (h, e // h, lk), name=f"{base}.kT")
-        w = em.emit(c.path, "softmax", em.emit(c.path, "matmul", qs, kt, name=f"{base}.scores"),
-                    name=f"{base}.softmax")
-        if mod.dropout:
-            w = em.emit(c.path, "dropout", w, mod.dropout, name=f"{base}.dropout")
-        o = em.emit(c.path, "matmul", w, vs, name=f"{base}.context")
-    else:
-        o = em.emit(c.path, "attention", qs, ks, vs, name=f"{base}.attn")
-    o = em.emit(c.path, "view", o, b.shape(q), name=f"{base}.merge")
-    out = em.emit(c.path, "linear", o, e, mod.out_proj.bias is not None, name=f"{base}.out_proj")
-    return out, Const(None)
+    average = c.kwargs.get("average_attn_weights", True) if len(c.args) < 7 else c.args[6]
+    bias = mod.in_proj_bias is not None
+    if q == k == v and mod._qkv_same_embed_dim:
+        a = MhaCall(mod.embed_dim, mod.num_heads, bias, mod.out_proj.bias is not None, bool(need_weights),
+                    bool(average), float(mod.dropout), seq_first_copy(c.first, mod.batch_first))
+        out, weights = emit_self_attention(c.em, c.path, c.name, q, a)
+        return out, weights if weights is not None else Const(None)
+    b = c.em.builder
+    lq, lk = (b.shape(q)[0], b.shape(k)[0]) if not mod.batch_first else (b.shape(q)[-2], b.shape(k)[-2])
+    a = MhaCall(mod.embed_dim, mod.num_heads, bias, mod.out_proj.bias is not None, bool(need_weights),
+                bool(average), float(mod.dropout))
+    cq, ck, cv = (seq_first_copy(c.traced.get(t), mod.batch_first) for t in (q, k, v))
+    packed_kv = k == v and mod._qkv_same_embed_dim
+    out, weights = emit_separate_attention(c.em, c.path, c.name, (q, k, v), (lq, lk), a, (cq, ck, cv), packed_kv)
+    return out, weights if weights is not None else Const(None)
 
 
 def _swin(c: Ctx, x: str) -> str:
@@ -285,12 +279,20 @@ def _cat(c: Ctx) -> str:
     return c.emit("concat", acts, dim=d, const_extent=extent, params=c.em.new_params(*consts))
 
 
+def _rows(c: Ctx, x: str) -> str:
+    """``x``, or the copy ``aten::matmul`` makes of it to fold its tokens into a GEMM's rows."""
+    f = c.first
+    if f is None or not rows_copy(tuple(f.shape), tuple(f.stride())):
+        return x
+    return c.em.emit(c.path, "view", x, c.em.builder.shape(x), copy=True, name=f"{c.name}.in_copy")
+
+
 def _matmul(c: Ctx, a: Any, b: Any) -> str:
     if isinstance(a, str) and isinstance(b, str):
         return c.emit("matmul", a, b)
     if isinstance(a, str) and isinstance(b, Const) and b.shape is not None and len(b.shape) == 2:
         c.em.new_params(b)
-        return c.emit("linear", a, b.shape[1], False)
+        return c.emit("linear", _rows(c, a), b.shape[1], False)
     raise UnsupportedOp(f"operator matmul at {c.where}: a constant left operand cannot be priced")
 
 

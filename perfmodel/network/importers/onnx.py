@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,12 @@ from ..builder import NetBuilder
 from ..graph import Network
 from ..layers import Shape
 from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, per_sample
+from .mha import MhaCall, emit_self_attention
 from .onnx_fold import Folder
-from .onnx_ops import Node, node_layer
+from .onnx_mha import MhaMatch, find_mha
+from .onnx_ops import VIEW_OPS, Node, node_layer
+from .onnx_views import Layouts, unbinds
+from .strides import contiguous, permuted, rows_copy
 
 __all__ = ["import_onnx", "ONNX_MISSING"]
 
@@ -59,8 +64,9 @@ def import_onnx(
     shapes: dict[str, tuple[int, ...] | None] = dict(inits)
     types = {t.name: t.data_type for t in g.initializer}
     for vi in (*inferred.value_info, *inferred.output, *inferred.input):
-        dims = vi.type.tensor_type.shape.dim
-        shapes[vi.name] = tuple(d.dim_value for d in dims) if all(d.dim_value > 0 for d in dims) else None
+        dims = vi.type.tensor_type.shape.dim  # no shape field: the rank is unknown, not a scalar
+        known = vi.type.tensor_type.HasField("shape") and all(d.dim_value > 0 for d in dims)
+        shapes[vi.name] = tuple(d.dim_value for d in dims) if known else None
         types[vi.name] = vi.type.tensor_type.elem_type
     name = path.stem
     em = Emitter(NetBuilder(name, sample, source=f"imported from {path}"))
@@ -131,9 +137,10 @@ def _bias_add(n: Any, ins: list[Any], refs: dict[str, Any],
 def _sdpa(g: Any, consumers: dict[str, list[Any]]) -> tuple[dict[str, tuple[str, str, str]], set[str]]:
     """torch.onnx's spelling of ``scaled_dot_product_attention``: ``Mul(q, Sqrt(scale))`` and
     ``Mul(Transpose(k), Sqrt(scale))`` (the scale split over both operands), ``MatMul``, ``Softmax``,
-    ``MatMul`` by ``v``. Returns the last ``MatMul``'s output -> ``(q, k, v)`` tensor names, and the
-    outputs of the other nodes, which the fused layer replaces. A product written out in the
-    module (scaled after the ``MatMul``, or by a constant) does not match and stays explicit."""
+    ``Dropout`` with ``dropout_p > 0`` (inside the fused kernel), ``MatMul`` by ``v``. Returns the
+    last ``MatMul``'s output -> ``(q, k, v)`` tensor names, and the outputs of the other nodes,
+    which the fused layer replaces. A product written out in the module (scaled after the
+    ``MatMul``, or by a constant) does not match and stays explicit."""
     producer = {t: n for n in g.node for t in n.output}
 
     def only(t: str) -> Any:
@@ -153,7 +160,9 @@ def _sdpa(g: Any, consumers: dict[str, list[Any]]) -> tuple[dict[str, tuple[str,
         m1, m2 = producer.get(s.input[0]) if s.op_type == "Softmax" else None, only(s.output[0])
         if m1 is None or m1.op_type != "MatMul" or only(m1.output[0]) is not s or m2 is None:
             continue
-        if m2.op_type != "MatMul" or m2.input[0] != s.output[0]:
+        drop = m2 if m2.op_type == "Dropout" else None  # dropout_p > 0 in training: inside the fused kernel
+        m2 = only(drop.output[0]) if drop is not None else m2
+        if m2 is None or m2.op_type != "MatMul" or m2.input[0] != (drop or s).output[0]:
             continue
         q, kt = scaled(m1.input[0]), scaled(m1.input[1])
         tr = producer.get(kt) if kt else None
@@ -163,14 +172,26 @@ def _sdpa(g: Any, consumers: dict[str, list[Any]]) -> tuple[dict[str, tuple[str,
         if perm[-2:] != [len(perm) - 1, len(perm) - 2] or perm[:-2] != list(range(len(perm) - 2)):
             continue
         found[m2.output[0]] = (q, tr.input[0], m2.input[1])
-        replaced |= {m1.input[0], m1.input[1], tr.output[0], m1.output[0], s.output[0]}
+        replaced |= {m1.input[0], m1.input[1], tr.output[0], m1.output[0], s.output[0], *(drop.output if drop else ())}
     return found, replaced
 
 
-def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em: Emitter) -> None:
-    shapes = fold.shapes
-    consumers = _consumers(g)
-    fused: dict[str, str] = {}  # Mul output -> fused activation, for x * sigmoid(x)
+@dataclass
+class _Reading:
+    """What the walk knows beyond the refs: fused spellings found up front, layouts, names."""
+
+    fused: dict[str, str]  # Mul output -> fused activation, for x * sigmoid(x)
+    skip: set[str]
+    attention: dict[str, tuple[str, str, str]]
+    mha: dict[str, MhaMatch]  # by exit tensor
+    unbound: dict[str, str]  # Squeeze output -> Split output (unbind)
+    layouts: Layouts
+    alias: dict[str, str] = field(default_factory=dict)  # a bias Add's output -> its MatMul's
+    taken: set[str] = field(default_factory=set)
+
+
+def _prepare(onnx: Any, g: Any, consumers: dict[str, list[Any]], shapes: dict[str, Any]) -> _Reading:
+    fused: dict[str, str] = {}
     skip: set[str] = set()
     for n in g.node:
         if n.op_type in ("Sigmoid", "HardSigmoid") and len(consumers.get(n.output[0], [])) == 1:
@@ -179,20 +200,60 @@ def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em:
                 fused[m.output[0]] = "silu" if n.op_type == "Sigmoid" else "hardswish"
                 skip.add(n.output[0])
     attention, replaced = _sdpa(g, consumers)
-    skip |= replaced
-    taken: set[str] = set()
-    alias: dict[str, str] = {}  # a bias Add's output -> the MatMul output it is folded into
+    mha = {m.exit: m for m in find_mha(onnx, g, consumers, attention, shapes)}
+    for m in mha.values():
+        skip |= m.inside
+    return _Reading(fused, skip | replaced, attention, mha, unbinds(g, consumers, shapes), Layouts(shapes))
+
+
+def _name(n: Any, i: int, taken: set[str]) -> tuple[str, tuple[str, ...]]:
+    """A unique layer name from the node's scope name, and its module path."""
+    comps = [c for c in n.name.split("/") if c] or [f"{n.op_type}_{i}"]
+    lname = "/".join(comps)
+    while lname in taken:
+        lname += "'"
+    taken.add(lname)
+    return lname, tuple("/".join(comps[: k + 1]) for k in range(len(comps) - 1))
+
+
+def _mha_layers(m: MhaMatch, refs: dict[str, Any], r: _Reading, em: Emitter, i: int) -> str:
+    """The layers eager PyTorch runs for one exported ``nn.MultiheadAttention`` (:mod:`.mha`)."""
+    consts = [refs[t] for t in m.params if t and isinstance(refs.get(t), Const)]
+    em.new_params(*consts)
+    st, shape = r.layouts.of(m.x), r.layouts.shapes.get(m.x)
+    if st is not None and shape is not None and m.batch_first:
+        st, shape = permuted(st, (1, 0, 2)), tuple(permuted(shape, (1, 0, 2)))
+    copy_input = st is not None and shape is not None and rows_copy(shape, st)
+    spec = MhaCall(m.embed, m.heads, bool(m.params[1]), bool(m.params[3]), m.need_weights,
+                   dropout=m.dropout, copy_input=copy_input)
+    base = m.scope or f"MultiheadAttention_{i}"
+    path = tuple("/".join(base.split("/")[: k + 1]) for k in range(base.count("/") + 1))
+    out, _ = emit_self_attention(em, path, base, refs[m.x], spec)
+    full = r.layouts.shapes.get(m.exit)
+    if m.exit_transposed and full is not None and len(full) == 3:  # torch returns the transposed view
+        r.layouts.strides[m.exit] = permuted(contiguous(permuted(full, (1, 0, 2))), (1, 0, 2))
+    return out
+
+
+def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em: Emitter) -> None:
+    shapes = fold.shapes
+    consumers = _consumers(g)
+    r = _prepare(onnx, g, consumers, shapes)
     for i, n in enumerate(g.node):
         ins = [refs.get(t) if t else None for t in n.input]
-        if n.output[0] in skip:
+        if n.output[0] in r.skip:
             continue
-        if n.output[0] in alias:
-            refs[n.output[0]] = refs[alias[n.output[0]]]
+        if n.output[0] in r.alias or n.output[0] in r.unbound:
+            src = r.alias.get(n.output[0]) or r.unbound[n.output[0]]
+            refs[n.output[0]] = refs[src]
+            r.layouts.view(n.op_type, {}, src, n.output[:1])
             continue
+        if n.output[0] in r.mha:  # the module's layers, emitted at the node writing its output
+            ins = [_mha_layers(r.mha[n.output[0]], refs, r, em, i)]
         bias = _bias_add(n, ins, refs, consumers)
         if bias is not None:  # nn.Linear exported as MatMul + Add: one linear layer with its bias
             add, const = bias
-            alias[add.output[0]] = n.output[0]
+            r.alias[add.output[0]] = n.output[0]
             ins = [*ins, const]
         if not any(isinstance(a, str) for a in ins) or n.op_type in _SHAPE_OPS:
             fold.constant_node(n)
@@ -201,29 +262,42 @@ def _walk(onnx: Any, g: Any, refs: dict[str, Any], fold: Folder, batch: int, em:
                                 tuple(p for a in ins if isinstance(a, Const) for p in a.params))
             continue
         fold.infer(n)
-        comps = [c for c in n.name.split("/") if c] or [f"{n.op_type}_{i}"]
-        lname = "/".join(comps)
-        while lname in taken:
-            lname += "'"
-        taken.add(lname)
-        path = tuple("/".join(comps[: k + 1]) for k in range(len(comps) - 1))
-        node = Node(n.op_type, {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}, ins,
-                    [shapes.get(t) for t in n.output], batch, em, lname, path, f"node '{n.name or lname}'",
-                    [fold.value(t) if t else None for t in n.input])
-        if n.output[0] in fused:
-            out: Any = node.emit("act", next(a for a in ins if isinstance(a, str)), fused[n.output[0]])
-        elif n.output[0] in attention:
-            out = node.emit("attention", *(refs[t] for t in attention[n.output[0]]))
-        else:
-            out = node_layer(node)
-        outs = out if isinstance(out, tuple) else (out,)
+        outs = _layers(onnx, n, i, ins, refs, fold, batch, em, r)
         for t, o in zip(n.output, outs, strict=False):
             refs[t] = o
             known = shapes.get(t)
             if isinstance(o, str) and o != "input" and known:
-                em.check(o, per_sample(known, batch, node.where), node.where)
+                em.check(o, per_sample(known, batch, f"node '{n.name or t}'"), f"node '{n.name or t}'")
             elif isinstance(o, str) and o != "input":
                 shapes[t] = (batch, *em.builder.shape(o))
         for t in n.output[len(outs):]:
             refs[t] = Const(None, shapes.get(t))
 
+
+def _layers(onnx: Any, n: Any, i: int, ins: list[Any], refs: dict[str, Any], fold: Folder, batch: int,
+            em: Emitter, r: _Reading) -> tuple[Any, ...]:
+    """The IR layers of one node reading an activation; its outputs' refs."""
+    if n.output[0] in r.mha:
+        return (ins[0],)
+    shapes = fold.shapes
+    lname, path = _name(n, i, r.taken)
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+    values = [fold.value(t) if t else None for t in n.input]
+    x = next((t for t, a in zip(n.input, ins, strict=False) if isinstance(a, str)), "")
+    copy = r.layouts.view(n.op_type, attrs, x, n.output, values) \
+        if n.op_type in VIEW_OPS else n.op_type == "MatMul" and r.layouts.rows_copy(x)
+    out_shapes = [shapes.get(t) for t in n.output]
+    if n.op_type == "Split":  # pieces of an unbind: emitted squeezed
+        squeezed = {v: k for k, v in r.unbound.items()}
+        out_shapes = [shapes.get(squeezed.get(t, t)) for t in n.output]
+    node = Node(n.op_type, attrs, ins, out_shapes, batch, em, lname, path, f"node '{n.name or lname}'",
+                values, copy)
+    if n.output[0] in r.fused:
+        out: Any = node.emit("act", node.x(), r.fused[n.output[0]])
+    elif n.output[0] in r.attention:
+        q, k, v = r.attention[n.output[0]]
+        out = node.emit("attention", refs[q], refs[k], refs[v])
+        r.layouts.attention(q, n.output[0])
+    else:
+        out = node_layer(node)
+    return out if isinstance(out, tuple) else (out,)

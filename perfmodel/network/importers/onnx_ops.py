@@ -8,7 +8,7 @@ from typing import Any
 
 from .emit import Const, Emitter, UnsupportedOp, operand_shape, per_sample
 
-__all__ = ["Node", "node_layer"]
+__all__ = ["Node", "node_layer", "VIEW_OPS"]
 
 _ACTS = {
     "Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "LeakyRelu": "leaky_relu", "Elu": "elu",
@@ -18,6 +18,9 @@ _VIEWS = frozenset({
     "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather", "Expand", "Identity", "Cast",
     "Flatten", "Tile",
 })
+#: The view nodes whose strides the reader follows (:mod:`.onnx_views`).
+VIEW_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Gather", "Expand", "Identity",
+                      "Flatten", "Split"})
 
 
 @dataclass
@@ -35,6 +38,9 @@ class Node:
     where: str
     #: the numpy values of constant inputs (None where unknown or not constant)
     values: list[Any]
+    #: a reshape that copies (its input's strides cannot be regrouped: :mod:`.onnx_views`), or a
+    #: linear whose input ``aten::matmul`` copies to fold it into rows (:func:`.strides.rows_copy`)
+    copy: bool = False
 
     def emit(self, method: str, *args: Any, **kwargs: Any) -> str:
         return self.em.emit(self.path, method, *args, name=self.name, **kwargs)
@@ -93,7 +99,10 @@ def _linear(n: Node) -> str:
     extra = [c for c in [n.const(2)] if c]
     n.em.new_params(w, *extra)
     trans = n.op == "Gemm" and n.attrs.get("transB", 0)
-    return n.emit("linear", n.x(), w.shape[0] if trans else w.shape[1], bool(extra))
+    x = n.x()
+    if n.copy:  # aten::matmul copies tokens it cannot fold into the GEMM's rows as a view
+        x = n.em.emit(n.path, "view", x, n.em.builder.shape(x), copy=True, name=f"{n.name}.in_copy")
+    return n.emit("linear", x, w.shape[0] if trans else w.shape[1], bool(extra))
 
 
 def _arith(n: Node) -> str:
@@ -170,10 +179,10 @@ def node_layer(n: Node) -> Any:
         return n.emit("mean", x, n.out())
     if op == "Concat":
         return _concat(n)
-    if op == "Flatten" and int(n.attrs.get("axis", 1)) == 1:
+    if op == "Flatten" and int(n.attrs.get("axis", 1)) == 1 and not n.copy:
         return n.emit("flatten", x)
     if op in _VIEWS:
-        return n.emit("view", x, n.out())
+        return n.emit("view", x, n.out(), copy=n.copy)
     if op == "Split":
         return tuple(n.em.emit(n.path, "view", x, n.out(k), name=f"{n.name}.{k}", piece=k)
                      for k in range(len(n.out_shapes)))
