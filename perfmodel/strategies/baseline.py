@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Baseline"]
+__all__ = ["Baseline", "baseline_text"]
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,8 @@ class Baseline:
         return throughput_samples_per_s / self.throughput_samples_per_s
 
     def text(self, what: str = "the same global batch") -> str:
-        acc = f", accumulating gradients over {self.micro_batches} micro-batches" if self.micro_batches > 1 else ""
-        return (
-            f"1 GPU of {self.hardware} at {what} ({self.batch} samples{acc}): "
-            f"{self.throughput_samples_per_s:,.1f} samples/s"
-        )
+        described = _described(self.hardware, what, self.batch, self.micro_batches)
+        return f"{described}: {self.throughput_samples_per_s:,.1f} samples/s"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,3 +40,13 @@ class Baseline:
             "step_time_s": self.step_time_s,
             "throughput_samples_per_s": self.throughput_samples_per_s,
         }
+
+
+def baseline_text(hardware: str, batch: int, steps: int, weak: bool) -> str:
+    """What a speedup is measured against: one GPU at the per-GPU (weak) or global (strong) batch."""
+    return _described(hardware, "the same batch per GPU" if weak else "the same global batch", batch, steps)
+
+
+def _described(hardware: str, what: str, batch: int, steps: int) -> str:
+    acc = f", accumulating gradients over {steps:,} micro-batches" if steps > 1 else ""
+    return f"1 GPU of {hardware} at {what} ({batch:,} samples{acc})"

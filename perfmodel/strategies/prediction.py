@@ -14,7 +14,7 @@ from ..cost.layout import DEFAULT_MEMORY_FORMAT, memory_format_assumption
 from ..units import GIB
 from .amp_runtime import DEFAULT_AMP_RUNTIME
 from .amp_step import amp_assumption
-from .baseline import Baseline
+from .baseline import Baseline, baseline_text
 from .context import Context
 from .memory import half_model
 from .pipeline import PipelineTask, pipeline_tasks
@@ -140,13 +140,6 @@ def _jsonable(x: Any) -> Any:
 def speedup(throughput_samples_per_s: float, baseline_batch: int, baseline_step_s: float) -> float:
     """Throughput over one GPU's: that GPU trains ``baseline_batch`` samples in ``baseline_step_s``."""
     return throughput_samples_per_s / (baseline_batch / baseline_step_s)
-
-
-def baseline_text(hardware: str, batch: int, steps: int, weak: bool) -> str:
-    """What a speedup is measured against: one GPU at the per-GPU (weak) or global (strong) batch."""
-    what = "the same batch per GPU" if weak else "the same global batch"
-    acc = f", accumulating gradients over {steps} micro-batches" if steps > 1 else ""
-    return f"1 GPU of {hardware} at {what} ({batch} samples{acc})"
 
 
 def assumptions(ctx: Context, baseline: str = "") -> dict[str, str]:
