@@ -68,7 +68,11 @@ class UnknownNameError(DataError):
     def __init__(self, what: str, name: str, valid: Iterable[str]) -> None:
         valid = sorted(valid)
         close = closest_names(name[:200], valid)
-        hint = f"did you mean {', '.join(close)}?" if close else f"valid: {', '.join(valid)}"
+        hint = f"valid: {', '.join(valid)}" if valid else "there are none"
+        if close:
+            hint = f"did you mean {', '.join(close)}?"
+        if what == "model" and name.endswith((".py", ".PY")):  # a file without the ':Name' of what to trace
+            hint = f"a Python file needs the module's name after a colon, e.g. '{name[:80]}:MyNet'"
         # a huge name is cut: the message stays one readable line
         said = name if len(name) <= 80 else f"{name[:60]}... ({len(name):,} characters)"
         super().__init__(f"unknown {what} '{said}'; {hint}")

@@ -19,6 +19,7 @@ import pytest
 from cli_helpers import run_main
 
 from perfmodel.cli import cli, main
+from perfmodel.hardware import profiles_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 HUGE = str(10**400)  # overflows a float: must be refused by range, not by OverflowError
@@ -82,8 +83,8 @@ CASES: list[tuple[str, str, int, str]] = [
     (P, "resnet50 --gpus 1.5 -s dp=8", 2, "not a valid integer"),
     (P, "resnet50 --gpus 100000000 -s dp=8", 2, "not in the range 1<=x<=1000000"),
     (P, f"resnet50 --gpus {HUGE} -s dp=8", 2, "not in the range"),
-    (P, "tiny_cnn --gpus 100000 -s dp=100000", 2, "exceed the profile's 32768"),
-    (P, "tiny_cnn --gpus 16 -s dp=16 -H p40-24gb-pcie", 2, "exceed the profile's 8"),
+    (P, "tiny_cnn --gpus 100000 -s dp=100000", 2, "exceed a100-80gb-dgx's 32768 (8 per node x 4096 nodes)"),
+    (P, "tiny_cnn --gpus 16 -s dp=16 -H p40-24gb-pcie", 2, "exceed p40-24gb-pcie's 8 (8 per node x 1 nodes)"),
     # predict: strategy specs
     (P, "resnet50 --gpus 8 -s dp=4", 2, "multiply to 4, not 8 gpus"),
     (P, "resnet50 --gpus 8 -s pp=3", 2, "multiply to 3, which does not divide 8"),
@@ -641,3 +642,66 @@ CASES4: list[tuple[str, str, int, str]] = [
 def test_bad_input_round8b(command: str, args: str, code: int, phrase: str, bad2: dict[str, str],
                            capsys: pytest.CaptureFixture[str]) -> None:
     _check(command, args, code, phrase, bad2, capsys)
+
+
+#: review 9: an impossible split names the valid choices; the plan search's advice fits the batch
+CASES5: list[tuple[str, str, int, str]] = [
+    ("predict", "resnet50 --gpus 8 --strategy pp=100 -B 800", 2, "multiplying to 1, 2, 4 or 8; dp takes the rest"),
+    ("predict", "vgg16 --gpus 7 --strategy filter=3 -B 7", 2, "multiplying to 1 or 7"),
+    # 128 is a multiple of 4: the search said to try one; every spatial grid fell back to samples
+    ("plan", "resnet50 --gpus 4 --strategies sp", 2, "tiles no link: each splits samples instead, which is data "
+     "parallelism (kind dp); try more strategy kinds"),
+    ("predict", "resnet50 --gpus 8 --strategy pp=2,balance=10:10 -B 64", 2,
+     "covers 20 links, not 18 (valid: 2 positive counts summing to 18, e.g. balance=9:9)"),
+    ("predict", "resnet50 --gpus 8 --strategy pp=3,balance=5:5 -B 64", 2,
+     "balance has 2 stages but pp=3 (balance=5:5; give 3 link counts, one per stage)"),
+    # nothing fits: a smaller batch cannot help (1 sample per micro-batch was priced), nor more GPUs on a 1-GPU box
+    ("plan", "unet3d --gpus 1 --hardware gtx-1080 -B 2 --precision fp32 --image-size 576", 1,
+     "needs 520.2 GiB, with 1 sample per micro-batch (try a GPU with more memory)"),
+    ("plan", "unet3d --gpus 1 -B 2 --precision fp32 --image-size 576", 1,
+     "(try more GPUs or a GPU with more memory)"),
+    # a shipped profile's name with .toml, not a file here
+    ("predict", "resnet50 --gpus 8 --strategy dp=8 --hardware a100-80gb-dgx.toml", 1,
+     "no such file here; the shipped profile is named a100-80gb-dgx (without .toml)"),
+    # --currency without a price was ignored: the cost came out in the profile's USD
+    ("predict", "resnet50 --gpus 8 --strategy dp=8 --epochs 1 --currency EUR", 2,
+     "--currency EUR names the currency of --price-per-gpu-hour: give the price too"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "code", "phrase"), CASES5,
+                         ids=[f"{c} {a}"[:80] for c, a, _, _ in CASES5])
+def test_bad_input_review9(command: str, args: str, code: int, phrase: str, bad2: dict[str, str],
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    _check(command, args, code, phrase, bad2, capsys)
+
+
+@pytest.fixture(scope="module")
+def bad9(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("bad_inputs9")
+    (d / "nomodule.py").write_text("x = 1\n")
+    runs = ROOT / "perfmodel" / "data" / "published_runs.csv"
+    return {"dir": str(d), "nomodule": str(d / "nomodule.py"), "mynet": str(ROOT / "examples" / "mynet.py"),
+            "runs": str(runs), "runs_again": str(runs.parent / ".." / "data" / runs.name),
+            "shipped": str(profiles_dir() / "review9-calibrated.toml")}  # not created: refused
+
+
+#: review 9: a Python file without ':Name' got 'did you mean alexnet?'; a file with nothing to trace
+#: got an empty 'valid:' list
+CASES6: list[tuple[str, str, int, str]] = [
+    ("show", "{mynet}", 1, "a Python file needs the module's name after a colon, e.g. '"),
+    ("show", "{nomodule}:Foo", 1, "'Foo'; there are none"),
+    # the same file twice counted its rows twice (140 rows, 104 scored, for the shipped 70 and 52)
+    ("validate", "{runs} {runs_again}", 2, "is given twice (as '"),
+    # calibrate wrote into hardware_profiles/ (over a100-80gb-dgx.toml too): calibrated posing as shipped
+    ("calibrate", "{runs} --hardware a100-80gb-dgx -o {shipped}", 2, "it is the shipped profiles' folder"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "code", "phrase"), CASES6,
+                         ids=[f"{c} {a}"[:80] for c, a, _, _ in CASES6])
+def test_bad_model_files_review9(command: str, args: str, code: int, phrase: str, bad9: dict[str, str],
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    if "{nomodule}" in args:  # the file is run to look for modules: torch is imported first
+        pytest.importorskip("torch")
+    _check(command, args, code, phrase, bad9, capsys)

@@ -6,9 +6,8 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
 import pytest
-from recorded_sets import hold_out_errors, other_sets_rows
+from recorded_sets import assert_within_recorded, hold_out_errors, other_sets_rows
 
 from perfmodel.validation import Measurement, load_measurements
 from perfmodel.validation.software_era import cudnn_major_of, fusion_of, memory_format_of
@@ -76,8 +75,4 @@ def test_no_other_set_uses_hopper_profiles() -> None:
 
 
 def test_recorded_error_per_gpu_and_precision() -> None:
-    e = hold_out_errors(FILE)
-    assert e.mape_pct <= RECORDED_ALL + MARGIN
-    for key, recorded in RECORDED.items():
-        assert e.mean(key) <= recorded + MARGIN, key
-    assert len(e.speedup_pct) == 14 and float(np.mean(e.speedup_pct)) <= RECORDED_SPEEDUP + MARGIN
+    assert_within_recorded(hold_out_errors(FILE), RECORDED_ALL, RECORDED, RECORDED_SPEEDUP, 14, MARGIN)

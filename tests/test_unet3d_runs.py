@@ -6,9 +6,15 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
 import pytest
-from recorded_sets import hold_out_errors, other_sets_rows, per_group_errors, precision_pairs
+from recorded_sets import (
+    assert_per_group_within,
+    assert_published_amp_speedups,
+    assert_within_recorded,
+    hold_out_errors,
+    other_sets_rows,
+    run_grid,
+)
 
 from perfmodel.validation import Measurement, load_measurements
 from perfmodel.validation.software_era import cudnn_major_of, fusion_of, memory_format_of
@@ -39,9 +45,7 @@ def rows() -> tuple[Measurement, ...]:
 
 
 def test_rows_are_sourced_and_keep_the_published_figure(rows: tuple[Measurement, ...]) -> None:
-    assert {(m.hardware, m.precision, m.gpus, m.batch_per_gpu) for m in rows} == {
-        (h, p, n, b) for h, (precisions, batches) in RUNS.items() for p in precisions for n in (1, 8)
-        for b in batches}
+    assert {(m.hardware, m.precision, m.gpus, m.batch_per_gpu) for m in rows} == run_grid(RUNS)
     for m in rows:
         assert m.model == "unet3d" and m.image_size == 128 and m.optimizer == "adam"
         assert m.source.startswith("NVIDIA/DeepLearningExamples PyTorch/Segmentation/nnUNet/README.md @ 4da7bf28")
@@ -52,12 +56,7 @@ def test_rows_are_sourced_and_keep_the_published_figure(rows: tuple[Measurement,
 def test_each_pair_keeps_the_readmes_precision_speedup(rows: tuple[Measurement, ...]) -> None:
     """The README's 'Throughput speedup' column is the mixed-precision figure over the TF32/FP32
     one of the same GPUs and batch, to two decimals: a check of the transcription."""
-    pairs = precision_pairs(rows)
-    assert len(pairs) == 10
-    for amp, other in pairs:
-        published = float(amp.columns["published_amp_speedup"])
-        assert other.columns["published_amp_speedup"] == amp.columns["published_amp_speedup"]
-        assert amp.measured_throughput / other.measured_throughput == pytest.approx(published, abs=0.006)
+    assert_published_amp_speedups(rows, 10)
 
 
 def test_rows_are_priced_as_the_benchmark_ran(rows: tuple[Measurement, ...]) -> None:
@@ -77,12 +76,8 @@ def test_no_other_set_has_a_3d_unet_row() -> None:
 
 def test_recorded_error_per_gpu_and_precision() -> None:
     e = hold_out_errors(FILE)
-    assert e.mape_pct <= RECORDED_ALL + MARGIN
-    for key, recorded in RECORDED.items():
-        assert e.mean(key) <= recorded + MARGIN, key
-    assert len(e.speedup_pct) == 10 and float(np.mean(e.speedup_pct)) <= RECORDED_SPEEDUP + MARGIN
+    assert_within_recorded(e, RECORDED_ALL, RECORDED, RECORDED_SPEEDUP, 10, MARGIN)
 
 
 def test_recorded_per_group_calibrated_error() -> None:
-    scored = per_group_errors(FILE)
-    assert len(scored) == 10 and float(np.mean(scored)) <= RECORDED_PER_GROUP + MARGIN
+    assert_per_group_within(FILE, RECORDED_PER_GROUP, 10, MARGIN)

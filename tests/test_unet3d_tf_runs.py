@@ -6,9 +6,15 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
 import pytest
-from recorded_sets import hold_out_errors, other_sets_rows, per_group_errors, precision_pairs
+from recorded_sets import (
+    assert_per_group_within,
+    assert_published_amp_speedups,
+    assert_within_recorded,
+    hold_out_errors,
+    other_sets_rows,
+    run_grid,
+)
 
 from perfmodel.validation import Measurement, load_measurements
 from perfmodel.validation.amp_runtime_of import amp_runtime_of
@@ -40,9 +46,7 @@ def rows() -> tuple[Measurement, ...]:
 
 
 def test_rows_are_sourced_and_keep_the_published_figure(rows: tuple[Measurement, ...]) -> None:
-    assert {(m.hardware, m.precision, m.gpus, m.batch_per_gpu) for m in rows} == {
-        (h, p, n, b) for h, (precisions, batches) in RUNS.items() for p in precisions for n in (1, 8)
-        for b in batches}
+    assert {(m.hardware, m.precision, m.gpus, m.batch_per_gpu) for m in rows} == run_grid(RUNS)
     for m in rows:
         assert m.model == "unet3d_tf" and m.image_size == 128 and m.optimizer == "adam"
         assert m.source.startswith(
@@ -53,12 +57,7 @@ def test_rows_are_sourced_and_keep_the_published_figure(rows: tuple[Measurement,
 def test_each_pair_keeps_the_readmes_precision_speedup(rows: tuple[Measurement, ...]) -> None:
     """The README's 'Throughput speedup' column is the mixed-precision figure over the TF32/FP32
     one to two decimals: a check of the transcription."""
-    pairs = precision_pairs(rows)
-    assert len(pairs) == 10
-    for amp, other in pairs:
-        published = float(amp.columns["published_amp_speedup"])
-        assert other.columns["published_amp_speedup"] == amp.columns["published_amp_speedup"]
-        assert amp.measured_throughput / other.measured_throughput == pytest.approx(published, abs=0.006)
+    assert_published_amp_speedups(rows, 10)
 
 
 def test_rows_are_priced_as_the_benchmark_ran(rows: tuple[Measurement, ...]) -> None:
@@ -79,13 +78,9 @@ def test_no_other_set_has_this_network() -> None:
 
 def test_recorded_error_per_gpu_and_precision() -> None:
     e = hold_out_errors(FILE)
-    assert e.mape_pct <= RECORDED_ALL + MARGIN
     assert all(x > 0 for x in e.signed_pct)  # every row priced too fast
-    for key, recorded in RECORDED.items():
-        assert e.mean(key) <= recorded + MARGIN, key
-    assert len(e.speedup_pct) == 10 and float(np.mean(e.speedup_pct)) <= RECORDED_SPEEDUP + MARGIN
+    assert_within_recorded(e, RECORDED_ALL, RECORDED, RECORDED_SPEEDUP, 10, MARGIN)
 
 
 def test_recorded_per_group_calibrated_error() -> None:
-    scored = per_group_errors(FILE)
-    assert len(scored) == 10 and float(np.mean(scored)) <= RECORDED_PER_GROUP + MARGIN
+    assert_per_group_within(FILE, RECORDED_PER_GROUP, 10, MARGIN)

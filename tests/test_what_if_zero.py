@@ -41,6 +41,11 @@ def test_zero_what_if_is_predict_on_a_profile_without_that_cost(spec: str, symbo
     p = predict("resnet18", 8, pinned, zeroed(symbols), "amp", global_batch=8 * 16, image_size=64)
     t = f.time_s(dict.fromkeys(symbols, 0.0))
     assert math.isfinite(t) and t < f.iteration_time_s
+    if "mp=" in spec and p.details["parts"] != f.prediction.details["parts"]:
+        # predict re-chooses an mp plan's parts on the changed profile (mp_candidates.py), which
+        # the spec cannot pin: explain's kept parts can then be no faster than predict's choice
+        assert t >= p.iteration_time_s * (1 - 1e-9)
+        return
     assert t == pytest.approx(p.iteration_time_s, rel=1e-9)
 
 

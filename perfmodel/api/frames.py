@@ -150,5 +150,6 @@ def plan_frame(
         gpus=gpus,
         baseline=best.speedup_baseline,
         **software_attrs(best.cudnn_major, best.memory_format, best.fusion, best.amp_runtime),
+        assumptions=dict(r.assumptions),  # the profile and its source, precision, optimizer, exclusions, search
     )
     return df

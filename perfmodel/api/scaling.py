@@ -18,7 +18,7 @@ from ..report.answers import FRAME_COLUMNS, frame_columns
 from ..search.enumerate import KINDS, candidates
 from ..search.plan import plan
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
-from ..strategies.predict import Context, baseline_text, context, one_gpu_step
+from ..strategies.predict import Context, assumptions, baseline_text, context, one_gpu_step
 from .args import check_optimizer, check_precision, names
 from .gpus import parse_gpu_list
 from .loading import available_kinds, load_hardware, load_model
@@ -112,7 +112,7 @@ def scale(
         image_size=net.image_size,
         hardware=hw.name,
         precision=precision,
-        optimizer=optimizer,
+        optimizer=optimizer, assumptions=assumptions(ctx),  # the profile and its source, what is excluded
         **software_attrs(ctx.cudnn_major, ctx.memory_format, ctx.fusion, ctx.amp_runtime),
         scaling="weak" if bpg is not None else "strong",
         batch_per_gpu=bpg,

@@ -16,7 +16,7 @@ from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
 from ..search.plan import DEFAULT_BATCH_PER_GPU, plan
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
-from ..strategies.predict import Context, context
+from ..strategies.predict import Context, assumptions, context
 from ..strategies.spec import Strategy, parse_strategy
 from .args import check_gpus, check_hardware, check_kinds, check_optimizer, check_precision, check_strategy
 from .cache import Baselines
@@ -71,9 +71,8 @@ def sweep(
     for the best plan of ``kinds`` (default: every installed kind), which takes a full
     :func:`~perfmodel.search.plan`. Points that cannot run get NaN and a
     ``reason``; a fixed plan that does not fit in memory is still priced (``fits`` False).
-    ``speedup_x`` is against one GPU of the same (what-if) profile at ``batch_per_gpu``
-    samples, or at the global batch when ``global_batch`` is given (strong scaling), with
-    gradient accumulation when that does not fit.
+    ``speedup_x`` is against one GPU of the same (what-if) profile at ``batch_per_gpu`` samples, or at
+    the global batch when ``global_batch`` is given (strong scaling), accumulating when that does not fit.
     """
     net = load_model(model, image_size)
     if what_if is not None and not isinstance(what_if, Mapping):
@@ -105,8 +104,9 @@ def sweep(
         if progress is not None:
             progress(i + 1, len(points))
     df = text_columns(pd.DataFrame(rows))
+    said = {f"{c.hw.name} {c.precision}": assumptions(c) for c in contexts.values()}  # per 'profile precision'
     df.attrs.update(model=net.name, image_size=net.image_size, optimizer=optimizer, **software_attrs(*software),
-                    scaling="weak" if global_batch is None else "strong")
+                    scaling="weak" if global_batch is None else "strong", assumptions=said)
     return df
 
 

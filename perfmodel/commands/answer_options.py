@@ -41,6 +41,9 @@ def training_options(f: F) -> F:
 def training_request(
     epochs: float | None, dataset_size: int | None, price_per_gpu_hour: float | None, currency: str | None
 ) -> TrainingRequest:
+    if currency is not None and price_per_gpu_hour is None:  # it would be ignored: a profile's price has its own
+        raise UsageError(f"--currency {currency} names the currency of --price-per-gpu-hour: give the price too "
+                         f"(without one, the profile's own price is used, in its own currency)")
     return TrainingRequest(epochs, dataset_size, price_per_gpu_hour, currency)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import DataError, UsageError
-from ..hardware import Hardware, load_hardware, parse_profile
+from ..hardware import Hardware, load_hardware, parse_profile, profiles_dir
 from ..io import atomic_write_text, check_target
 from ..report import to_json
 from ..validation import Measurement, calibrate_profile, load_measurements, mape, profile_toml
@@ -50,6 +50,9 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     if output.suffix.lower() != ".toml":
         raise UsageError(f"cannot write '{output}': the calibrated profile must be a .toml file")
     check_target(output, (".toml",))
+    if output.resolve().parent == profiles_dir().resolve():  # its name would stand for the shipped data
+        raise UsageError(f"cannot write '{output}': it is the shipped profiles' folder ({profiles_dir()}), where "
+                         f"a calibrated profile would replace or pose as a shipped one; write it elsewhere")
     base = load_hardware(hardware)
     rows = _gpu_rows(file, hardware, base)
     key = rows[0].hardware

@@ -11,7 +11,7 @@ import click
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
-from ..errors import UsageError
+from ..errors import NoFeasiblePlanError, UsageError
 from ..hardware import PRECISIONS, load_hardware
 from ..network import get_model
 from ..report import render_frame, to_json
@@ -33,23 +33,43 @@ from .common import (
     gpus_option,
     image_size_option,
     memory_format_option,
+    model_input_options,
     optimizer_option,
 )
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["compare_cmd", "Comparison", "compare", "compare_rows", "compare_chart"]
+__all__ = ["compare_cmd", "Comparison", "NoPlan", "compare", "compare_rows", "compare_chart", "assumption_lines",
+           "with_gaps"]
+
+
+@dataclass(frozen=True)
+class NoPlan:
+    """A (hardware, precision) with no plan that fits: where it was asked and why (the search's one line)."""
+
+    position: int  # its index among the (hardware, precision) pairs asked
+    hardware: str
+    precision: str
+    reason: str
+    global_batch: int  # the batch the smallest need is for (the last tried: 1 when none was given)
+    min_memory_bytes: float  # the smallest memory per GPU any plan needs there
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hardware": self.hardware, "precision": self.precision, "reason": self.reason,
+                "global_batch": self.global_batch, "min_memory_bytes": self.min_memory_bytes}
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One prediction per (hardware, precision), in the order asked; ratios are to the first."""
+    """One prediction per (hardware, precision) that has a plan, in the order asked; ratios are to the first.
+    ``no_plan`` holds the pairs where no plan fits (best-plan comparisons only)."""
 
     model: str
     gpus: int
     strategy: str
     predictions: tuple[Prediction, ...]
+    no_plan: tuple[NoPlan, ...] = ()
 
     def ratios(self) -> list[float]:
         first = self.predictions[0].throughput_samples_per_s
@@ -62,7 +82,13 @@ class Comparison:
             d["ratio_to_first"] = r
             rows.append(d)
         return {"model": self.model, "gpus": self.gpus, "strategy": self.strategy,
-                "ratio_to": f"{self.predictions[0].hardware} {self.predictions[0].precision}", "rows": rows}
+                "ratio_to": f"{self.predictions[0].hardware} {self.predictions[0].precision}", "rows": rows,
+                "no_plan": [g.to_dict() for g in self.no_plan]}
+
+    def priced(self) -> list[int]:
+        """The positions (among the pairs asked) of the predictions, in order."""
+        gaps = {g.position for g in self.no_plan}
+        return [i for i in range(len(self.predictions) + len(self.no_plan)) if i not in gaps]
 
 
 def compare(
@@ -83,17 +109,21 @@ def compare(
     if batch_per_gpu is not None and global_batch is not None:
         raise UsageError("give at most one of --batch-per-gpu and --global-batch")
     B = global_batch if batch_per_gpu is None else batch_per_gpu * gpus
-    preds = []
-    for hw in hardware:
-        for prec in precisions:
-            if strategy == "best":
-                preds.append(plan(model, gpus, hw, prec, B, optimizer, image_size, top=1,
-                                  cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion,
-                                  amp_runtime=amp_runtime).plans[0])
-            else:
-                preds.append(predict(model, gpus, strategy, hw, prec, None, B or default_global_batch(gpus),
-                                     optimizer, image_size, cudnn_major, memory_format, fusion, amp_runtime))
-    return Comparison(preds[0].model, gpus, strategy, tuple(preds))
+    preds: list[Prediction] = []
+    gaps: list[tuple[NoPlan, NoFeasiblePlanError]] = []
+    for i, (hw, prec) in enumerate((hw, prec) for hw in hardware for prec in precisions):
+        if strategy != "best":
+            preds.append(predict(model, gpus, strategy, hw, prec, None, B or default_global_batch(gpus),
+                                 optimizer, image_size, cudnn_major, memory_format, fusion, amp_runtime))
+            continue
+        try:
+            preds.append(plan(model, gpus, hw, prec, B, optimizer, image_size, top=1, cudnn_major=cudnn_major,
+                              memory_format=memory_format, fusion=fusion, amp_runtime=amp_runtime).plans[0])
+        except NoFeasiblePlanError as e:  # a row saying so; the others still compared
+            gaps.append((NoPlan(i, hw, prec, str(e), B or 1, e.min_memory_bytes), e))
+    if not preds:
+        raise gaps[0][1]  # nothing to compare: the first profile's one line, as for one profile
+    return Comparison(preds[0].model, gpus, strategy, tuple(preds), tuple(g for g, _ in gaps))
 
 
 def compare_rows(c: Comparison) -> list[dict[str, Any]]:
@@ -114,6 +144,20 @@ def compare_rows(c: Comparison) -> list[dict[str, Any]]:
         }
         for p, r in zip(c.predictions, c.ratios(), strict=True)
     ]
+
+
+def with_gaps(c: Comparison, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` (one per prediction) with a row for each pair that has no plan, where it was asked: its
+    hardware and precision, ``no plan fits`` as its strategy, the smallest need as its memory, the rest empty."""
+    out = list(rows)
+    for g in c.no_plan:
+        row: dict[str, Any] = dict.fromkeys(rows[0])
+        row.update(hardware=g.hardware, precision=g.precision, strategy="no plan fits", fits="no",
+                   global_batch=g.global_batch, mem_GiB=g.min_memory_bytes / GIB)
+        known = {"model": c.model, "gpus": c.gpus, "memory_per_gpu_bytes": g.min_memory_bytes}
+        row.update({k: v for k, v in known.items() if k in row})
+        out.insert(g.position, row)
+    return out
 
 
 def compare_chart(c: Comparison) -> Figure:
@@ -137,12 +181,42 @@ def compare_chart(c: Comparison) -> Figure:
 def render_compare(c: Comparison, rows: list[dict[str, Any]] | None = None) -> str:
     lines = [f"{c.model} on {c.gpus} GPUs ({'best plan on each' if c.strategy == 'best' else c.strategy}), "
              f"ratio to {c.predictions[0].hardware} {c.predictions[0].precision}", "",
-             render_frame(compare_rows(c) if rows is None else rows), "",
+             render_frame(with_gaps(c, compare_rows(c) if rows is None else rows)), "",
              "speedup baselines (one per profile and precision):"]
     lines += [f"  {p.hardware} {p.precision}: {p.speedup_baseline}" for p in c.predictions]
-    lines += ["", "assumptions:"] + [f"  {k}: {v}" for k, v in c.predictions[0].assumptions.items()
-                                     if k not in ("hardware", "hardware_source", "precision", "memory_capacity")]
+    if c.no_plan:
+        lines += ["", "no plan fits (memory in mem_GiB is the smallest any plan needs):"]
+        lines += [f"  {g.hardware} {g.precision}: {g.reason}" for g in c.no_plan]
+    lines += ["", "assumptions:", *assumption_lines(c)]
     return "\n".join(lines)
+
+
+def assumption_lines(c: Comparison) -> list[str]:
+    """Every row's assumptions: once where all rows share one, else each value with the rows it holds for
+    (the profile and its source, the precision, a pipeline's stage split differ by row)."""
+    labels = [f"{p.hardware} {p.precision}" for p in c.predictions]
+    keys = dict.fromkeys(k for p in c.predictions for k in p.assumptions if k != "speedup_baseline")
+    lines = []
+    for k in keys:
+        vals = [p.assumptions.get(k) for p in c.predictions]
+        if all(v == vals[0] for v in vals):
+            lines.append(f"  {k}: {vals[0]}")
+            continue
+        lines.append(f"  {k}:")
+        rows: dict[str, list[str]] = {}
+        for label, v in zip(labels, vals, strict=True):
+            if v is not None:
+                rows.setdefault(v, []).append(label)
+        lines += [f"    {', '.join(who)}: {v}" for v, who in rows.items()]
+    return lines
+
+
+def _setting(p: Prediction) -> dict[str, Any]:
+    """What a CSV row needs to stand alone: the model and setting it was priced for, and its SI values."""
+    return {"model": p.model, "gpus": p.gpus, "optimizer": p.optimizer, "cudnn_major": p.cudnn_major,
+            "memory_format": p.memory_format, "fusion": p.fusion, "amp_runtime": p.amp_runtime,
+            "iteration_time_s": p.iteration_time_s, "throughput_samples_per_s": p.throughput_samples_per_s,
+            "memory_per_gpu_bytes": p.memory_per_gpu_bytes}
 
 
 def _split(text: str) -> list[str]:
@@ -165,6 +239,7 @@ def _split(text: str) -> list[str]:
 @fusion_option
 @amp_runtime_option
 @image_size_option
+@model_input_options
 @format_option
 @chart_option
 @training_options
@@ -189,7 +264,8 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
 
         save_chart(compare_chart(c), chart)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
-    hws = [load_hardware(h) for h in _split(hardware) for _ in precs]
+    asked = [load_hardware(h) for h in _split(hardware) for _ in precs]
+    hws = [asked[i] for i in c.priced()]
     net = get_model(model, image_size)  # an imported model's file path is relative to here
     answers = [answers_for(p, hw, req, net=net) for p, hw in zip(c.predictions, hws, strict=True)]
     if fmt == "json":
@@ -198,7 +274,9 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
             row.update(a.fields())
         emit(to_json(d))
     elif fmt == "csv":
-        emit(render_frame([{**r, **a.flat_fields()} for r, a in zip(compare_rows(c), answers, strict=True)], "csv"))
+        emit(render_frame(with_gaps(c, [{**r, **a.flat_fields(), **_setting(p)}
+                                        for r, a, p in zip(compare_rows(c), answers, c.predictions, strict=True)]),
+                          "csv"))
     else:
         emit(render_compare(c, [{**r, **a.row()} for r, a in zip(compare_rows(c), answers, strict=True)]))
         notes = [(f"{p.hardware} {p.precision}", a.interval.group, a.interval.runs)

@@ -133,7 +133,8 @@ def explain_cmd(
                "cudnn": f.prediction.assumptions["cudnn"], "memory_format": f.prediction.assumptions["memory_format"],
                "kernels": f.prediction.assumptions["kernels"],
                "fusion": fusion_assumption(f.prediction.fusion), "amp_runtime": f.prediction.amp_runtime,
-               "mixed_precision": amp_assumption(f.prediction.precision, f.prediction.amp_runtime)}
+               "mixed_precision": amp_assumption(f.prediction.precision, f.prediction.amp_runtime),
+               "assumptions": f.prediction.assumptions}
         if new is not None:
             out["what_if"] = {"set": what_if, "terms_s": new, "iteration_time_s": sum(new.values()),
                               "kept": _kept_choices(ctx, s)}
@@ -185,6 +186,8 @@ def _table(
     emit(fusion_assumption(p.fusion))
     emit("kernels: " + p.assumptions["kernels"])
     emit("mixed precision: " + amp_assumption(p.precision, p.amp_runtime))
+    said = ("cudnn", "memory_format", "fusion", "kernels", "mixed_precision")  # the lines above
+    emit("\n".join(f"{k}: {v}" for k, v in p.assumptions.items() if k not in said))
     emit("")
     limit = None if full else 400
     for k, v in f.terms.items():

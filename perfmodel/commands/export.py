@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -12,6 +13,7 @@ from ..export import ExportPlan, check_exportable, export_plan, write_program
 from ..export.plan import refusal, user_module
 from ..hardware import profile_names
 from ..report import to_json
+from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies import Prediction, predict
 from ..strategies.spec import parse_strategy
 from ..validation.measure import TORCH_MISSING
@@ -107,14 +109,18 @@ def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: s
     with. Spatial, filter/channel, mp and parameter-server plans cannot be exported yet (exit 1).
     """
     check_writable(output, PROGRAM_SUFFIXES)
-    if batch_per_gpu is None and global_batch is None:
-        batch_per_gpu = 32
+    defaulted = batch_per_gpu is None and global_batch is None
+    if defaulted:
+        batch_per_gpu = DEFAULT_BATCH_PER_GPU
     check_exportable(parse_strategy(strategy, gpus))  # before pricing: say what is missing first
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
                 cudnn_major, memory_format)
+    if defaulted:  # an assumption the user did not state: say it, as predict does
+        said = f"{p.global_batch} samples per step (default: {DEFAULT_BATCH_PER_GPU} per GPU; set -b or -B)"
+        p = replace(p, assumptions={**p.assumptions, "global_batch": said})
     e = export_prediction(p, hardware, output, model)
     if fmt == "json":
         emit(to_json({"output": str(output), "plan": e.to_dict(), "assumptions": p.assumptions}))
     else:
-        emit("\n".join([*export_lines(e, output), f"assumes:  cudnn: {p.assumptions['cudnn']}",
-                              f"assumes:  {p.assumptions['memory_format']}"]))
+        # all the JSON's assumptions (profile and source, optimizer, exclusions...), as predict words them
+        emit("\n".join([*export_lines(e, output), "assumptions:", *(f"  {k}: {v}" for k, v in p.assumptions.items())]))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import pandas as pd
 
+from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, MAX_SEED
 from ..partition import (
     DEFAULT_EPSILON,
@@ -18,6 +20,7 @@ from ..partition import (
 )
 from ..partition.compare import SplitSummary
 from ..report import render_frame, to_json
+from ..strategies.wording import kernels_assumption, precision_assumption
 from ..units import GB
 from .common import (
     chart_option,
@@ -32,7 +35,7 @@ from .common import (
     precision_option,
 )
 
-__all__ = ["partition_cmd", "render_partition", "partition_rows"]
+__all__ = ["partition_cmd", "render_partition", "partition_rows", "profile_assumptions"]
 
 
 @dataclass(frozen=True)
@@ -107,8 +110,17 @@ def _versus_dp(r: PartitionReport) -> str:
     )
 
 
-def render_partition(r: PartitionReport) -> str:
-    """The partition as text: headline, the splits compared, the parts, the definitions."""
+def profile_assumptions(hw: Hardware, precision: str) -> dict[str, str]:
+    """What the units' weights (predicted seconds) were priced on, as predict states it: the profile and
+    its source, the precision's meaning on it, the kernels a layer is priced as."""
+    return {"hardware": f"{hw.name}: {hw.description}",
+            "hardware_source": hw.sources.get("profile", "") + (f" (file {hw.path})" if hw.path else ""),
+            "precision": precision_assumption(hw, precision), "kernels": kernels_assumption()}
+
+
+def render_partition(r: PartitionReport, profile: Mapping[str, str] | None = None) -> str:
+    """The partition as text: headline, the splits compared, the parts, the definitions, the assumptions
+    (then ``profile``'s, from :func:`profile_assumptions`)."""
     lines = [
         f"{r.model} split into {r.parts} parts at {r.granularity} granularity "
         f"({r.units} units, {r.nets} tensors), "
@@ -165,7 +177,7 @@ def render_partition(r: PartitionReport) -> str:
     lines += [f"  {k}: {v}" for k, v in r.notes.items()]
     lines.append("  assignment: every unit's part is in the JSON output (--format json)")
     lines.append("assumptions:")
-    lines += [f"  {k}: {v}" for k, v in r.assumptions.items()]
+    lines += [f"  {k}: {v}" for k, v in {**r.assumptions, **(profile or {})}.items()]
     return "\n".join(lines)
 
 
@@ -246,9 +258,11 @@ def partition_cmd(
         from ..report.charts_partition import partition_chart
 
         save_chart(partition_chart(r), chart)
+    profile = profile_assumptions(load_hardware(hardware), precision)
     if fmt == "json":
-        emit(to_json(r.to_dict()))
+        d = r.to_dict()
+        emit(to_json({**d, "assumptions": {**profile, **d["assumptions"]}}))
     elif fmt == "csv":
         emit(render_frame(pd.DataFrame(partition_rows(r)), "csv"))
     else:
-        emit(render_partition(r))
+        emit(render_partition(r, profile))

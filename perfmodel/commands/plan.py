@@ -9,7 +9,7 @@ import click
 
 from ..hardware import load_hardware
 from ..network import get_model
-from ..report import render_frame, to_json
+from ..report import fmt_rate, render_frame, to_json
 from ..report.answers import Answers, answers_for, interval_notes
 from ..search import KINDS, PlanResult, plan
 from ..search.plan import DEFAULT_BATCH_PER_GPU
@@ -57,7 +57,7 @@ def plan_rows(r: PlanResult) -> list[dict[str, Any]]:
                 "strategy": p.strategy.spec(),
                 "kind": p.strategy.kind,
                 "collective": p.strategy.comm,
-                "alternatives_samples/s": ", ".join(f"{c} {t:,.0f}" for c, t in alt) or "-",
+                "alternatives_samples/s": ", ".join(f"{c} {fmt_rate(t)}" for c, t in alt) or "-",
                 "step_ms": p.iteration_time_s * 1e3,
                 "samples/s": p.throughput_samples_per_s,
                 "speedup_x": p.speedup_vs_1gpu,
@@ -84,7 +84,7 @@ def render_plan(r: PlanResult, rows: list[dict[str, Any]] | None = None) -> str:
     for p in r.infeasible:
         lines.append(
             f"fastest plan that does not fit: {p.strategy.spec()} "
-            f"({p.throughput_samples_per_s:,.0f} samples/s, needs {p.memory_per_gpu_bytes / GIB:.1f} GiB "
+            f"({fmt_rate(p.throughput_samples_per_s)} samples/s, needs {p.memory_per_gpu_bytes / GIB:.1f} GiB "
             f"> {p.memory_capacity_bytes / GIB:.1f} GiB)"
         )
     lines.append("")
@@ -180,9 +180,12 @@ def plan_cmd(
         emit(to_json(d))
     elif fmt == "csv":
         rows = _with_answers(plan_rows(r), answers, flat=True)
-        emit(render_frame([{**row, "precision": p.precision, "cudnn_major": p.cudnn_major,
-                            "memory_format": p.memory_format, "fusion": p.fusion,
-                            "amp_runtime": p.amp_runtime}
+        emit(render_frame([{**row, "model": p.model, "hardware": p.hardware, "gpus": p.gpus,  # a row stands alone
+                            "global_batch": p.global_batch, "optimizer": p.optimizer, "precision": p.precision,
+                            "cudnn_major": p.cudnn_major, "memory_format": p.memory_format, "fusion": p.fusion,
+                            "amp_runtime": p.amp_runtime, "iteration_time_s": p.iteration_time_s,
+                            "throughput_samples_per_s": p.throughput_samples_per_s,
+                            "memory_per_gpu_bytes": p.memory_per_gpu_bytes}
                            for row, p in zip(rows, r.plans, strict=True)], "csv"))
     else:
         emit(render_plan(r, _with_answers(plan_rows(r), answers)) + exported)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ from ..hardware import load_hardware
 from ..network import get_model
 from ..report import render_frame, to_json
 from ..report.answers import answers_for
+from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies import Prediction, predict
 from ..units import GIB
 from .answer_options import training_options, training_request
@@ -75,7 +77,8 @@ def prediction_row(p: Prediction) -> dict[str, object]:
                    "(decomp=auto: spatial or sample decomposition chosen per link).")
 @hardware_option
 @precision_option
-@click.option("--batch-per-gpu", "-b", type=int, default=None, help="Samples per GPU (global batch = this x GPUs).")
+@click.option("--batch-per-gpu", "-b", type=int, default=None,
+              help=f"Samples per GPU (global batch = this x GPUs; default {DEFAULT_BATCH_PER_GPU}).")
 @click.option("--global-batch", "-B", type=int, default=None, help="Samples per step over all GPUs.")
 @optimizer_option
 @cudnn_option
@@ -101,10 +104,18 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     """
     check_writable(chart)
     check_writable(trace, (".json",))
-    if batch_per_gpu is None and global_batch is None:
-        batch_per_gpu = 32
+    defaulted = batch_per_gpu is None and global_batch is None
+    if defaulted:
+        batch_per_gpu = DEFAULT_BATCH_PER_GPU
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
                 cudnn_major, memory_format, fusion, amp_runtime)
+    if defaulted:  # an assumption the user did not state: say it
+        said = f"{p.global_batch} samples per step (default: {DEFAULT_BATCH_PER_GPU} per GPU; set -b or -B)"
+        p = replace(p, assumptions={**p.assumptions, "global_batch": said})
+    ones = _unit_splits(strategy)
+    if ones:  # review 8b #13: 'mp=1' was priced as dp without a word
+        said = f"{', '.join(ones)} split{'s' if len(ones) == 1 else ''} nothing: priced as {p.strategy.spec()}"
+        p = replace(p, assumptions={**p.assumptions, "strategy": said})
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     ans = answers_for(p, load_hardware(hardware), req, net=get_model(model, image_size))
     if chart is not None:
@@ -122,3 +133,13 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     else:
         text = render_prediction(p).split("\n")
         emit("\n".join(text[:3] + ans.lines() + text[3:]))
+
+
+def _unit_splits(spec: str) -> list[str]:
+    """The model-splitting degrees of 1 written in ``spec`` ('mp=1', 'sp=1x1'): they split nothing."""
+    out = []
+    for part in spec.replace(" ", "").lower().split(","):
+        key, _, value = part.partition("=")
+        if key in ("mp", "pp", "filter", "channel", "sp") and value and set(value.split("x")) == {"1"}:
+            out.append(part)
+    return out

@@ -257,6 +257,8 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(render_frame(scale_table(df)))
         emit("")
         emit(f"speedup baseline: {a['baseline']}")
+        said = ("cudnn", "memory_format", "fusion", "mixed_precision", "kernels")  # the lines below
+        emit("\n".join(f"{k}: {v}" for k, v in a["assumptions"].items() if k not in said))
         emit(f"cudnn: {a['cudnn']}")
         emit(a['memory_format_assumption'])
         emit(a['fusion_assumption'])

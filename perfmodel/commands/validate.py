@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from ..report import render_frame, to_json
 from ..validation import CALIBRATION_MODES, Validation, load_measurements, validate
 from ..validation.compare import DEFINITIONS, RowResult
@@ -167,6 +167,11 @@ def validate_cmd(files: tuple[Path, ...], calibrate: str, kernels: bool, fmt: st
     throughput and of speedup overall and per (model, hardware, strategy kind).
     """
     check_writable(chart)
+    seen: dict[Path, Path] = {}
+    for f in files:  # the same runs twice would count twice in every MAPE and group
+        if f.resolve() in seen:
+            raise UsageError(f"validate: '{f}' is given twice (as '{seen[f.resolve()]}' too): give each file once")
+        seen[f.resolve()] = f
     if kernels:
         from .validate_kernels import emit_kernel_scores
 

@@ -267,6 +267,9 @@ def load_hardware(name_or_path: str | Path | Hardware = DEFAULT_HARDWARE) -> Har
         return name_or_path
     s = str(name_or_path)
     if isinstance(name_or_path, Path) or s.endswith(".toml") or "/" in s or "\\" in s:
+        if s.endswith(".toml") and not Path(s).exists() and s[: -len(".toml")] in profile_names():
+            raise ProfileError(f"{s}: no such file here; the shipped profile is named {s[: -len('.toml')]} "
+                               f"(without .toml)")
         return load_profile(s)
     if s in _CACHE:
         return _CACHE[s]

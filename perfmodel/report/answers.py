@@ -18,6 +18,7 @@ from ..strategies.predict import Prediction, context
 from ..strategies.train_cost import TrainingEstimate, default_dataset_size, training_estimate
 from ..validation.intervals import DEFAULT_LEVEL, Interval, group_key, interval_for
 from ..validation.memory_margin import activation_error
+from .render import fmt_rate
 
 __all__ = ["Answers", "TrainingRequest", "answers_for", "price_of", "frame_columns", "FRAME_COLUMNS", "interval_notes"]
 
@@ -81,7 +82,7 @@ class Answers:
         iv = self.interval
         out = [
             f"{100 * iv.level:.0f}% interval: step {tlo * 1e3:.2f} - {thi * 1e3:.2f} ms, "
-            f"throughput {lo:,.0f} - {hi:,.0f} samples/s (from {iv.runs} measured runs: {iv.group})",
+            f"throughput {fmt_rate(lo)} - {fmt_rate(hi)} samples/s (from {iv.runs} measured runs: {iv.group})",
         ]
         if iv.fallback or "(few" in iv.note:
             out.append(f"  note: {iv.note}")
@@ -109,7 +110,7 @@ class Answers:
         """Extra columns of a plan table row (table units)."""
         lo, hi = self.throughput_interval
         row: dict[str, Any] = {
-            f"{100 * self.interval.level:.0f}%_range_samples/s": f"{lo:,.0f}-{hi:,.0f}",
+            f"{100 * self.interval.level:.0f}%_range_samples/s": f"{fmt_rate(lo)}-{fmt_rate(hi)}",
             "headroom_%": 100 * self.memory.headroom_fraction,
         }
         if self.training is not None:

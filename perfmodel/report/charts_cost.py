@@ -85,16 +85,22 @@ def time_cost_chart(df: pd.DataFrame) -> Figure:
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax_t.legend(fontsize=8, title="strategy (band: 80% interval)")
-    if has_cost:
+    given = a.get("price_per_gpu_hour")
+    price = "no price" if given is None else f"{given:g} {cur} per GPU-hour"
+    if not np.isfinite(df["time_to_train_s"].to_numpy(float)).any():  # every point is a gap: say why, not "no price"
+        for ax in (ax_t, ax_c):
+            ax.text(0.5, 0.5, "no plan at any GPU count\n(see the table's notes)", ha="center", va="center",
+                    transform=ax.transAxes)
+    elif has_cost:
+        ax_t.legend(fontsize=8, title="strategy (band: 80% interval)")
         ax_c.legend(fontsize=8, title="strategy (star: cheapest)")
-        price = f"{a.get('price_per_gpu_hour'):g} {cur} per GPU-hour"
     else:
+        ax_t.legend(fontsize=8, title="strategy (band: 80% interval)")
         ax_c.text(0.5, 0.5, "no price: give --price-per-gpu-hour", ha="center", va="center", transform=ax_c.transAxes)
-        price = "no price"
+    epochs = a.get("epochs", 1)
     fig.suptitle(
         f"{a.get('model', '?')} on {a.get('hardware', '?')}, {a.get('precision', '?')}: "
-        f"{a.get('epochs', 1):g} epochs of {a.get('dataset_size', 0):,} samples; {price}",
+        f"{epochs:g} epoch{'' if epochs == 1 else 's'} of {a.get('dataset_size', 0):,} samples; {price}",
         fontsize=11,
     )
     return fig

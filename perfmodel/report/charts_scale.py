@@ -59,9 +59,19 @@ def scale_chart(df: pd.DataFrame) -> Figure:
         Line2D([], [], color="gray", lw=2, marker="o", ms=4, label="solid: speedup (left axis)"),
         Line2D([], [], color="gray", lw=1.2, ls=":", marker="^", ms=3, label="dotted: efficiency (right axis)"),
     ]
-    top.legend(handles=handles, loc="outside lower center", ncol=4, fontsize=8.5)
+    _fit_legend(fig, top, handles)
     _scale_title(fig, df.attrs)
     return fig
+
+
+def _fit_legend(fig: Figure, top: Figure | SubFigure, handles: list[Any]) -> None:
+    """The legend below the chart in the most columns (4 at most) whose width fits the figure's: long
+    labels ('... (no feasible plan)' on every strategy) in 4 columns ran off both edges."""
+    for ncol in range(4, 0, -1):
+        legend = top.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=8.5)
+        if ncol == 1 or legend.get_window_extent().width <= 0.98 * fig.bbox.width:
+            return
+        legend.remove()
 
 
 def _figure_with_notes(df: pd.DataFrame, order: Sequence[str]) -> tuple[Figure, Figure | SubFigure]:
@@ -111,6 +121,8 @@ def _scale_axes(ax: Axes, ax2: Axes, gpus: list[int], log: bool) -> None:
         ax.xaxis.set_major_locator(FixedLocator(gpus if len(gpus) <= 12 else gpus[:: math.ceil(len(gpus) / 12)]))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    elif len(gpus) <= 12:  # ticks at the counts priced, not at fractions of a GPU (0.96 ... 1.04 for one count)
+        ax.xaxis.set_major_locator(FixedLocator(gpus))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xlabel("GPUs (count" + (", log scale)" if log else ")"))
     ax.set_ylabel("predicted speedup over 1 GPU (x" + (", log scale)" if log else ")"))

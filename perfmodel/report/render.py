@@ -12,7 +12,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["render_frame", "to_json", "FORMATS"]
+__all__ = ["render_frame", "to_json", "FORMATS", "fmt_rate"]
 
 FORMATS = ("table", "json", "csv")
 
@@ -35,6 +35,14 @@ def _clean(x: Any) -> Any:
 def to_json(obj: Any) -> str:
     """JSON with non-finite numbers as null (the output contract never carries NaN or inf)."""
     return json.dumps(_clean(obj), indent=2, allow_nan=False)
+
+
+def fmt_rate(x: float) -> str:
+    """A rate for a table or a line: whole numbers with separators from 100 up, three significant
+    digits below (1.66, not 2; 0.0283, not 0), '-' for a non-finite value."""
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def render_frame(
@@ -82,8 +90,8 @@ def _numeric(values: list[Any]) -> bool:
 
 
 def _fmt(v: Any, floatfmt: str) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
+    if v is None or (isinstance(v, float | np.floating) and not math.isfinite(v)):
+        return "-"  # no inf or NaN printed as a result
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float | np.floating):

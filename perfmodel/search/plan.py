@@ -22,6 +22,7 @@ from ..strategies.split_search import EXHAUSTIVE_SPLITS, LOCAL_MOVE_LINKS
 from ..units import GIB
 from .accumulate import fewest_micro_batches
 from .enumerate import KINDS, candidates, variants
+from .same_parts import SPARE_SHAPES, rank_distinct
 
 __all__ = [
     "PlanResult", "plan", "default_global_batch", "default_batches", "DEFAULT_BATCH_PER_GPU", "distinct_shapes",
@@ -94,12 +95,12 @@ def _why_slower(p: Prediction, best: Prediction) -> str:
     if not p.fits_in_memory:
         return f"needs {p.memory_per_gpu_bytes / GIB:.1f} GiB > {p.memory_capacity_bytes / GIB:.1f} GiB"
     if p is best:
-        return f"best: {p.dominant} {100 * p.breakdown[p.dominant] / p.iteration_time_s:.0f}% of step"
+        return f"best: {p.dominant.replace('_', ' ')} {100 * p.breakdown[p.dominant] / p.iteration_time_s:.0f}% of step"
     overheads = {k: v for k, v in p.breakdown.items() if k != "compute"}
     k = max(overheads, key=lambda x: overheads[x] - best.breakdown.get(x, 0.0)) if overheads else "compute"
     excess = overheads.get(k, 0.0) - best.breakdown.get(k, 0.0)
     c_ratio = p.breakdown.get("compute", 0.0) / max(best.breakdown.get("compute", 1e-30), 1e-30)
-    if c_ratio > 1.05 and (p.breakdown.get("compute", 0) - best.breakdown.get("compute", 0)) > excess:
+    if (p.breakdown.get("compute", 0) - best.breakdown.get("compute", 0)) > max(excess, 0.0):  # most of the loss
         return f"compute x{c_ratio:.2f} of the best plan's (smaller or redundant kernels)"
     label = k.replace("_", " ")
     return f"{label} {100 * p.breakdown.get(k, 0.0) / p.iteration_time_s:.0f}% of step"
@@ -201,24 +202,26 @@ def _search(
         why = f"{pricer.n_cand} candidates, all rejected" if pricer.n_cand else "no candidate divides the batch"
         if pricer.errors:
             why += f": {pricer.errors[0]}"
+        advice = f"try a global batch that is a multiple of {gpus}, or more" if B % gpus else "try more"
         raise UsageError(
-            f"no plan can split global batch {B} over {gpus} GPUs for {net.name} ({why}; try a global batch "
-            f"that is a multiple of {gpus}, or more strategy kinds)"
+            f"no plan can split global batch {B} over {gpus} GPUs for {net.name} ({why}; {advice} strategy kinds)"
         )
     cap = hw.device.memory_bytes
     fitting = [x for x in priced if x[1] <= cap]
     min_mem = min(x[1] for x in priced)
     if not fitting:
+        # a smaller batch cannot help: accumulation down to one sample per micro-batch was priced
+        more = "more GPUs or " if gpus < hw.max_gpus else ""
         raise NoFeasiblePlanError(
             f"no plan of {net.name} fits in {cap / GIB:.1f} GiB per GPU on {gpus} x {hw.name} at global "
-            f"batch {B}: the smallest needs {min_mem / GIB:.1f} GiB (try more GPUs, a smaller batch, "
-            f"or a GPU with more memory)",
+            f"batch {B}: the smallest needs {min_mem / GIB:.1f} GiB, with 1 sample per micro-batch (try {more}"
+            f"a GPU with more memory)",
             min_mem,
         )
-    chosen, alternatives = distinct_shapes(fitting, top)
+    chosen, alternatives = distinct_shapes(fitting, top + SPARE_SHAPES)
     base = one_gpu_baseline(ctx, B)
-    preds = [predict_in(ctx, s, B, base=base) for s in chosen]
-    reasons = [_why(p, preds[0]) for p in preds]
+    preds, alternatives, merged = rank_distinct(chosen, alternatives, lambda s: predict_in(ctx, s, B, base=base), top)
+    reasons = [_why(p, preds[0]) + (f"; {m}" if m else "") for p, m in zip(preds, merged, strict=True)]
     over = sorted((x for x in priced if x[1] > cap), key=lambda x: -x[0])[:1]
     infeasible = tuple(predict_in(ctx, x[2], B, baseline=False) for x in over)
     a = assumptions(ctx, preds[0].speedup_baseline)
@@ -226,7 +229,8 @@ def _search(
     a["search"] = (
         "dp x sp x pp factorisations, spatial grids (below one sample per GPU too), gradient accumulation "
         "(the fewest micro-batches that fit, every kind), pipeline micro-batches, schedules, allreduce "
-        "algorithms, parameter servers, filter/channel/mp splits; one row per plan shape; a pipeline's stage "
+        "algorithms, parameter servers, filter/channel/mp splits; one row per plan shape (an mp plan running "
+        "a pipeline's contiguous stages is one row with that pipeline, named in its why); a pipeline's stage "
         f"split is the fastest of its contiguous splits where it has at most {EXHAUSTIVE_SPLITS:,}, else of the "
         f"reference splits and every move of one of their cuts by up to {LOCAL_MOVE_LINKS} links (branch and "
         "bound; predict states each plan's)"
@@ -267,6 +271,8 @@ class Pricer:
                 below = math.ceil(B // s.dp / s.mb) < s.sp_degree
                 if s.decomp != "auto" or not (below or sum(r.memory.values()) > self.cap):
                     self.rejected += 1
+                    self.errors.append(f"{s.spec()} tiles no link: each splits samples instead, which is "
+                                       f"data parallelism (kind dp)")
                     return None
                 s = s.with_(decomp="spatial")
                 r = price(ctx, s, B)

@@ -49,7 +49,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         )
     if s.gpus > hw.max_gpus:
         raise StrategyError(
-            f"{s.gpus} GPUs exceed the profile's {hw.max_gpus} ({hw.gpus_per_node} x {hw.max_nodes} nodes)"
+            f"{s.gpus} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"
         )
     if s.pp > n_links:
         raise StrategyError(f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})")
@@ -129,7 +129,10 @@ def _best_split(
     ``balance=`` pins it."""
     n_links = len(ctx.net.links)
     if s.balance and sum(s.balance) != n_links:
-        raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links}")
+        k = len(s.balance)
+        even = ":".join(str(n_links // k + (i < n_links % k)) for i in range(k))
+        raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links} "
+                            f"(valid: {k} positive counts summing to {n_links}, e.g. balance={even})")
     if s.balance:
         best = stage_split(ctx, s, layers, s.balance)
     else:

@@ -52,9 +52,11 @@ class MemoryVerdict:
                 f"({100 * self.headroom_fraction:.0f}% headroom{margin})"
             )
         else:
+            over = -self.headroom_bytes  # under 0.1 GiB in MiB: never '0.0 GiB over'
+            said = f"{over / GIB:.1f} GiB" if over >= 0.1 * GIB else f"{max(1.0, over / MIB):.0f} MiB"
             out = (
                 f"does not fit: needs {self.needed_bytes / GIB:.1f} GiB, "
-                f"{-self.headroom_bytes / GIB:.1f} GiB over the {self.capacity_bytes / GIB:.1f} GiB{margin}"
+                f"{said} over the {self.capacity_bytes / GIB:.1f} GiB{margin}"
             )
         if self.within_margin:
             out += " (within the model's error: the verdict could go either way)"

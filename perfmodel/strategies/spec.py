@@ -73,7 +73,8 @@ class Strategy:
             raise StrategyError(f"strategy: decomp={self.decomp} needs a spatial group (sp=N, HxW or DxHxW)")
         if self.balance and len(self.balance) != self.pp:
             raise StrategyError(
-                f"strategy: balance has {len(self.balance)} stages but pp={self.pp} ({self.balance})"
+                f"strategy: balance has {len(self.balance)} stages but pp={self.pp} "
+                f"(balance={':'.join(map(str, self.balance))}; give {self.pp} link counts, one per stage)"
             )
         if self.mb > 1 and self.pp == 1 and self.mp == 1:
             # micro-batches without a pipeline are gradient accumulation: allowed
@@ -201,7 +202,7 @@ def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
         if gpus % others.gpus:
             raise StrategyError(
                 f"strategy: degrees of '{text}' multiply to {others.gpus}, which does not divide "
-                f"{gpus} GPUs"
+                f"{gpus} GPUs (valid: degrees other than dp multiplying to {_divisors_text(gpus)}; dp takes the rest)"
             )
         fields["dp"] = gpus // others.gpus
     if "schedule" in fields and fields.get("pp", 1) == 1 and fields.get("mp", 1) == 1:
@@ -213,3 +214,13 @@ def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
             f"(e.g. dp={gpus}, or choose degrees whose product is {gpus})"
         )
     return s
+
+
+def _divisors_text(n: int, most: int = 12) -> str:
+    """The divisors of ``n`` as 'a, b or c' (the first ``most`` and the largest when there are more)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    divs = sorted(set(small + [n // d for d in small]))
+    if len(divs) > most:
+        divs = divs[: most - 1] + [n]
+        return ", ".join(map(str, divs[:-1])) + f", ... or {n}"
+    return ", ".join(map(str, divs[:-1])) + f" or {n}" if len(divs) > 1 else str(n)

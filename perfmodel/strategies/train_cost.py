@@ -88,7 +88,8 @@ class TrainingEstimate:
         return d
 
     def text(self) -> str:
-        out = f"time to train {self.epochs:g} epochs of {self.dataset_size:,} samples ({self.steps:,} steps): "
+        epochs = f"{self.epochs:g} epoch{'' if self.epochs == 1 else 's'}"
+        out = f"time to train {epochs} of {self.dataset_size:,} samples ({self.steps:,} steps): "
         out += human_duration(self.time_s)
         if self.time_interval_s is not None:
             lo, hi = self.time_interval_s

@@ -29,6 +29,7 @@ __all__ = [
     "mape",
     "DEFINITIONS",
     "speedup_key",
+    "UNPRICED_ROLE",
 ]
 
 #: ``single-gpu``: one fit per (profile, precision) pooled over every network's 1-GPU rows;
@@ -78,6 +79,10 @@ DEFINITIONS = {
         "the optimizer's update and state (perfmodel.validation.step_scope)"
     ),
 }
+
+
+#: the role of a row the model cannot price (no batch stated, or an error): counted as "without prediction"
+UNPRICED_ROLE = "not priced"
 
 
 @dataclass(frozen=True)
@@ -259,15 +264,8 @@ def compare_rows(
         scale = scales.get(row_id(m), 1.0)
         calibrated = row_id(m) in scales or (m.hardware in profiles and _fitted(profiles[m.hardware], m.precision))
         if not m.has_batch:
-            results.append(
-                RowResult(
-                    m,
-                    None,
-                    "the source states no batch size for this run (see the row's notes)",
-                    role,
-                    calibrated,
-                )
-            )
+            reason = "the source states no batch size for this run (see the row's notes)"
+            results.append(RowResult(m, None, reason, _unpriced(role), calibrated))
             continue
         key = (m.model, m.image_size, m.hardware, m.precision, m.optimizer, m.strategy_text,
                m.gpus, m.batch_per_gpu, m.global_batch, scale, cudnn_major_of(m), memory_format_of(m), fusion_of(m),
@@ -281,7 +279,7 @@ def compare_rows(
                 priced[key] = f"cannot be priced: {e}"
         p = priced[key]
         if isinstance(p, str):
-            results.append(RowResult(m, None, p, role, calibrated))
+            results.append(RowResult(m, None, p, _unpriced(role), calibrated))
             continue
         reason = (
             (CPU_REASON if role == CPU_ROLE else "")
@@ -295,6 +293,11 @@ def compare_rows(
             RowResult(m, p.throughput_samples_per_s, reason, role, calibrated, p.fits_in_memory)
         )
     return _with_speedups(results)
+
+
+def _unpriced(role: str) -> str:
+    """A row without a price is neither scored nor fitted: its role says so (a CPU run stays one)."""
+    return role if role == CPU_ROLE else UNPRICED_ROLE
 
 
 def _fitted(hw: Hardware, precision: str) -> bool:
