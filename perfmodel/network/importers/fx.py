@@ -12,6 +12,7 @@ from ..graph import Network
 from ..layers import Shape
 from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, per_sample
 from .fx_ops import Ctx, creates_constant, function_layer, function_name, module_layer, runs_for_real
+from .fx_transformer import tracer_class
 from .strides import attention_out_strides, view_strides
 
 __all__ = ["import_module", "TORCH_MISSING"]
@@ -111,8 +112,11 @@ def _call(make: Callable[[], Any], name: str) -> Any:
 
 
 def _trace(torch: Any, model: Any, name: str) -> Any:
+    """The module's graph, torch's transformer modules traced through (:mod:`.fx_transformer`)."""
     try:
-        return torch.fx.Tracer().trace(model)
+        return tracer_class(torch)().trace(model)
+    except UnsupportedOp as e:
+        raise UnsupportedOp(f"{name}: {e}") from None
     except Exception as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise DataError(f"{name}: torch.fx cannot trace it: {type(e).__name__}: {msg}") from None
@@ -135,7 +139,7 @@ def _line_of(torch: Any, model: Any, err: Exception) -> str:
         return ""
     node_name = m.group(1) or m.group(2)
     try:
-        tracer = torch.fx.Tracer()
+        tracer = tracer_class(torch)()
         tracer.record_stack_traces = True
         graph = tracer.trace(model)
     except Exception:

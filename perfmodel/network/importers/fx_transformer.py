@@ -1,0 +1,147 @@
+"""The torch.fx tracer that reads torch's transformer layers as the training-mode bodies they run.
+
+``nn.TransformerEncoderLayer``, ``nn.TransformerDecoderLayer``, their stacks
+``nn.TransformerEncoder`` / ``nn.TransformerDecoder`` and ``nn.Transformer`` live in ``torch.nn``,
+so torch.fx's default tracer keeps each as one opaque node, and their ``forward`` cannot be traced
+through: before computing anything it checks the inputs for the inference fast path
+(``src.dim()``, ``src.is_nested``, the masks' dtypes), Python control flow on traced values.
+
+In training that check always declines the fast path ("training is enabled", torch's
+``why_not_sparsity_fast_path``), and what runs is the layer's own blocks, in the order its
+``norm_first`` flag gives (``torch/nn/modules/transformer.py``, the layer's ``forward`` after
+``x = src``; Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture", for the
+post-LN and pre-LN orders):
+
+* encoder layer, post-LN: ``x = norm1(x + _sa_block(x))``, ``x = norm2(x + _ff_block(x))``;
+  pre-LN: ``x = x + _sa_block(norm1(x))``, ``x = x + _ff_block(norm2(x))``;
+* decoder layer: the same with a cross-attention block ``_mha_block(x, memory)`` between the two,
+  normalised by ``norm2`` (``norm3`` after the feed-forward block);
+* a stack: each layer in turn, then its optional final ``norm``; ``nn.Transformer``: the encoder
+  over ``src``, the decoder over ``tgt`` with the encoder's output as memory.
+
+:func:`tracer_class`'s tracer traces those bodies in place of the ``forward``, calling the layer's
+own ``_sa_block`` / ``_mha_block`` / ``_ff_block`` methods, so every ``nn.MultiheadAttention``,
+``nn.Linear``, ``nn.Dropout`` and ``nn.LayerNorm`` inside is a node of its own under the layer's
+path. Masks and ``is_causal`` are not read (the attention reader prices unmasked attention only):
+a call that passes one is refused in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .emit import UnsupportedOp
+
+__all__ = ["TRANSFORMER_MODULES", "tracer_class"]
+
+#: The torch.nn transformer modules traced through as their training-mode bodies.
+TRANSFORMER_MODULES = ("TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+                       "TransformerDecoder", "Transformer")
+
+
+def tracer_class(torch: Any) -> type:
+    """A ``torch.fx.Tracer`` subclass that traces torch's transformer modules through their
+    training-mode bodies (module docstring); built on the caller's torch, which perfmodel imports lazily."""
+
+    class TransformerTracer(torch.fx.Tracer):  # type: ignore[misc,name-defined]
+        """torch.fx's tracer with the transformer modules read as their bodies (module docstring)."""
+
+        def is_leaf_module(self, m: Any, qualname: str) -> bool:
+            if type(m).__name__ in TRANSFORMER_MODULES and type(m).__module__.startswith("torch.nn"):
+                return False
+            return bool(super().is_leaf_module(m, qualname))
+
+        def call_module(self, m: Any, forward: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+            body = _BODIES.get(type(m).__name__) if type(m).__module__.startswith("torch.nn") else None
+            if body is None:
+                return super().call_module(m, forward, args, kwargs)
+            try:
+                return super().call_module(m, lambda *a, **k: body(m, *a, **k), args, kwargs)
+            except _Masked as e:  # named where it is, by the module that was called with it
+                raise UnsupportedOp(f"nn.{type(m).__name__} at module '{self.path_of_module(m)}': {e}") from None
+
+    return TransformerTracer
+
+
+
+class _Masked(UnsupportedOp):
+    """A transformer module called with a mask or a causal flag (located by the tracer)."""
+
+
+def _unmasked(m: Any, **given: Any) -> None:
+    """Refuse masks and causal flags, which the attention reader does not price."""
+    named = [k for k, v in given.items() if v is not None and v is not False]
+    if named:
+        raise _Masked(f"{', '.join(named)} not read (perfmodel prices unmasked attention; call it without "
+                      f"{' or '.join(named)})")
+
+
+def _encoder_layer(m: Any, src: Any, src_mask: Any = None, src_key_padding_mask: Any = None,
+                   is_causal: bool = False) -> Any:
+    """``nn.TransformerEncoderLayer`` in training (module docstring)."""
+    _unmasked(m, src_mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+    x = src
+    if m.norm_first:
+        x = x + m._sa_block(m.norm1(x), None, None)
+        return x + m._ff_block(m.norm2(x))
+    x = m.norm1(x + m._sa_block(x, None, None))
+    return m.norm2(x + m._ff_block(x))
+
+
+def _decoder_layer(m: Any, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None,
+                   tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
+                   tgt_is_causal: bool = False, memory_is_causal: bool = False) -> Any:
+    """``nn.TransformerDecoderLayer`` in training (module docstring)."""
+    _unmasked(m, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+              memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+              memory_is_causal=memory_is_causal)
+    x = tgt
+    if m.norm_first:
+        x = x + m._sa_block(m.norm1(x), None, None)
+        x = x + m._mha_block(m.norm2(x), memory, None, None)
+        return x + m._ff_block(m.norm3(x))
+    x = m.norm1(x + m._sa_block(x, None, None))
+    x = m.norm2(x + m._mha_block(x, memory, None, None))
+    return m.norm3(x + m._ff_block(x))
+
+
+def _encoder(m: Any, src: Any, mask: Any = None, src_key_padding_mask: Any = None,
+             is_causal: bool | None = None) -> Any:
+    """``nn.TransformerEncoder``: its layers in turn, then its final norm if it has one."""
+    _unmasked(m, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+    x = src
+    for layer in m.layers:
+        x = layer(x)
+    return m.norm(x) if m.norm is not None else x
+
+
+def _decoder(m: Any, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: Any = None,
+             tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
+             tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> Any:
+    """``nn.TransformerDecoder``: its layers in turn over ``memory``, then its final norm."""
+    _unmasked(m, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+              memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
+              memory_is_causal=memory_is_causal)
+    x = tgt
+    for layer in m.layers:
+        x = layer(x, memory)
+    return m.norm(x) if m.norm is not None else x
+
+
+def _transformer(m: Any, src: Any, tgt: Any, src_mask: Any = None, tgt_mask: Any = None, memory_mask: Any = None,
+                 src_key_padding_mask: Any = None, tgt_key_padding_mask: Any = None,
+                 memory_key_padding_mask: Any = None, src_is_causal: bool | None = None,
+                 tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> Any:
+    """``nn.Transformer``: the encoder over ``src``, the decoder over ``tgt`` and its output."""
+    _unmasked(m, src_mask=src_mask, tgt_mask=tgt_mask, memory_mask=memory_mask,
+              src_key_padding_mask=src_key_padding_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+              memory_key_padding_mask=memory_key_padding_mask, src_is_causal=src_is_causal,
+              tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+    return m.decoder(tgt, m.encoder(src))
+
+
+_BODIES: dict[str, Callable[..., Any]] = {
+    "TransformerEncoderLayer": _encoder_layer, "TransformerDecoderLayer": _decoder_layer,
+    "TransformerEncoder": _encoder, "TransformerDecoder": _decoder, "Transformer": _transformer,
+}
