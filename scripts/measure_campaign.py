@@ -13,6 +13,15 @@ its budget. ``run`` (on the GPU) appends each finished run to ``DIR/steps.csv`` 
 ``perfmodel validate`` measurement row per run) and ``DIR/layers.csv`` (per-layer medians) as it
 goes, so a run killed at its limit keeps what it finished; runs that fail (out of memory) go to
 ``DIR/failed.csv``. ``--done`` skips the runs a previous ``steps.csv`` already holds.
+
+    python scripts/measure_campaign.py profile --out DIR [--batch 128]
+
+``profile`` (on the GPU, first: a minute) sums each kernel's GPU time over a few whole training
+steps of :data:`PROFILES` (``perfmodel.validation.kernel_profile``), to ``DIR/kernels.csv`` (per
+kernel name: its class, calls and seconds per step) and ``DIR/kernel_classes.csv`` (per class:
+seconds and share of the step): ResNet-50 in AMP and TF32, NCHW and NHWC, which says where the
+NCHW AMP step's time goes that perfmodel does not price (``perfmodel/data/MEASUREMENTS.md``,
+"The same harness on the A100").
 """
 
 from __future__ import annotations
@@ -40,6 +49,11 @@ STEP_BATCHES = (128, 1, 256, 8, 64)
 VOLUME_BATCH_DIVISOR = 16
 #: Seconds of host time per timed layer call (launch, two CUDA events, synchronise), for the estimate.
 PER_LAYER_CALL_S = 60e-6
+
+
+#: (model, precision, memory format) of the kernel profiles, in the order wanted.
+PROFILES = (("resnet50", "amp", "nchw"), ("resnet50", "amp", "nhwc"), ("resnet50", "tf32", "nchw"),
+            ("resnet50", "tf32", "nhwc"), ("efficientnet_b0", "amp", "nchw"), ("vgg16", "amp", "nchw"))
 
 
 def _key(model: str, batch: int, precision: str, fmt: str, layers: bool) -> str:
@@ -174,6 +188,33 @@ def run_plan(plan: list[dict[str, Any]], out: Path, budget_s: float, done: set[s
     print(f"ran {ran}, left for lack of time {skipped}, in {time.monotonic() - t0:.0f} s", flush=True)
 
 
+def run_profiles(profiles: tuple[tuple[str, str, str], ...], batch: int, out: Path, device: str) -> None:
+    """Profile each (model, precision, format) of ``profiles`` at ``batch`` (module docstring)."""
+    import torch
+
+    from perfmodel.validation.kernel_profile import class_totals, profile_step
+
+    out.mkdir(parents=True, exist_ok=True)
+    _environment(out, device)
+    for model, precision, fmt in profiles:
+        key = f"{model}/{batch}/{precision}/{fmt}/profile"
+        try:
+            rows = profile_step(model, batch, precision, fmt, device)
+        except Exception as e:  # out of memory: note it and go on
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            _append(out / "failed.csv", {"key": key, "error": first})
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            continue
+        for r in rows:
+            _append(out / "kernels.csv", {"key": key, "kernel": r.name, "class": r.kind,
+                                          "calls_per_step": r.calls, "seconds_per_step": r.seconds})
+        for kind, (sec, share) in class_totals(rows).items():
+            _append(out / "kernel_classes.csv", {"key": key, "class": kind, "seconds_per_step": sec,
+                                                 "share": round(share, 6)})
+        print(f"{key}: {sum(r.seconds for r in rows) * 1e3:.1f} ms of kernels per step", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -188,7 +229,16 @@ def main() -> None:
     r.add_argument("--done", type=Path, nargs="*", default=[])
     r.add_argument("--device", default="cuda", help="cuda, or cpu to try the script")
     r.add_argument("--only", nargs="*", default=None, help="run only these models")
+    f = sub.add_parser("profile")
+    f.add_argument("--out", type=Path, required=True)
+    f.add_argument("--batch", type=int, default=128)
+    f.add_argument("--device", default="cuda", help="cuda, or cpu to try the script (fp32 only)")
     a = ap.parse_args()
+    if a.cmd == "profile":
+        gpu = a.device == "cuda"
+        run_profiles(PROFILES if gpu else tuple((m, "fp32", fmt) for m, _, fmt in PROFILES[:2]), a.batch,
+                     a.out, a.device)
+        return
     if a.cmd == "plan":
         runs = make_plan(a.hardware, a.models or model_names())
         a.output.parent.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,12 @@ runs them and re-exports their public names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import UsageError
-from ..network import get_model
+from ..network import Network, get_model
 from .measure_env import device_name, environment
 from .measure_result import LayerTiming, MeasureResult
 from .measure_timing import layer_timings, make_timer, median_time, precision_context
@@ -36,6 +39,7 @@ __all__ = [
     "module_to_memory_format",
     "to_memory_format",
     "measure",
+    "training_step",
     "DEVICES",
     "TORCH_MISSING",
 ]
@@ -69,23 +73,9 @@ def measure(
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("measure: --device cuda but torch sees no CUDA device (use --device cpu)")
     net = get_model(model, image_size)
-    ctx = precision_context(torch, device, precision)
     timer = make_timer(torch, device)
     dev = torch.device(device)
-    torch.manual_seed(0)
-    module = module_to_memory_format(torch, build_module(net, torch).to(dev), memory_format)
-    module.train()
-    opt = torch.optim.SGD(module.parameters(), lr=1e-3, momentum=0.9)
-    x = to_memory_format(torch, torch.randn(batch, *net.input_shape, device=dev), memory_format)
-
-    def step() -> None:
-        with ctx:
-            out = module(x)
-        loss = out.float().sum()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
+    step = training_step(torch, net, dev, precision, batch, memory_format)
     step_s, step_ts = median_time(timer, step, warmup, steps)
     timings = (
         layer_timings(net, torch, dev, device, precision, batch, timer, warmup, steps, memory_format)
@@ -106,3 +96,26 @@ def measure(
         tuple(timings),
         {**environment(torch, device), "memory_format": memory_format},
     )
+
+
+def training_step(torch: Any, net: Network, dev: Any, precision: str, batch: int,
+                  memory_format: str = DEFAULT_MEMORY_FORMAT) -> Callable[[], None]:
+    """One training step of ``net`` on ``dev`` as a call: forward under ``precision``'s autocast,
+    a sum loss, backward, an SGD-with-momentum step and ``zero_grad``, on a fixed random batch in
+    ``memory_format`` (what :func:`measure` times as the step)."""
+    ctx = precision_context(torch, dev.type, precision)
+    torch.manual_seed(0)
+    module = module_to_memory_format(torch, build_module(net, torch).to(dev), memory_format)
+    module.train()
+    opt = torch.optim.SGD(module.parameters(), lr=1e-3, momentum=0.9)
+    x = to_memory_format(torch, torch.randn(batch, *net.input_shape, device=dev), memory_format)
+
+    def step() -> None:
+        with ctx:
+            out = module(x)
+        loss = out.float().sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
