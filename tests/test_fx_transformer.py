@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 import torch_nets as T  # noqa: E402
 from cli_helpers import run_main  # noqa: E402
-from torch_nets import DispatchedOps  # noqa: E402
+from torch_nets import DispatchedOps, read_kernels  # noqa: E402
 
 from perfmodel import predict  # noqa: E402
 from perfmodel.network import Network, compile_counts  # noqa: E402
@@ -87,12 +87,7 @@ def _eager(model: Any) -> Counter[str]:
 
 
 def _read(net: Network) -> Counter[str]:
-    c: Counter[str] = Counter({k: 0 for k in set(_EAGER.values())})
-    for la in net.layers:
-        kind = "copy" if la.kind == "view" and la.attr("copy") else _READ.get(la.kind)
-        if kind:
-            c[kind] += 1
-    return c
+    return read_kernels(net, _READ, set(_EAGER.values()))
 
 
 CASES = [("encoder_layer", False, True), ("encoder_layer", True, True), ("encoder_layer", False, False),

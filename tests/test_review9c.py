@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cli_helpers import run_main  # noqa: E402
-from torch_nets import DispatchedOps  # noqa: E402
+from torch_nets import DispatchedOps, read_kernels  # noqa: E402
 
 from perfmodel import predict  # noqa: E402
 from perfmodel.network import Network  # noqa: E402
@@ -36,12 +36,7 @@ def _eager(model: Any) -> Counter[str]:
 
 
 def _read(net: Network) -> Counter[str]:
-    c: Counter[str] = Counter({k: 0 for k in set(_EAGER.values())})
-    for la in net.layers:
-        kind = "copy" if la.kind == "view" and la.attr("copy") else _READ.get(la.kind)
-        if kind:
-            c[kind] += 1
-    return c
+    return read_kernels(net, _READ, set(_EAGER.values()))
 
 
 class Cross(nn.Module):  # type: ignore[misc,name-defined]

@@ -337,3 +337,15 @@ class DispatchedOps(TorchDispatchMode):  # type: ignore[misc]
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         self.ops[func.overloadpacket.__name__] += 1
         return func(*args, **(kwargs or {}))
+
+
+def read_kernels(net: Any, kinds: dict[str, str], keys: set[str]) -> Counter[str]:
+    """The imported ``net``'s layers counted by ``kinds`` (layer kind -> the eager oracle's name;
+    a view that copies counts as ``copy``), every one of ``keys`` present: what
+    :class:`DispatchedOps` counts of eager PyTorch, read off the IR."""
+    c: Counter[str] = Counter({k: 0 for k in keys})
+    for la in net.layers:
+        kind = "copy" if la.kind == "view" and la.attr("copy") else kinds.get(la.kind)
+        if kind:
+            c[kind] += 1
+    return c
