@@ -162,3 +162,88 @@ def test_masks_are_refused_in_one_line(tmp_path: Any, capsys: pytest.CaptureFixt
     err = err.strip()
     assert code == 1 and len(err.splitlines()) == 1
     assert "nn.TransformerEncoderLayer at module 'body': src_mask not read" in err
+
+
+class SeqFirst(nn.Module):  # type: ignore[misc,name-defined]
+    """A sequence-first stack (torch's default layout) pooled over the sequence: ``mean(0)`` and a
+    ``cat`` along the sequence, dimension 0 of a ``(T, N, D)`` tensor, not the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0), 2)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: Any) -> Any:
+        y = self.body(x.transpose(0, 1))
+        return self.head(torch.cat((y, y), 0).mean(0))
+
+
+def test_sequence_first_reductions_and_concatenations_are_over_the_sequence() -> None:
+    net = import_module(SeqFirst, "seq", SHAPE)
+    assert net.params == T.torch_params(SeqFirst())
+    assert [la.out_shape for la in net.layers if la.kind in ("concat", "mean")] == [(24, 32), (32,)]
+    assert _read(net) == _eager(SeqFirst())
+
+
+class BatchFirstInput(nn.Module):  # type: ignore[misc,name-defined]
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.TransformerEncoderLayer(32, 4, 64)  # batch_first=False, fed (N, T, D)
+
+    def forward(self, x: Any) -> Any:
+        return self.body(x)
+
+
+class Subclass(nn.TransformerEncoderLayer):  # type: ignore[misc,name-defined]
+    """A user's subclass that keeps torch's forward."""
+
+
+class BadKeyword(nn.Module):  # type: ignore[misc,name-defined]
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+
+    def forward(self, x: Any) -> Any:
+        return self.body(x, src_mak=None)
+
+
+class PaddingMask(nn.Module):  # type: ignore[misc,name-defined]
+    def __init__(self) -> None:
+        super().__init__()
+        self.att = nn.MultiheadAttention(32, 4, batch_first=True)
+        self.register_buffer("pad", torch.zeros(2, 12, dtype=torch.bool))
+
+    def forward(self, x: Any) -> Any:
+        return self.att(x, x, x, self.pad, False)[0]
+
+
+def test_a_subclass_that_keeps_forward_reads_as_its_base() -> None:
+    sub = import_module(lambda: Subclass(32, 4, 64, batch_first=True), "sub", SHAPE)
+    base = import_module(lambda: nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), "base", SHAPE)
+    assert [(la.kind, la.out_shape) for la in sub.layers] == [(la.kind, la.out_shape) for la in base.layers]
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    (BatchFirstInput, "batch_first=False reads (sequence, batch, embedding), but its input is batch-first"),
+    (BadKeyword, "nn.TransformerEncoderLayer at module 'body': got an unexpected keyword argument 'src_mak'"),
+    (PaddingMask, "only activation inputs without masks"),
+])
+def test_misuse_is_one_clear_error(make: Any, says: str) -> None:
+    from perfmodel.errors import DataError
+
+    with pytest.raises(DataError) as e:
+        import_module(make, "m", SHAPE)
+    assert says in str(e.value) and "\n" not in str(e.value) and "_encoder_layer" not in str(e.value)
+
+
+def test_building_a_stack_prints_no_fast_path_warning(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "preln.py"
+    src.write_text("from torch import nn\n\n"
+                   "def build():\n"
+                   "    return nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, norm_first=True, "
+                   "batch_first=True), 2)\n",
+                   encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # a warning torch would print fails the test
+        code, _, err = run_main(["show", f"{src}:build", "--input-shape", "12,32"], capsys)
+    assert code == 0 and "enable_nested_tensor" not in err

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ...errors import DataError
@@ -37,7 +39,7 @@ def import_module(make: Callable[[], Any], name: str, input_shape: Shape, source
     """
     torch = _torch()
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), _quiet_construction():
             model = make()
         device = "meta"
     except Exception:  # some constructors need real tensors: build it for real
@@ -104,9 +106,19 @@ def _run_error(name: str, shape: Shape, e: Exception) -> DataError:
                      " (see --input-shape / --image-size)")
 
 
+@contextmanager
+def _quiet_construction() -> Iterator[None]:
+    """Silence torch's hint, at a transformer stack's construction, that its inference fast path
+    (nested tensors) is off: perfmodel prices training, which never takes that path."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="enable_nested_tensor is True", category=UserWarning)
+        yield
+
+
 def _call(make: Callable[[], Any], name: str) -> Any:
     try:
-        return make()
+        with _quiet_construction():
+            return make()
     except Exception as e:
         raise DataError(f"{name}: building the model failed: {type(e).__name__}: {e}") from None
 

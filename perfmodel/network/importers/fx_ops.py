@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import DataError
-from .emit import Const, Emitter, UnsupportedOp, operand_shape
+from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, operand_shape
 from .mha import MhaCall, emit_self_attention, emit_separate_attention
 from .strides import rows_copy, seq_first_copy
 
@@ -68,6 +68,17 @@ class Ctx:
     def out_shape(self) -> tuple[int, ...]:
         return self.ps(self.result)
 
+    def sample_dim(self, dim: int) -> int | None:
+        """The per-sample index of full-rank dimension ``dim`` of the first activation argument, or
+        None for its batch dimension: the first of extent ``TRACE_BATCH``, as :func:`.emit.per_sample`
+        finds it (dimension 1 of a sequence-first tensor), else dimension 0 folding the batch in."""
+        d = dim % self.rank
+        shape = tuple(self.first.shape) if self.first is not None else (TRACE_BATCH,)
+        if TRACE_BATCH not in shape:  # the batch folded into dimension 0, which keeps its place
+            return None if d == 0 else d
+        b = shape.index(TRACE_BATCH)
+        return None if d == b else d - (d > b)
+
     def view(self, x: str) -> str:
         return self.emit("view", x, self.out_shape())
 
@@ -94,9 +105,10 @@ def _reduced(c: Ctx, x: str) -> tuple[int, ...]:
     keep = bool(_value(c.arg(2, "keepdim", False)))
     if dims is None:
         raise UnsupportedOp(f"operator mean at {c.where}: a reduction over the batch dimension")
-    dims = {(d % c.rank) - 1 for d in ((dims,) if isinstance(dims, int) else dims)}
-    if -1 in dims:
+    mapped = {c.sample_dim(d) for d in ((dims,) if isinstance(dims, int) else dims)}
+    if None in mapped:
         raise UnsupportedOp(f"operator mean at {c.where}: a reduction over the batch dimension")
+    dims = {d for d in mapped if d is not None}
     out = tuple(1 if i in dims else e for i, e in enumerate(ins)) if keep else \
         tuple(e for i, e in enumerate(ins) if i not in dims)
     return out or (1,)
@@ -192,8 +204,11 @@ def _mha(c: Ctx, mod: Any) -> tuple[str, Any]:
     """``nn.MultiheadAttention`` (self- or cross-attention, packed or separate projections); a
     packed self-attention is what eager PyTorch runs for it (:mod:`.mha`)."""
     q, k, v = (c.arg(i, key) for i, key in enumerate(("query", "key", "value")))
-    if not all(isinstance(t, str) for t in (q, k, v)) or c.kwargs.get("attn_mask") is not None:
+    given = [_value(c.arg(i, key)) for i, key in ((3, "key_padding_mask"), (5, "attn_mask"), (7, "is_causal"))]
+    masked = any(g is not None and g is not False for g in given)
+    if not all(isinstance(t, str) for t in (q, k, v)) or masked:
         raise UnsupportedOp(f"operator nn.MultiheadAttention at {c.where}: only activation inputs without masks")
+    _sequence_first(c, mod, (q, k))
     need_weights = c.kwargs.get("need_weights", True) if len(c.args) < 5 else c.args[4]
     average = c.kwargs.get("average_attn_weights", True) if len(c.args) < 7 else c.args[6]
     bias = mod.in_proj_bias is not None
@@ -210,6 +225,18 @@ def _mha(c: Ctx, mod: Any) -> tuple[str, Any]:
     packed_kv = k == v and mod._qkv_same_embed_dim
     out, weights = emit_separate_attention(c.em, c.path, c.name, (q, k, v), (lq, lk), a, (cq, ck, cv), packed_kv)
     return out, weights if weights is not None else Const(None)
+
+
+def _sequence_first(c: Ctx, mod: Any, refs: tuple[str, ...]) -> None:
+    """Refuse a ``batch_first=False`` attention fed batch-first tensors: it reads ``(L, N, E)``, so
+    eager PyTorch would attend over the batch, mixing the samples (no per-sample cost)."""
+    for t in refs:
+        f = c.traced.get(t)
+        if mod.batch_first or f is None or f.dim() != 3 or f.shape[0] != TRACE_BATCH or f.shape[1] == TRACE_BATCH:
+            continue
+        raise UnsupportedOp(f"operator nn.MultiheadAttention at {c.where}: batch_first=False reads (sequence, "
+                            f"batch, embedding), but its input is batch-first (traced {tuple(f.shape)}): eager "
+                            f"PyTorch would attend across the samples; pass batch_first=True or transpose(0, 1) it")
 
 
 def _swin(c: Ctx, x: str) -> str:
@@ -268,9 +295,10 @@ def _cat(c: Ctx) -> str:
     items = list(c.arg(0, "tensors"))
     dim = int(c.arg(1, "dim", 0))
     rank = c.rank
-    d = (dim % rank) - 1
-    if d < 0:
+    sd = c.sample_dim(dim)
+    if sd is None:
         raise UnsupportedOp(f"operator cat at {c.where}: concatenating along the batch dimension")
+    d = sd
     acts = _acts(items)
     consts = [t for t in items if isinstance(t, Const)]
     extent = sum(operand_shape(k, rank)[d] for k in consts)

@@ -23,46 +23,78 @@ post-LN and pre-LN orders):
 own ``_sa_block`` / ``_mha_block`` / ``_ff_block`` methods, so every ``nn.MultiheadAttention``,
 ``nn.Linear``, ``nn.Dropout`` and ``nn.LayerNorm`` inside is a node of its own under the layer's
 path. Masks and ``is_causal`` are not read (the attention reader prices unmasked attention only):
-a call that passes one is refused in one line.
+a call that passes one is refused in one line, as is a call with arguments the module's ``forward``
+does not take. A subclass that overrides ``forward`` is traced as written.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from .emit import UnsupportedOp
 
-__all__ = ["TRANSFORMER_MODULES", "tracer_class"]
-
-#: The torch.nn transformer modules traced through as their training-mode bodies.
-TRANSFORMER_MODULES = ("TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-                       "TransformerDecoder", "Transformer")
+__all__ = ["tracer_class"]
 
 
 def tracer_class(torch: Any) -> type:
-    """A ``torch.fx.Tracer`` subclass that traces torch's transformer modules through their
-    training-mode bodies (module docstring); built on the caller's torch, which perfmodel imports lazily."""
+    """A ``torch.fx.Tracer`` subclass that traces torch's transformer modules (and subclasses that
+    keep their ``forward``) through their training-mode bodies (module docstring); built on the
+    caller's torch, which perfmodel imports lazily."""
+    classes = {getattr(torch.nn, name): body for name, body in _BODIES.items()}
+
+    def body_of(m: Any) -> Callable[..., Any] | None:
+        for cls, body in classes.items():
+            if isinstance(m, cls) and type(m).forward is cls.forward:
+                return body
+        return None
 
     class TransformerTracer(torch.fx.Tracer):  # type: ignore[misc,name-defined]
         """torch.fx's tracer with the transformer modules read as their bodies (module docstring)."""
 
         def is_leaf_module(self, m: Any, qualname: str) -> bool:
-            if type(m).__name__ in TRANSFORMER_MODULES and type(m).__module__.startswith("torch.nn"):
-                return False
-            return bool(super().is_leaf_module(m, qualname))
+            return body_of(m) is None and bool(super().is_leaf_module(m, qualname))
+
+        def trace(self, root: Any, concrete_args: Any = None) -> Any:
+            """The graph of ``root``; a transformer module as the whole network is traced through
+            its body over its one input (tracing reads the class's ``forward``, so the root's class
+            is swapped for one whose ``forward`` is the body while it traces)."""
+            body = body_of(root) if isinstance(root, torch.nn.Module) else None
+            if body is None:
+                return super().trace(root, concrete_args)
+            cls = type(root)
+
+            def forward(m: Any, x: Any) -> Any:
+                return body(m, x)
+
+            root.__class__ = type(cls.__name__, (cls,), {"forward": forward})
+            try:
+                return super().trace(root, concrete_args)
+            finally:
+                root.__class__ = cls
 
         def call_module(self, m: Any, forward: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-            body = _BODIES.get(type(m).__name__) if type(m).__module__.startswith("torch.nn") else None
+            body = body_of(m)
             if body is None:
                 return super().call_module(m, forward, args, kwargs)
+            where = f"{_named(m)} at module '{self.path_of_module(m)}'"
+            try:
+                inspect.signature(body).bind(m, *args, **kwargs)
+            except TypeError as e:  # the arguments its forward does not take, named as torch would
+                raise UnsupportedOp(f"{where}: {e}") from None
             try:
                 return super().call_module(m, lambda *a, **k: body(m, *a, **k), args, kwargs)
             except _Masked as e:  # named where it is, by the module that was called with it
-                raise UnsupportedOp(f"nn.{type(m).__name__} at module '{self.path_of_module(m)}': {e}") from None
+                raise UnsupportedOp(f"{where}: {e}") from None
 
     return TransformerTracer
 
+
+def _named(m: Any) -> str:
+    """``nn.TransformerEncoderLayer``, or a subclass's own name."""
+    cls = type(m)
+    return f"nn.{cls.__name__}" if cls.__module__.startswith("torch.nn") else cls.__name__
 
 
 class _Masked(UnsupportedOp):
