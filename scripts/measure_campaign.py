@@ -188,21 +188,25 @@ def run_plan(plan: list[dict[str, Any]], out: Path, budget_s: float, done: set[s
     print(f"ran {ran}, left for lack of time {skipped}, in {time.monotonic() - t0:.0f} s", flush=True)
 
 
-def run_profiles(profiles: tuple[tuple[str, str, str], ...], batch: int, out: Path, device: str) -> None:
-    """Profile each (model, precision, format) of ``profiles`` at ``batch`` (module docstring)."""
+def run_profiles(profiles: tuple[tuple[str, str, str], ...], batch: int, out: Path, device: str) -> int:
+    """Profile each (model, precision, format) of ``profiles`` at ``batch`` (module docstring);
+    the number that failed, each also printed and kept in ``DIR/failed.csv``."""
     import torch
 
     from perfmodel.validation.kernel_profile import class_totals, profile_step
 
     out.mkdir(parents=True, exist_ok=True)
     _environment(out, device)
+    failed = 0
     for model, precision, fmt in profiles:
         key = f"{model}/{batch}/{precision}/{fmt}/profile"
         try:
             rows = profile_step(model, batch, precision, fmt, device)
-        except Exception as e:  # out of memory: note it and go on
+        except Exception as e:  # out of memory: say so, note it and go on
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
             _append(out / "failed.csv", {"key": key, "error": first})
+            print(f"{key}: failed: {first}", flush=True)
+            failed += 1
             if device == "cuda":
                 torch.cuda.empty_cache()
             continue
@@ -213,6 +217,7 @@ def run_profiles(profiles: tuple[tuple[str, str, str], ...], batch: int, out: Pa
             _append(out / "kernel_classes.csv", {"key": key, "class": kind, "seconds_per_step": sec,
                                                  "share": round(share, 6)})
         print(f"{key}: {sum(r.seconds for r in rows) * 1e3:.1f} ms of kernels per step", flush=True)
+    return failed
 
 
 def main() -> None:
@@ -235,10 +240,12 @@ def main() -> None:
     f.add_argument("--device", default="cuda", help="cuda, or cpu to try the script (fp32 only)")
     a = ap.parse_args()
     if a.cmd == "profile":
+        if a.batch < 1:
+            ap.error(f"--batch must be >= 1, got {a.batch}")
         gpu = a.device == "cuda"
-        run_profiles(PROFILES if gpu else tuple((m, "fp32", fmt) for m, _, fmt in PROFILES[:2]), a.batch,
-                     a.out, a.device)
-        return
+        failed = run_profiles(PROFILES if gpu else tuple((m, "fp32", fmt) for m, _, fmt in PROFILES[:2]),
+                              a.batch, a.out, a.device)
+        sys.exit(1 if failed else 0)
     if a.cmd == "plan":
         runs = make_plan(a.hardware, a.models or model_names())
         a.output.parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import load_file
 
-from perfmodel.errors import UsageError
+from perfmodel.errors import DataError, UsageError
 from perfmodel.validation.kernel_profile import KERNEL_CLASSES, KernelTime, class_totals, classify
 
 campaign = load_file("scripts/measure_campaign.py", "measure_campaign")
@@ -43,6 +43,14 @@ NAMED = [
     ("aten::native_batch_norm_backward", "batch_norm"),
     ("aten::addmm", "gemm"),
     ("aten::clamp_min", "elementwise"),
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "gemm"),  # Hopper cuBLAS
+    ("splitKreduce_kernel", "gemm"),
+    ("void cudnn::engines_precompiled::nhwcAddPaddingKernel<__half, __half, float, true>", "transpose"),
+    ("void cudnn::ops::nhwcToFoldedNhwcKernel<__half>", "transpose"),
+    ("aten::slow_conv_transpose2d", "convolution"),
+    ("aten::im2col", "convolution"),
+    ("void flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::half_t>>", "attention"),
+    ("fmha_cutlassF_f16_aligned_64x64_rf_sm80", "attention"),
     ("something_new_kernel", "other"),
 ]
 
@@ -63,8 +71,9 @@ def test_class_totals_add_up_and_come_largest_first() -> None:
     assert list(totals) == ["convolution", "transpose"]
     assert totals["convolution"] == pytest.approx((4e-3, 0.8))
     assert sum(share for _, share in totals.values()) == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="negative"):
-        KernelTime("d", "other", -1, 0.0)
+    for calls, secs in ((-1, 0.0), (1, float("nan"))):
+        with pytest.raises(DataError, match="must be finite and >= 0"):
+            KernelTime("d", "other", calls, secs)
 
 
 def test_profile_on_the_cpu_writes_kernels_and_classes(tmp_path: Path) -> None:
@@ -93,3 +102,33 @@ def test_bad_profile_requests_are_usage_errors() -> None:
         profile_step("tiny_cnn", 2, "fp32", device="cpu", steps=0)
     with pytest.raises(UsageError, match="amp needs --device cuda"):
         profile_step("tiny_cnn", 2, "amp", device="cpu")
+    with pytest.raises(UsageError, match=r"unknown device 'meta' \(valid: cpu, cuda\)"):
+        profile_step("tiny_cnn", 2, "fp32", device="meta")
+
+
+def test_gpu_events_count_kernels_not_annotations() -> None:
+    """torch 2.13 puts user annotations (the optimizer's ``Optimizer.step#SGD.step`` range) on the
+    GPU's timeline beside the kernels they enclose: only the kernels count."""
+    torch = pytest.importorskip("torch")
+    from types import SimpleNamespace
+
+    from perfmodel.validation import kernel_profile as kp
+
+    def ev(name: str, us: float, annotation: bool = False, cuda: bool = True) -> SimpleNamespace:
+        kind = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
+        return SimpleNamespace(name=name, device_type=kind, is_user_annotation=annotation,
+                               time_range=SimpleNamespace(elapsed_us=lambda: us))
+
+    prof = SimpleNamespace(events=lambda: [ev("multi_tensor_apply_kernel", 100.0),
+                                           ev("Optimizer.step#SGD.step", 110.0, annotation=True),
+                                           ev("aten::add_", 50.0, cuda=False)])
+    rows = kp._per_step(kp._events(torch, prof, "cuda"), 1)
+    assert [(r.name, r.kind) for r in rows] == [("multi_tensor_apply_kernel", "optimizer")]
+    assert rows[0].seconds == pytest.approx(100e-6)
+
+
+def test_a_failed_profile_is_said_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    failed = campaign.run_profiles((("no_such_model", "fp32", "nchw"),), 2, tmp_path, "cpu")
+    assert failed == 1 and "no_such_model/2/fp32/nchw/profile: failed" in capsys.readouterr().out
+    assert (tmp_path / "failed.csv").exists()

@@ -14,7 +14,12 @@ kernel names the libraries launch:
 * batch norm: cuDNN's ``bn_fw_tr_1C11_kernel_NCHW`` / ``bn_bw_1C11_kernel_new`` and PyTorch's
   ``batch_norm_collect_statistics_kernel`` ... ``batch_norm_backward_elemt_kernel``
   (``aten/src/ATen/native/cuda/Normalization.cuh``);
-* GEMMs of cuBLAS / cuBLASLt (``ampere_sgemm_...``, ``sm80_xmma_gemm_...``, CUTLASS kernels);
+* cuDNN's padding and folding of NHWC tensors (``nhwcAddPaddingKernel``, ``nhwcToFoldedNhwc``), as
+  layout work beside the transposes;
+* attention: FlashAttention's and PyTorch's fused kernels (``flash_fwd_kernel``, ``fmha_cutlassF``),
+  cuDNN's ``sdpa`` engines;
+* GEMMs of cuBLAS / cuBLASLt (``ampere_sgemm_...``, ``sm80_xmma_gemm_...``, Hopper's ``nvjet_...``,
+  their ``splitKreduce`` passes, CUTLASS kernels);
 * PyTorch's own kernels: ``multi_tensor_apply_kernel`` (the optimizer and AMP's unscale),
   pooling, softmax, dropout, ``reduce_kernel``, copies, ``vectorized_elementwise_kernel``;
 * NCCL's collectives (``ncclKernel_...``, ``ncclDevKernel_...``).
@@ -25,26 +30,28 @@ On the CPU (trying the tool without a GPU) the "kernels" are ATen operators' own
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
-from ..errors import UsageError
+from ..errors import DataError, UsageError
 from ..network import get_model
-from .measure import training_step
+from .measure import DEVICES, training_step
 from .measure_torch import require_torch
 
 __all__ = ["KERNEL_CLASSES", "KernelTime", "classify", "profile_step", "class_totals"]
 
 #: (class, pattern) in the order tried; the first match names a kernel's class (module docstring).
 KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
-    ("transpose", r"nchwToNhwc|nhwcToNchw|transpose|permute"),
+    ("transpose", r"nchwToNhwc|nhwcToNchw|nhwcAddPadding|FoldedNhwc|(?<!conv_)transpose|permute"),
     ("batch_norm", r"bn_fw|bn_bw|batch_norm|batchnorm"),
     ("nccl", r"nccl"),
-    ("convolution", r"fprop|dgrad|wgrad|implicit_gemm|convolve|cudnn|winograd|fft|conv(?!ert)"),
-    ("gemm", r"gemm|cutlass|cublas|\baten::(mm|addmm|bmm|matmul|linear)\b"),
+    ("attention", r"flash|fmha|attention|sdpa"),
+    ("convolution", r"fprop|dgrad|wgrad|implicit_gemm|convolve|cudnn|winograd|fft|im2col|col2im|conv(?!ert)"),
+    ("gemm", r"gemm|gemv|nvjet|splitKreduce|cutlass|cublas|\baten::(mm|addmm|bmm|matmul|linear)\b"),
     ("optimizer", r"multi_tensor_apply|_foreach|sgd"),
     ("pooling", r"pool"),
     ("softmax", r"softmax"),
@@ -66,8 +73,9 @@ class KernelTime:
     seconds: float
 
     def __post_init__(self) -> None:
-        if self.calls < 0 or self.seconds < 0:
-            raise ValueError(f"kernel {self.name}: negative calls ({self.calls}) or seconds ({self.seconds})")
+        if not (math.isfinite(self.calls) and math.isfinite(self.seconds) and self.calls >= 0 and self.seconds >= 0):
+            raise DataError(f"kernel {self.name}: calls ({self.calls}) and seconds ({self.seconds}) must be "
+                            f"finite and >= 0")
 
 
 def classify(name: str) -> str:
@@ -86,6 +94,8 @@ def profile_step(model: str, batch: int, precision: str, memory_format: str = DE
     torch = require_torch()
     if steps < 1 or warmup < 0 or batch < 1:
         raise UsageError(f"profile: batch ({batch}) and steps ({steps}) must be >= 1, warm-up >= 0")
+    if device not in DEVICES:
+        raise UsageError(f"profile: unknown device '{device}' (valid: {', '.join(DEVICES)})")
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("profile: device cuda but torch sees no CUDA device (use device cpu)")
     step = training_step(torch, get_model(model, None), torch.device(device), precision, batch, memory_format)
@@ -108,7 +118,9 @@ def _events(torch: Any, prof: Any, device: str) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
     for e in prof.events():
         if device == "cuda":
-            if e.device_type != torch.autograd.DeviceType.CUDA:
+            # a user annotation (the optimizer's ``Optimizer.step#SGD.step`` range) is on the GPU's
+            # timeline too, around kernels already counted: not a kernel (torch's own tables skip it)
+            if e.device_type != torch.autograd.DeviceType.CUDA or getattr(e, "is_user_annotation", False):
                 continue
             out.append((e.name, float(e.time_range.elapsed_us()) * 1e-6))  # the kernel's own interval
         elif e.name.startswith("aten::"):
