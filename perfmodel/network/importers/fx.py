@@ -13,7 +13,8 @@ from ..builder import NetBuilder
 from ..graph import Network
 from ..layers import Shape
 from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, per_sample
-from .fx_ops import Ctx, creates_constant, function_layer, function_name, module_layer, runs_for_real
+from .fx_ctx import Ctx
+from .fx_ops import creates_constant, function_layer, function_name, module_layer, runs_for_real
 from .fx_transformer import tracer_class
 from .strides import attention_out_strides, view_strides
 

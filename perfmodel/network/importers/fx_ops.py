@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
 from typing import Any
 
 from ...errors import DataError
-from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, operand_shape
-from .mha import MhaCall, emit_self_attention, emit_separate_attention
-from .strides import rows_copy, seq_first_copy
+from .emit import Const, UnsupportedOp, operand_shape
+from .fx_attention import mha_layer, swin_attention
+from .fx_ctx import Ctx
+from .fx_ctx import const_value as _value
+from .strides import rows_copy
 
-__all__ = ["Ctx", "module_layer", "function_layer", "ACT_MODULES", "ACT_FUNCTIONS"]
+__all__ = ["module_layer", "function_layer", "ACT_MODULES", "ACT_FUNCTIONS"]
 
 #: torch.nn activation modules -> the IR's activation names.
 ACT_MODULES = {
@@ -39,52 +40,6 @@ _NEW_TENSORS = frozenset({
 })
 _ARITH = {"add": "add", "iadd": "add", "sub": "sub", "isub": "sub", "mul": "mul", "imul": "mul",
           "truediv": "div", "itruediv": "div", "div": "div"}
-
-
-class Ctx:
-    """One node being imported: its arguments as refs, its traced result and where it is."""
-
-    def __init__(self, em: Emitter, name: str, path: tuple[str, ...], where: str, args: list[Any],
-                 kwargs: dict[str, Any], result: Any, ps: Callable[[Any], tuple[int, ...]], rank: int) -> None:
-        self.em, self.name, self.path, self.where = em, name, path, where
-        self.args, self.kwargs, self.result, self.ps = args, kwargs, result, ps
-        #: the full rank (with the batch) of the first activation argument
-        self.rank = rank
-        #: whether a reshape-like op copied its input (set by the tracer from the traced tensors)
-        self.copies: bool | None = None
-        #: the traced value of the first activation argument (set by the tracer)
-        self.first: Any = None
-        #: the traced values of the activation arguments, by ref (set by the tracer)
-        self.traced: dict[str, Any] = {}
-
-    def emit(self, method: str, *args: Any, **kwargs: Any) -> str:
-        return self.em.emit(self.path, method, *args, name=self.name, **kwargs)
-
-    def arg(self, i: int, key: str, default: Any = None) -> Any:
-        if i < len(self.args):
-            return self.args[i]
-        return self.kwargs.get(key, default)
-
-    def out_shape(self) -> tuple[int, ...]:
-        return self.ps(self.result)
-
-    def sample_dim(self, dim: int) -> int | None:
-        """The per-sample index of full-rank dimension ``dim`` of the first activation argument, or
-        None for its batch dimension: the first of extent ``TRACE_BATCH``, as :func:`.emit.per_sample`
-        finds it (dimension 1 of a sequence-first tensor), else dimension 0 folding the batch in."""
-        d = dim % self.rank
-        shape = tuple(self.first.shape) if self.first is not None else (TRACE_BATCH,)
-        if TRACE_BATCH not in shape:  # the batch folded into dimension 0, which keeps its place
-            return None if d == 0 else d
-        b = shape.index(TRACE_BATCH)
-        return None if d == b else d - (d > b)
-
-    def view(self, x: str) -> str:
-        return self.emit("view", x, self.out_shape())
-
-
-def _value(v: Any) -> Any:
-    return v.value if isinstance(v, Const) else v
 
 
 def _acts(args: list[Any]) -> list[str]:
@@ -179,7 +134,7 @@ def _module_layer(c: Ctx, mod: Any, x: Any) -> Any:
     if t in ("Softmax", "LogSoftmax", "Softmax2d"):
         return c.emit("softmax", x)
     if t == "MultiheadAttention":
-        return _mha(c, mod)
+        return mha_layer(c, mod)
     raise UnsupportedOp(f"operator nn.{t} at {c.where} cannot be priced by perfmodel's IR")
 
 
@@ -198,86 +153,6 @@ def _upsample(c: Ctx, x: str, mode: str, scale_factor: Any, size: Any) -> str:
     if len(scales) != 1 or scale != next(iter(scales)) or scale < 1:
         raise UnsupportedOp(f"operator interpolate at {c.where}: scales {sorted(scales)} are not one integer")
     return c.emit("upsample", x, scale, "bilinear" if mode in ("bilinear", "trilinear", "bicubic") else "nearest")
-
-
-def _mha(c: Ctx, mod: Any) -> tuple[str, Any]:
-    """``nn.MultiheadAttention`` (self- or cross-attention, packed or separate projections); a
-    packed self-attention is what eager PyTorch runs for it (:mod:`.mha`)."""
-    q, k, v = (c.arg(i, key) for i, key in enumerate(("query", "key", "value")))
-    given = [_value(c.arg(i, key)) for i, key in ((3, "key_padding_mask"), (5, "attn_mask"), (7, "is_causal"))]
-    masked = any(g is not None and g is not False for g in given)
-    if not all(isinstance(t, str) for t in (q, k, v)) or masked:
-        raise UnsupportedOp(f"operator nn.MultiheadAttention at {c.where}: only activation inputs without masks")
-    _sequence_first(c, mod, (q, k))
-    need_weights = c.kwargs.get("need_weights", True) if len(c.args) < 5 else c.args[4]
-    average = c.kwargs.get("average_attn_weights", True) if len(c.args) < 7 else c.args[6]
-    bias = mod.in_proj_bias is not None
-    if q == k == v and mod._qkv_same_embed_dim:
-        a = MhaCall(mod.embed_dim, mod.num_heads, bias, mod.out_proj.bias is not None, bool(need_weights),
-                    bool(average), float(mod.dropout), seq_first_copy(c.first, mod.batch_first))
-        out, weights = emit_self_attention(c.em, c.path, c.name, q, a)
-        return out, weights if weights is not None else Const(None)
-    b = c.em.builder
-    lq, lk = (b.shape(q)[0], b.shape(k)[0]) if not mod.batch_first else (b.shape(q)[-2], b.shape(k)[-2])
-    a = MhaCall(mod.embed_dim, mod.num_heads, bias, mod.out_proj.bias is not None, bool(need_weights),
-                bool(average), float(mod.dropout))
-    cq, ck, cv = (seq_first_copy(c.traced.get(t), mod.batch_first) for t in (q, k, v))
-    packed_kv = k == v and mod._qkv_same_embed_dim
-    out, weights = emit_separate_attention(c.em, c.path, c.name, (q, k, v), (lq, lk), a, (cq, ck, cv), packed_kv)
-    return out, weights if weights is not None else Const(None)
-
-
-def _sequence_first(c: Ctx, mod: Any, refs: tuple[str, ...]) -> None:
-    """Refuse a ``batch_first=False`` attention fed batch-first tensors: it reads ``(L, N, E)``, so
-    eager PyTorch would attend over the batch, mixing the samples (no per-sample cost)."""
-    for t in refs:
-        f = c.traced.get(t)
-        if mod.batch_first or f is None or f.dim() != 3 or f.shape[0] != TRACE_BATCH or f.shape[1] == TRACE_BATCH:
-            continue
-        raise UnsupportedOp(f"operator nn.MultiheadAttention at {c.where}: batch_first=False reads (sequence, "
-                            f"batch, embedding), but its input is batch-first (traced {tuple(f.shape)}): eager "
-                            f"PyTorch would attend across the samples; pass batch_first=True or transpose(0, 1) it")
-
-
-def _swin(c: Ctx, x: str) -> str:
-    """torchvision's ``shifted_window_attention`` (Swin v1 and v2), written out as IR layers:
-    windows of the padded map, one qkv projection, two products per window and head with the
-    relative position bias (and v2's cosine scaling) added, softmax, output projection."""
-    em, base = c.em, c.name
-    h, w, ch = em.builder.shape(x)
-    ws, heads = [int(v) for v in _value(c.arg(4, "window_size"))], int(_value(c.arg(5, "num_heads")))
-    qkv_w, proj_w, rpb = c.arg(1, "qkv_weight"), c.arg(2, "proj_weight"), c.arg(3, "relative_position_bias")
-    qkv_b, proj_b, logit = c.arg(9, "qkv_bias"), c.arg(10, "proj_bias"), c.arg(11, "logit_scale")
-    training = bool(_value(c.arg(12, "training", True)))
-    att_p, out_p = float(_value(c.arg(7, "attention_dropout", 0.0))), float(_value(c.arg(8, "dropout", 0.0)))
-    ph, pw = -(-h // ws[0]) * ws[0], -(-w // ws[1]) * ws[1]
-    nw, n, hd = (ph // ws[0]) * (pw // ws[1]), ws[0] * ws[1], ch // heads
-
-    def emit(method: str, *args: Any, tag: str, **kw: Any) -> str:
-        return em.emit(c.path, method, *args, name=f"{base}.{tag}", **kw)
-
-    em.new_params(*(k for k in (qkv_w, qkv_b, proj_w, proj_b) if isinstance(k, Const)))
-    tokens = emit("view", x, (nw, n, ch), copy=True, tag="windows")
-    qkv = emit("linear", tokens, 3 * ch, isinstance(qkv_b, Const), tag="qkv")
-    q, k, v = (emit("view", qkv, (nw, heads, n, hd), tag=t) for t in ("q", "k", "v"))
-    if isinstance(logit, Const):  # v2: cosine attention, scaled per head
-        q, k = emit("const_op", q, "div", (nw, heads, n, 1), tag="q_norm"), emit(
-            "const_op", k, "div", (nw, heads, n, 1), tag="k_norm")
-    else:
-        q = emit("const_op", q, "mul", (), tag="q_scaled")
-    attn = emit("matmul", q, emit("view", k, (nw, heads, hd, n), tag="kT"), tag="scores")
-    if isinstance(logit, Const):
-        attn = emit("const_op", attn, "mul", (heads, 1, 1), em.new_params(logit), tag="logit_scale")
-    bias = rpb if isinstance(rpb, Const) else Const(None, (1, heads, n, n))
-    attn = emit("const_op", attn, "add", operand_shape(bias, 4)[-3:], em.new_params(bias), tag="position_bias")
-    attn = emit("softmax", attn, tag="softmax")
-    if att_p and training:
-        attn = emit("dropout", attn, att_p, tag="attn_dropout")
-    out = emit("view", emit("matmul", attn, v, tag="context"), (nw, n, ch), copy=True, tag="merge")
-    out = emit("linear", out, ch, isinstance(proj_b, Const), tag="proj")
-    if out_p and training:
-        out = emit("dropout", out, out_p, tag="dropout")
-    return c.emit("view", out, (h, w, ch), copy=True)
 
 
 def _arith(c: Ctx, fn: str, a: Any, b: Any, inplace: bool) -> Any:
@@ -359,7 +234,7 @@ def function_layer(c: Ctx, fname: str) -> Any:
     if base == "scaled_dot_product_attention":
         return c.emit("attention", *c.args[:3])
     if base == "shifted_window_attention":
-        return _swin(c, x)
+        return swin_attention(c, x)
     if base == "_patch_merging_pad":  # torchvision's Swin: 2x2 neighbours stacked on the channels
         h, w, ch = c.em.builder.shape(x)
         return c.emit("view", x, (-(-h // 2), -(-w // 2), 4 * ch), copy=True)
