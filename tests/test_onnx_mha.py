@@ -58,11 +58,15 @@ class Encoder(nn.Module):  # type: ignore[misc,name-defined]
         return self.head(self.layer(self.proj(x).flatten(2).transpose(1, 2)).mean(1))
 
 
-def _export(model: Any, shape: tuple[int, ...], path: Path, opset: int = 20) -> Network:
+def _write(model: Any, shape: tuple[int, ...], path: Path, opset: int = 20) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model.train(), (torch.randn(2, *shape),), str(path), dynamo=False, opset_version=opset,
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+
+
+def _export(model: Any, shape: tuple[int, ...], path: Path, opset: int = 20) -> Network:
+    _write(model, shape, path, opset)
     return import_onnx(path)
 
 
@@ -257,3 +261,32 @@ def test_unmatched_attention_export_is_one_line(tmp_path: Path, capsys: pytest.C
     code, _, err = run_main(["show", str(path)], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1
     assert node in err and "nn.MultiheadAttention" in err and expected in err
+
+
+class Projections(nn.Module):  # type: ignore[misc,name-defined]
+    """Tokens attending to a memory (``cross``: a decoder layer's cross-attention) or through an
+    attention whose key width is not the embedding's (separate q/k/v projections)."""
+
+    def __init__(self, cross: bool) -> None:
+        super().__init__()
+        self.cross, self.mem = cross, nn.Linear(32, 32 if cross else 16)
+        self.dec = nn.TransformerDecoderLayer(32, 4, 64, batch_first=True) if cross else None
+        self.att = None if cross else nn.MultiheadAttention(32, 4, kdim=16, vdim=16, batch_first=True)
+
+    def forward(self, x: Any) -> Any:
+        m = self.mem(x)
+        return self.dec(x, m) if self.dec is not None else self.att(x, m, m, need_weights=False)[0]
+
+
+@pytest.mark.parametrize(("cross", "module", "what"), [
+    (True, "dec.multihead_attn", "a cross-attention"), (False, "att", "separate q/k/v projections")])
+def test_exports_the_reader_does_not_match_name_their_module(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             cross: bool, module: str, what: str) -> None:
+    """Refused naming the module and what it is, not the first node shape inference left unknown;
+    the torch reading of the same module works (tests/test_fx_transformer.py, test_review9c.py)."""
+    path = tmp_path / "proj.onnx"
+    _write(Projections(cross), (12, 32), path)
+    code, _, err = run_main(["show", str(path), "--input-shape", "12,32"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert f"nn.MultiheadAttention '{module}' is exported as {what}" in err
+    assert import_module(lambda: Projections(cross), "proj", (12, 32)).params == T.torch_params(Projections(cross))

@@ -191,6 +191,7 @@ def find_mha(onnx: Any, g: Any, consumers: dict[str, list[Any]], attention: dict
     """Every exported ``nn.MultiheadAttention`` self-attention (``attention``: the sdpa spellings
     found, by output; ``shapes``: full tensor shapes, for the head count)."""
     gr = _Graph(onnx, g, consumers, {t.name: t for t in g.initializer})
+    _refuse_split_projections(gr)
     found = []
     for mm in g.node:
         if mm.op_type != "MatMul" or (packed := _packed(gr, mm)) is None:
@@ -225,3 +226,22 @@ def find_mha(onnx: Any, g: Any, consumers: dict[str, list[Any]], attention: dict
         found.append(MhaMatch(src, batch_first, exit_, scope, embed, heads, need_weights, p,
                               (mm.input[1], bias_in, w_out, bias_out), inside, transposed))
     return found
+
+
+#: Parameter names of ``nn.MultiheadAttention``'s separate projections (``kdim`` or ``vdim`` not
+#: the embedding's); torch.onnx names initializers by module path, ``<path>.<parameter>``.
+_SEPARATE = (".q_proj_weight", ".k_proj_weight", ".v_proj_weight")
+
+
+def _refuse_split_projections(g: _Graph) -> None:
+    """Refuse, naming the module, the exports this reader does not match: a cross-attention
+    (``key`` not ``query``: the packed ``in_proj_weight`` is sliced into a query and a key/value
+    projection) and separate projections. Without this the first of their nodes that shape
+    inference leaves unknown would be named instead, which says nothing of why."""
+    for name in g.inits:
+        sliced = name.endswith(".in_proj_weight") and any(n.op_type == "Slice" for n in g.readers(name))
+        if sliced or name.endswith(_SEPARATE):
+            module = name.rsplit(".", 1)[0]
+            what = "a cross-attention (key and value not the query)" if sliced else "separate q/k/v projections"
+            raise UnsupportedOp(f"nn.MultiheadAttention '{module}' is exported as {what}, which the ONNX reader "
+                                f"does not read; import the torch module instead (perfmodel show FILE.py:FACTORY)")
