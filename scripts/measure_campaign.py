@@ -22,6 +22,14 @@ kernel name: its class, calls and seconds per step) and ``DIR/kernel_classes.csv
 seconds and share of the step): ResNet-50 in AMP and TF32, NCHW and NHWC, which says where the
 NCHW AMP step's time goes that perfmodel does not price (``perfmodel/data/MEASUREMENTS.md``,
 "The same harness on the A100").
+
+    python scripts/measure_campaign.py norms --out DIR
+
+``norms`` (on the GPU, seconds) times ``nn.InstanceNorm3d(C, affine=True)`` forward and backward,
+fp32, NCDHW, at the (channels, edge) pairs of the 3-D U-Net's levels (:data:`NORM_LEVELS`) and
+batches 1, 2 and 4, into ``DIR/norms.csv`` with each call's longest kernels: the per-channel
+rates of cuDNN's spatial batch-norm path that the 3-D U-Net's 32-bit rows need
+(``perfmodel/data/MEASUREMENTS.md``, "The instance norm's kernels, checked").
 """
 
 from __future__ import annotations
@@ -54,6 +62,12 @@ PER_LAYER_CALL_S = 60e-6
 #: (model, precision, memory format) of the kernel profiles, in the order wanted.
 PROFILES = (("resnet50", "amp", "nchw"), ("resnet50", "amp", "nhwc"), ("resnet50", "tf32", "nchw"),
             ("resnet50", "tf32", "nhwc"), ("efficientnet_b0", "amp", "nchw"), ("vgg16", "amp", "nchw"))
+
+
+#: (channels, edge of the cubic volume) of the 3-D U-Net's levels (nnU-Net's 128^3 network, the
+#: zoo's ``unet3d``), for the instance-norm timings, and the batches they are timed at.
+NORM_LEVELS = ((32, 128), (64, 64), (128, 32), (256, 16), (320, 8), (320, 4))
+NORM_BATCHES = (1, 2, 4)
 
 
 def _key(model: str, batch: int, precision: str, fmt: str, layers: bool) -> str:
@@ -220,6 +234,62 @@ def run_profiles(profiles: tuple[tuple[str, str, str], ...], batch: int, out: Pa
     return failed
 
 
+def time_instance_norm(n: int, c: int, edge: int, device: str, reps: int = 10) -> dict[str, Any]:
+    """Median forward and backward seconds of ``nn.InstanceNorm3d(c, affine=True)`` on an fp32
+    ``(n, c, edge, edge, edge)`` tensor, and the names of the kernels one call runs (GPU only)."""
+    import torch
+
+    from perfmodel.validation.kernel_profile import classify
+    from perfmodel.validation.measure_timing import make_timer, median_time
+
+    dev = torch.device(device)
+    norm = torch.nn.InstanceNorm3d(c, affine=True).to(dev).train()
+    x = torch.randn(n, c, edge, edge, edge, device=dev, requires_grad=True)
+    dy = torch.randn_like(x)
+    timer = make_timer(torch, device)
+    fwd_s, _ = median_time(timer, lambda: norm(x), 3, reps)
+    y = norm(x)
+    bwd_s, _ = median_time(timer, lambda: torch.autograd.grad(y, (x, norm.weight, norm.bias), dy,
+                                                              retain_graph=True), 3, reps)
+    kernels = ""
+    if device == "cuda":
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            torch.autograd.grad(norm(x), (x, norm.weight, norm.bias), dy)
+            torch.cuda.synchronize()
+        names = sorted({(e.name, classify(e.name)) for e in prof.events()
+                        if e.device_type == torch.autograd.DeviceType.CUDA})
+        kernels = "; ".join(f"{name} [{kind}]" for name, kind in names)[:2000]
+    return {"n": n, "c": c, "edge": edge, "precision": "fp32", "memory_format": "ncdhw",
+            "forward_s": fwd_s, "backward_s": bwd_s, "kernels": kernels}
+
+
+def run_norms(levels: tuple[tuple[int, int], ...], batches: tuple[int, ...], out: Path, device: str) -> int:
+    """Time the instance norm at every level and batch into ``DIR/norms.csv``; the number that
+    failed (out of memory), each printed and kept in ``DIR/failed.csv``."""
+    import torch
+
+    out.mkdir(parents=True, exist_ok=True)
+    _environment(out, device)
+    failed = 0
+    for c, edge in levels:
+        for n in batches:
+            key = f"instance_norm3d/{n}x{c}x{edge}^3/fp32"
+            try:
+                row = time_instance_norm(n, c, edge, device)
+            except Exception as e:  # out of memory: say so, note it and go on
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                _append(out / "failed.csv", {"key": key, "error": first})
+                print(f"{key}: failed: {first}", flush=True)
+                failed += 1
+                if device == "cuda":
+                    torch.cuda.empty_cache()
+                continue
+            _append(out / "norms.csv", {"key": key, **row})
+            print(f"{key}: forward {row['forward_s'] * 1e3:.3f} ms, backward {row['backward_s'] * 1e3:.3f} ms",
+                  flush=True)
+    return failed
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -238,7 +308,14 @@ def main() -> None:
     f.add_argument("--out", type=Path, required=True)
     f.add_argument("--batch", type=int, default=128)
     f.add_argument("--device", default="cuda", help="cuda, or cpu to try the script (fp32 only)")
+    nm = sub.add_parser("norms")
+    nm.add_argument("--out", type=Path, required=True)
+    nm.add_argument("--device", default="cuda", help="cuda, or cpu to try the script (small volumes)")
     a = ap.parse_args()
+    if a.cmd == "norms":
+        gpu = a.device == "cuda"
+        levels = NORM_LEVELS if gpu else tuple((c // 16, e // 16 or 2) for c, e in NORM_LEVELS[:2])
+        sys.exit(1 if run_norms(levels, NORM_BATCHES, a.out, a.device) else 0)
     if a.cmd == "profile":
         if a.batch < 1:
             ap.error(f"--batch must be >= 1, got {a.batch}")

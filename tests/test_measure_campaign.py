@@ -53,3 +53,21 @@ def test_run_on_the_cpu_writes_rows_and_keeps_to_its_budget(tmp_path: Path) -> N
         layer_keys = {r["key"] for r in csv.DictReader(fh)}
     assert layer_keys == {r["key"] for r in runs[:2] if r["layers"]}
     assert "torch" in json.loads((tmp_path / "environment.json").read_text())
+
+
+def test_instance_norm_timings_on_the_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    assert campaign.run_norms(((2, 4), (4, 2)), (1, 2), tmp_path, "cpu") == 0
+    with (tmp_path / "norms.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(int(r["n"]), int(r["c"]), int(r["edge"])) for r in rows] == [(1, 2, 4), (2, 2, 4), (1, 4, 2), (2, 4, 2)]
+    assert all(float(r["forward_s"]) > 0 and float(r["backward_s"]) > 0 for r in rows)
+
+
+def test_norm_levels_are_the_3d_unets() -> None:
+    """The timed (channels, edge) pairs are the zoo's unet3d's instance-norm inputs, each level's."""
+    from perfmodel.network import get_model
+
+    net = get_model("unet3d", None)
+    levels = {(la.out_shape[0], la.out_shape[1]) for la in net.layers if la.kind == "groupnorm"}
+    assert set(campaign.NORM_LEVELS) == levels
