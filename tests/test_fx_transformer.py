@@ -161,7 +161,7 @@ def test_masks_are_refused_in_one_line(tmp_path: Any, capsys: pytest.CaptureFixt
     code, _, err = run_main(["show", f"{src}:M", "--input-shape", "12,32"], capsys)
     err = err.strip()
     assert code == 1 and len(err.splitlines()) == 1
-    assert "nn.TransformerEncoderLayer at module 'body': src_mask not read" in err
+    assert "nn.TransformerEncoderLayer at module 'body': src_mask is read only as a causal mask" in err
 
 
 class SeqFirst(nn.Module):  # type: ignore[misc,name-defined]
@@ -247,3 +247,39 @@ def test_building_a_stack_prints_no_fast_path_warning(tmp_path: Any, capsys: pyt
         warnings.simplefilter("error", UserWarning)  # a warning torch would print fails the test
         code, _, err = run_main(["show", f"{src}:build", "--input-shape", "12,32"], capsys)
     assert code == 0 and "enable_nested_tensor" not in err
+
+
+class Causal(nn.Module):  # type: ignore[misc,name-defined]
+    """A decoder-only (GPT-style) stack: a causal mask flagged ``is_causal=True``, or the mask alone."""
+
+    def __init__(self, flagged: bool = True, kind: str = "encoder") -> None:
+        super().__init__()
+        self.flagged, self.kind = flagged, kind
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.body = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False) if kind == "encoder" else layer
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x: Any) -> Any:
+        mask = nn.Transformer.generate_square_subsequent_mask(12)
+        if self.kind == "encoder":
+            y = self.body(x, mask=mask, is_causal=True) if self.flagged else self.body(x, mask=mask)
+        else:
+            y = self.body(x, src_mask=mask, is_causal=True) if self.flagged else self.body(x, src_mask=mask)
+        return self.head(y.mean(1))
+
+
+@pytest.mark.parametrize("kind", ["encoder", "layer"])
+def test_a_flagged_causal_mask_is_a_causal_attention(kind: str) -> None:
+    """Eager runs the same kernels (the mask is dropped for a causal flash kernel): one read layer
+    per call, and every attention is marked causal."""
+    net = import_module(lambda: Causal(kind=kind), "gpt", SHAPE)
+    attn = [la for la in net.layers if la.kind == "attention"]
+    assert attn and all(la.attr("causal") == 1.0 for la in attn)
+    assert _read(net) == _eager(Causal(kind=kind))
+
+
+def test_an_unflagged_mask_is_refused() -> None:
+    from perfmodel.errors import DataError
+
+    with pytest.raises(DataError, match="mask is read only as a causal mask, with is_causal=True"):
+        import_module(lambda: Causal(flagged=False), "gpt", SHAPE)

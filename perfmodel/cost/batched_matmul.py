@@ -36,6 +36,14 @@ Ev) / Ev`` (the five products of Algorithm 2: ``q k^T`` again, ``dQ`` and ``dK``
 the ``dgrad`` slot (it yields every operand's gradient), with the backward's pre-processing pass
 (``rowsum(dO * O)``: read both) as a memory kernel. The softmax's elementwise FLOPs stay those of
 :mod:`perfmodel.network.counts`.
+
+A *causal* attention (``is_causal=True``: query ``i`` sees keys ``j <= i``, aligned top-left as
+torch's ``scaled_dot_product_attention`` does) skips every block of the score matrix that lies
+wholly above the diagonal, forward and backward ("FlashAttention-2", section 3.1.1, "Causal
+masking": about half of the blocks, a 1.7-1.8x speedup against the unmasked kernel at long
+sequences). Both views' reductions are scaled by the fraction of :data:`FLASH_BLOCK`-square blocks
+kept (:func:`causal_fraction`: 1 up to one block, towards 1/2 for long sequences). FLOP counts
+keep the full products, as ``torch.utils.flop_counter`` does.
 """
 
 from __future__ import annotations
@@ -44,7 +52,12 @@ import math
 
 from ..network.layers import Layer, Shape, numel
 
-__all__ = ["PRODUCT_KINDS", "View", "product_views", "product_memory", "gemm_batch", "operand_features"]
+__all__ = ["PRODUCT_KINDS", "View", "product_views", "product_memory", "gemm_batch", "operand_features",
+           "FLASH_BLOCK", "causal_fraction"]
+
+#: Rows and columns of one block of the score matrix in FlashAttention-2's kernels (the paper's
+#: block sizes are 64 or 128 by head dimension; section 3.3): what causal masking skips whole.
+FLASH_BLOCK = 128
 
 #: Layer kinds whose GEMMs are products of two activations, batched over samples.
 PRODUCT_KINDS = ("matmul", "attention")
@@ -75,9 +88,10 @@ def product_views(layer: Layer, grads: tuple[bool, ...]) -> dict[str, View]:
     m, n = float(layer.out_shape[-2]), float(layer.out_shape[-1])
     if layer.kind == "attention":
         s, e = layer.attr("s"), layer.attr("e")
-        views: dict[str, View] = {"fwd": (m, n, s * (e + n) / n, False)}
+        kept = causal_fraction(m, s) if layer.attr("causal") else 1.0
+        views: dict[str, View] = {"fwd": (m, n, kept * s * (e + n) / n, False)}
         if any(grads):
-            views["dgrad"] = (s, n, m * (3 * e + 2 * n) / n, False)
+            views["dgrad"] = (s, n, kept * m * (3 * e + 2 * n) / n, False)
         return views
     k = float(layer.in_shapes[0][-1])
     views = {"fwd": (m, n, k, False)}
@@ -109,3 +123,12 @@ def product_memory(layer: Layer, grads: tuple[bool, ...]) -> tuple[float, float,
     fwd = sum(own + expanded for _, own, expanded in broadcast)
     bwd = sum(own + expanded for own, expanded in summed)
     return fwd, bwd, 0.0, 0.0, len(broadcast), len(summed)
+
+
+def causal_fraction(queries: float, keys: float, block: int = FLASH_BLOCK) -> float:
+    """The fraction of ``block``-square blocks of a ``queries x keys`` score matrix that a causal
+    mask aligned top-left leaves anything in: row block ``i`` keeps key blocks ``0..i``."""
+    rows, cols = math.ceil(queries / block), math.ceil(keys / block)
+    if rows < 1 or cols < 1:
+        return 1.0
+    return sum(min(cols, i + 1) for i in range(rows)) / (rows * cols)

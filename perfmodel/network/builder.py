@@ -343,14 +343,16 @@ class NetBuilder:
         ins = self.shape(x)
         return self._add(Layer(self._name("softmax", name), "softmax", (x,), (ins,), ins, block=self._block))
 
-    def attention(self, q: str, k: str, v: str, name: str | None = None) -> str:
-        """``scaled_dot_product_attention(q, k, v)``: shapes ``(..., L, E)``, ``(..., S, E)``, ``(..., S, Ev)``."""
+    def attention(self, q: str, k: str, v: str, name: str | None = None, causal: bool = False) -> str:
+        """``scaled_dot_product_attention(q, k, v, is_causal=causal)``: shapes ``(..., L, E)``, ``(..., S, E)``,
+        ``(..., S, Ev)``; ``causal``: query ``i`` attends to keys ``j <= i`` only (torch's top-left alignment)."""
         sq, sk, sv = self.shape(q), self.shape(k), self.shape(v)
         if min(len(sq), len(sk), len(sv)) < 2 or sq[-1] != sk[-1] or sk[-2] != sv[-2]:
             raise NetworkError(f"{self.name}: attention of shapes {sq}, {sk}, {sv}")
         out = (*_broadcast(sq[:-2], sv[:-2], self.name), sq[-2], sv[-1])
+        attrs = (("s", float(sk[-2])), ("e", float(sq[-1]))) + ((("causal", 1.0),) if causal else ())
         return self._add(Layer(self._name("attn", name), "attention", (q, k, v), (sq, sk, sv), out,
-                               block=self._block, attrs=(("s", float(sk[-2])), ("e", float(sq[-1])))))
+                               block=self._block, attrs=attrs))
 
     def const_op(self, x: str, fn: str, operand_shape: Shape, params: int = 0, name: str | None = None) -> str:
         """``x fn c`` for a parameter or constant tensor ``c`` of per-sample ``operand_shape``

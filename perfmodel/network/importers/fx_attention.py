@@ -16,23 +16,27 @@ def mha_layer(c: Ctx, mod: Any) -> tuple[str, Any]:
     """``nn.MultiheadAttention`` (self- or cross-attention, packed or separate projections); a
     packed self-attention is what eager PyTorch runs for it (:mod:`.mha`)."""
     q, k, v = (c.arg(i, key) for i, key in enumerate(("query", "key", "value")))
-    given = [const_value(c.arg(i, key)) for i, key in ((3, "key_padding_mask"), (5, "attn_mask"), (7, "is_causal"))]
-    masked = any(g is not None and g is not False for g in given)
-    if not all(isinstance(t, str) for t in (q, k, v)) or masked:
-        raise UnsupportedOp(f"operator nn.MultiheadAttention at {c.where}: only activation inputs without masks")
-    _sequence_first(c, mod, (q, k))
+    pad, mask, hint = (const_value(c.arg(i, key)) for i, key in ((3, "key_padding_mask"), (5, "attn_mask"),
+                                                                   (7, "is_causal")))
     need_weights = c.kwargs.get("need_weights", True) if len(c.args) < 5 else c.args[4]
     average = c.kwargs.get("average_attn_weights", True) if len(c.args) < 7 else c.args[6]
+    # F.multi_head_attention_forward drops a causal mask given with is_causal=True when no weights
+    # and no padding mask are asked for, and runs a causal scaled_dot_product_attention
+    causal = hint is True and mask is not None and pad is None and not need_weights
+    if not all(isinstance(t, str) for t in (q, k, v)) or pad is not None or (mask is not None or hint) and not causal:
+        raise UnsupportedOp(f"operator nn.MultiheadAttention at {c.where}: only activation inputs without masks, "
+                            f"or a causal attn_mask with is_causal=True and need_weights=False")
+    _sequence_first(c, mod, (q, k))
     bias = mod.in_proj_bias is not None
     if q == k == v and mod._qkv_same_embed_dim:
         a = MhaCall(mod.embed_dim, mod.num_heads, bias, mod.out_proj.bias is not None, bool(need_weights),
-                    bool(average), float(mod.dropout), seq_first_copy(c.first, mod.batch_first))
+                    bool(average), float(mod.dropout), seq_first_copy(c.first, mod.batch_first), causal=causal)
         out, weights = emit_self_attention(c.em, c.path, c.name, q, a)
         return out, weights if weights is not None else Const(None)
     b = c.em.builder
     lq, lk = (b.shape(q)[0], b.shape(k)[0]) if not mod.batch_first else (b.shape(q)[-2], b.shape(k)[-2])
     a = MhaCall(mod.embed_dim, mod.num_heads, bias, mod.out_proj.bias is not None, bool(need_weights),
-                bool(average), float(mod.dropout))
+                bool(average), float(mod.dropout), causal=causal)
     cq, ck, cv = (seq_first_copy(c.traced.get(t), mod.batch_first) for t in (q, k, v))
     packed_kv = k == v and mod._qkv_same_embed_dim
     out, weights = emit_separate_attention(c.em, c.path, c.name, (q, k, v), (lq, lk), a, (cq, ck, cv), packed_kv)

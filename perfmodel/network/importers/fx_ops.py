@@ -232,7 +232,10 @@ def function_layer(c: Ctx, fname: str) -> Any:
     if base in ("softmax", "log_softmax"):
         return c.emit("softmax", x)
     if base == "scaled_dot_product_attention":
-        return c.emit("attention", *c.args[:3])
+        if c.arg(3, "attn_mask") is not None:  # an additive or boolean mask: not a flash kernel's input
+            raise UnsupportedOp(f"operator scaled_dot_product_attention at {c.where}: attn_mask is not read "
+                                f"(perfmodel prices unmasked or is_causal attention)")
+        return c.emit("attention", *c.args[:3], causal=bool(_value(c.arg(5, "is_causal", False))))
     if base == "shifted_window_attention":
         return swin_attention(c, x)
     if base == "_patch_merging_pad":  # torchvision's Swin: 2x2 neighbours stacked on the channels

@@ -22,9 +22,10 @@ post-LN and pre-LN orders):
 :func:`tracer_class`'s tracer traces those bodies in place of the ``forward``, calling the layer's
 own ``_sa_block`` / ``_mha_block`` / ``_ff_block`` methods, so every ``nn.MultiheadAttention``,
 ``nn.Linear``, ``nn.Dropout`` and ``nn.LayerNorm`` inside is a node of its own under the layer's
-path. Masks and ``is_causal`` are not read (the attention reader prices unmasked attention only):
-a call that passes one is refused in one line, as is a call with arguments the module's ``forward``
-does not take. A subclass that overrides ``forward`` is traced as written.
+path. A self-attention's mask is read only as a causal mask flagged ``is_causal=True`` (``src_mask`` /
+``tgt_mask`` / ``mask`` with ``is_causal`` / ``tgt_is_causal``), which the attention prices as a
+causal kernel; any other mask, and a call with arguments the module's ``forward`` does not take,
+is refused in one line. A subclass that overrides ``forward`` is traced as written.
 """
 
 from __future__ import annotations
@@ -105,19 +106,32 @@ def _unmasked(m: Any, **given: Any) -> None:
     """Refuse masks and causal flags, which the attention reader does not price."""
     named = [k for k, v in given.items() if v is not None and v is not False]
     if named:
-        raise _Masked(f"{', '.join(named)} not read (perfmodel prices unmasked attention; call it without "
-                      f"{' or '.join(named)})")
+        raise _Masked(f"{', '.join(named)} not read (perfmodel prices unmasked or causal attention; call it "
+                      f"without {' or '.join(named)})")
+
+
+def _causal(mask: Any, is_causal: bool | None, names: tuple[str, str]) -> tuple[Any, bool]:
+    """(mask, is_causal) to hand a self-attention: none, or a causal mask flagged ``is_causal=True``,
+    which the attention runs as a causal kernel (:mod:`.fx_attention`). A mask without the flag
+    would be read by value (torch's ``_detect_is_causal_mask``) or applied as given: refused."""
+    if mask is None and not is_causal:
+        return None, False
+    if mask is None or is_causal is not True:
+        raise _Masked(f"{names[0]} is read only as a causal mask, with {names[1]}=True (perfmodel prices "
+                      f"unmasked or causal attention)")
+    return mask, True
 
 
 def _encoder_layer(m: Any, src: Any, src_mask: Any = None, src_key_padding_mask: Any = None,
                    is_causal: bool = False) -> Any:
     """``nn.TransformerEncoderLayer`` in training (module docstring)."""
-    _unmasked(m, src_mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+    _unmasked(m, src_key_padding_mask=src_key_padding_mask)
+    mask, causal = _causal(src_mask, is_causal, ("src_mask", "is_causal"))
     x = src
     if m.norm_first:
-        x = x + m._sa_block(m.norm1(x), None, None)
+        x = x + m._sa_block(m.norm1(x), mask, None, is_causal=causal)
         return x + m._ff_block(m.norm2(x))
-    x = m.norm1(x + m._sa_block(x, None, None))
+    x = m.norm1(x + m._sa_block(x, mask, None, is_causal=causal))
     return m.norm2(x + m._ff_block(x))
 
 
@@ -125,15 +139,15 @@ def _decoder_layer(m: Any, tgt: Any, memory: Any, tgt_mask: Any = None, memory_m
                    tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
                    tgt_is_causal: bool = False, memory_is_causal: bool = False) -> Any:
     """``nn.TransformerDecoderLayer`` in training (module docstring)."""
-    _unmasked(m, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
-              memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
-              memory_is_causal=memory_is_causal)
+    _unmasked(m, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+              memory_key_padding_mask=memory_key_padding_mask, memory_is_causal=memory_is_causal)
+    mask, causal = _causal(tgt_mask, tgt_is_causal, ("tgt_mask", "tgt_is_causal"))
     x = tgt
     if m.norm_first:
-        x = x + m._sa_block(m.norm1(x), None, None)
+        x = x + m._sa_block(m.norm1(x), mask, None, causal)
         x = x + m._mha_block(m.norm2(x), memory, None, None)
         return x + m._ff_block(m.norm3(x))
-    x = m.norm1(x + m._sa_block(x, None, None))
+    x = m.norm1(x + m._sa_block(x, mask, None, causal))
     x = m.norm2(x + m._mha_block(x, memory, None, None))
     return m.norm3(x + m._ff_block(x))
 
@@ -141,10 +155,11 @@ def _decoder_layer(m: Any, tgt: Any, memory: Any, tgt_mask: Any = None, memory_m
 def _encoder(m: Any, src: Any, mask: Any = None, src_key_padding_mask: Any = None,
              is_causal: bool | None = None) -> Any:
     """``nn.TransformerEncoder``: its layers in turn, then its final norm if it has one."""
-    _unmasked(m, mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=is_causal)
+    _unmasked(m, src_key_padding_mask=src_key_padding_mask)
+    mask, causal = _causal(mask, is_causal, ("mask", "is_causal"))
     x = src
     for layer in m.layers:
-        x = layer(x)
+        x = layer(x, src_mask=mask, is_causal=causal)
     return m.norm(x) if m.norm is not None else x
 
 
@@ -152,12 +167,12 @@ def _decoder(m: Any, tgt: Any, memory: Any, tgt_mask: Any = None, memory_mask: A
              tgt_key_padding_mask: Any = None, memory_key_padding_mask: Any = None,
              tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> Any:
     """``nn.TransformerDecoder``: its layers in turn over ``memory``, then its final norm."""
-    _unmasked(m, tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
-              memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
-              memory_is_causal=memory_is_causal)
+    _unmasked(m, memory_mask=memory_mask, tgt_key_padding_mask=tgt_key_padding_mask,
+              memory_key_padding_mask=memory_key_padding_mask, memory_is_causal=memory_is_causal)
+    mask, causal = _causal(tgt_mask, tgt_is_causal, ("tgt_mask", "tgt_is_causal"))
     x = tgt
     for layer in m.layers:
-        x = layer(x, memory)
+        x = layer(x, memory, tgt_mask=mask, tgt_is_causal=causal)
     return m.norm(x) if m.norm is not None else x
 
 
@@ -166,11 +181,13 @@ def _transformer(m: Any, src: Any, tgt: Any, src_mask: Any = None, tgt_mask: Any
                  memory_key_padding_mask: Any = None, src_is_causal: bool | None = None,
                  tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> Any:
     """``nn.Transformer``: the encoder over ``src``, the decoder over ``tgt`` and its output."""
-    _unmasked(m, src_mask=src_mask, tgt_mask=tgt_mask, memory_mask=memory_mask,
-              src_key_padding_mask=src_key_padding_mask, tgt_key_padding_mask=tgt_key_padding_mask,
-              memory_key_padding_mask=memory_key_padding_mask, src_is_causal=src_is_causal,
-              tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
-    return m.decoder(tgt, m.encoder(src))
+    _unmasked(m, memory_mask=memory_mask, src_key_padding_mask=src_key_padding_mask,
+              tgt_key_padding_mask=tgt_key_padding_mask, memory_key_padding_mask=memory_key_padding_mask,
+              memory_is_causal=memory_is_causal)
+    smask, scausal = _causal(src_mask, src_is_causal, ("src_mask", "src_is_causal"))
+    tmask, tcausal = _causal(tgt_mask, tgt_is_causal, ("tgt_mask", "tgt_is_causal"))
+    memory = m.encoder(src, mask=smask, is_causal=scausal if scausal else None)
+    return m.decoder(tgt, memory, tgt_mask=tmask, tgt_is_causal=tcausal if tcausal else None)
 
 
 _BODIES: dict[str, Callable[..., Any]] = {

@@ -40,6 +40,9 @@ class MhaCall:
     dropout: float = 0.0
     #: the in-projection reads a non-contiguous tensor (``aten::matmul`` copies it first)
     copy_input: bool = False
+    #: ``is_causal`` with its causal ``attn_mask`` and no weights: ``F.multi_head_attention_forward``
+    #: drops the mask and runs a causal ``scaled_dot_product_attention``
+    causal: bool = False
 
 
 def emit_self_attention(em: Emitter, path: tuple[str, ...], base: str, x: str,
@@ -109,5 +112,5 @@ def _core(emit: Callable[..., str], qkv: tuple[str, str, str], lengths: tuple[in
         o = emit("view", emit("matmul", w, v, tag="context"), merged, copy=True, tag="merge")
         weights = emit("mean", w, (lq, lk), tag="mean_weights") if a.average_weights else w
     else:
-        o = emit("view", emit("attention", q, k, v, tag="attn"), merged, tag="merge")
+        o = emit("view", emit("attention", q, k, v, tag="attn", causal=a.causal), merged, tag="merge")
     return emit("linear", o, a.embed, a.out_bias, tag="out_proj"), weights
