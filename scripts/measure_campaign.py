@@ -202,10 +202,21 @@ def run_plan(plan: list[dict[str, Any]], out: Path, budget_s: float, done: set[s
     print(f"ran {ran}, left for lack of time {skipped}, in {time.monotonic() - t0:.0f} s", flush=True)
 
 
+def _failed(out: Path, key: str, e: Exception, device: str) -> int:
+    """Say that run ``key`` failed with ``e``, keep it in ``DIR/failed.csv``, free the GPU's cache; 1."""
+    import torch
+
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    _append(out / "failed.csv", {"key": key, "error": first})
+    print(f"{key}: failed: {first}", flush=True)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return 1
+
+
 def run_profiles(profiles: tuple[tuple[str, str, str], ...], batch: int, out: Path, device: str) -> int:
     """Profile each (model, precision, format) of ``profiles`` at ``batch`` (module docstring);
     the number that failed, each also printed and kept in ``DIR/failed.csv``."""
-    import torch
 
     from perfmodel.validation.kernel_profile import class_totals, profile_step
 
@@ -217,12 +228,7 @@ def run_profiles(profiles: tuple[tuple[str, str, str], ...], batch: int, out: Pa
         try:
             rows = profile_step(model, batch, precision, fmt, device)
         except Exception as e:  # out of memory: say so, note it and go on
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-            _append(out / "failed.csv", {"key": key, "error": first})
-            print(f"{key}: failed: {first}", flush=True)
-            failed += 1
-            if device == "cuda":
-                torch.cuda.empty_cache()
+            failed += _failed(out, key, e, device)
             continue
         for r in rows:
             _append(out / "kernels.csv", {"key": key, "kernel": r.name, "class": r.kind,
@@ -266,7 +272,6 @@ def time_instance_norm(n: int, c: int, edge: int, device: str, reps: int = 10) -
 def run_norms(levels: tuple[tuple[int, int], ...], batches: tuple[int, ...], out: Path, device: str) -> int:
     """Time the instance norm at every level and batch into ``DIR/norms.csv``; the number that
     failed (out of memory), each printed and kept in ``DIR/failed.csv``."""
-    import torch
 
     out.mkdir(parents=True, exist_ok=True)
     _environment(out, device)
@@ -277,12 +282,7 @@ def run_norms(levels: tuple[tuple[int, int], ...], batches: tuple[int, ...], out
             try:
                 row = time_instance_norm(n, c, edge, device)
             except Exception as e:  # out of memory: say so, note it and go on
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                _append(out / "failed.csv", {"key": key, "error": first})
-                print(f"{key}: failed: {first}", flush=True)
-                failed += 1
-                if device == "cuda":
-                    torch.cuda.empty_cache()
+                failed += _failed(out, key, e, device)
                 continue
             _append(out / "norms.csv", {"key": key, **row})
             print(f"{key}: forward {row['forward_s'] * 1e3:.3f} ms, backward {row['backward_s'] * 1e3:.3f} ms",
