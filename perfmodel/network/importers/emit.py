@@ -13,7 +13,7 @@ from ..chain import ModulePath, assign_blocks
 from ..graph import Network
 from ..layers import Shape
 
-__all__ = ["Const", "Emitter", "UnsupportedOp", "per_sample", "TRACE_BATCH"]
+__all__ = ["Const", "Emitter", "UnsupportedOp", "batch_axis", "per_sample", "TRACE_BATCH"]
 
 #: The batch the importers trace with (2: training-mode batch norm needs more than one value).
 TRACE_BATCH = 2
@@ -36,14 +36,19 @@ class Const:
     params: tuple[tuple[int, int], ...] = ()
 
 
-def per_sample(shape: Sequence[int], batch: int, where: str) -> Shape:
-    """The per-sample shape of a traced tensor: without its batch dimension (the first of extent
-    ``batch``), or with a leading dimension that folds the batch in divided by it."""
+def batch_axis(shape: Sequence[int], batch: int) -> int | None:
+    """The dimension of a traced tensor that holds the batch: the first of extent ``batch``; None
+    when there is none (a leading dimension may fold the batch in: :func:`per_sample`)."""
     s = tuple(int(d) for d in shape)
-    if s and s[0] == batch:
-        return s[1:] or (1,)
-    if batch in s:
-        i = s.index(batch)
+    return s.index(batch) if batch in s else None
+
+
+def per_sample(shape: Sequence[int], batch: int, where: str) -> Shape:
+    """The per-sample shape of a traced tensor: without its batch dimension (:func:`batch_axis`),
+    or with a leading dimension that folds the batch in divided by it."""
+    s = tuple(int(d) for d in shape)
+    i = batch_axis(s, batch)
+    if i is not None:
         return s[:i] + s[i + 1 :] or (1,)
     if s and s[0] % batch == 0:
         return (s[0] // batch, *s[1:])

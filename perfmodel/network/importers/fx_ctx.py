@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .emit import TRACE_BATCH, Const, Emitter
+from .emit import TRACE_BATCH, Const, Emitter, batch_axis
 
 __all__ = ["Ctx", "const_value"]
 
@@ -39,13 +39,12 @@ class Ctx:
 
     def sample_dim(self, dim: int) -> int | None:
         """The per-sample index of full-rank dimension ``dim`` of the first activation argument, or
-        None for its batch dimension: the first of extent ``TRACE_BATCH``, as :func:`.emit.per_sample`
-        finds it (dimension 1 of a sequence-first tensor), else dimension 0 folding the batch in."""
+        None for its batch dimension: :func:`.emit.batch_axis`, as :func:`.emit.per_sample` drops it
+        (dimension 1 of a sequence-first tensor), else dimension 0 folding the batch in."""
         d = dim % self.rank
-        shape = tuple(self.first.shape) if self.first is not None else (TRACE_BATCH,)
-        if TRACE_BATCH not in shape:  # the batch folded into dimension 0, which keeps its place
+        b = batch_axis(self.first.shape, TRACE_BATCH) if self.first is not None else 0
+        if b is None:  # the batch folded into dimension 0, which keeps its place
             return None if d == 0 else d
-        b = shape.index(TRACE_BATCH)
         return None if d == b else d - (d > b)
 
     def view(self, x: str) -> str:

@@ -170,10 +170,9 @@ def _cat(c: Ctx) -> str:
     items = list(c.arg(0, "tensors"))
     dim = int(c.arg(1, "dim", 0))
     rank = c.rank
-    sd = c.sample_dim(dim)
-    if sd is None:
+    d = c.sample_dim(dim)
+    if d is None:
         raise UnsupportedOp(f"operator cat at {c.where}: concatenating along the batch dimension")
-    d = sd
     acts = _acts(items)
     consts = [t for t in items if isinstance(t, Const)]
     extent = sum(operand_shape(k, rank)[d] for k in consts)

@@ -186,8 +186,7 @@ def _transformer(m: Any, src: Any, tgt: Any, src_mask: Any = None, tgt_mask: Any
               memory_is_causal=memory_is_causal)
     smask, scausal = _causal(src_mask, src_is_causal, ("src_mask", "src_is_causal"))
     tmask, tcausal = _causal(tgt_mask, tgt_is_causal, ("tgt_mask", "tgt_is_causal"))
-    memory = m.encoder(src, mask=smask, is_causal=scausal if scausal else None)
-    return m.decoder(tgt, memory, tgt_mask=tmask, tgt_is_causal=tcausal if tcausal else None)
+    return m.decoder(tgt, m.encoder(src, mask=smask, is_causal=scausal), tgt_mask=tmask, tgt_is_causal=tcausal)
 
 
 _BODIES: dict[str, Callable[..., Any]] = {
