@@ -245,7 +245,7 @@ def time_instance_norm(n: int, c: int, edge: int, device: str, reps: int = 10) -
     ``(n, c, edge, edge, edge)`` tensor, and the names of the kernels one call runs (GPU only)."""
     import torch
 
-    from perfmodel.validation.kernel_profile import classify
+    from perfmodel.validation.kernel_profile import classify, kernel_events
     from perfmodel.validation.measure_timing import make_timer, median_time
 
     dev = torch.device(device)
@@ -262,8 +262,7 @@ def time_instance_norm(n: int, c: int, edge: int, device: str, reps: int = 10) -
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             torch.autograd.grad(norm(x), (x, norm.weight, norm.bias), dy)
             torch.cuda.synchronize()
-        names = sorted({(e.name, classify(e.name)) for e in prof.events()
-                        if e.device_type == torch.autograd.DeviceType.CUDA})
+        names = sorted({(name, classify(name)) for name, _ in kernel_events(torch, prof, device)})
         kernels = "; ".join(f"{name} [{kind}]" for name, kind in names)[:2000]
     return {"n": n, "c": c, "edge": edge, "precision": "fp32", "memory_format": "ncdhw",
             "forward_s": fwd_s, "backward_s": bwd_s, "kernels": kernels}

@@ -122,7 +122,7 @@ def test_gpu_events_count_kernels_not_annotations() -> None:
     prof = SimpleNamespace(events=lambda: [ev("multi_tensor_apply_kernel", 100.0),
                                            ev("Optimizer.step#SGD.step", 110.0, annotation=True),
                                            ev("aten::add_", 50.0, cuda=False)])
-    rows = kp._per_step(kp._events(torch, prof, "cuda"), 1)
+    rows = kp._per_step(kp.kernel_events(torch, prof, "cuda"), 1)
     assert [(r.name, r.kind) for r in rows] == [("multi_tensor_apply_kernel", "optimizer")]
     assert rows[0].seconds == pytest.approx(100e-6)
 

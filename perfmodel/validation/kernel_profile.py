@@ -42,7 +42,7 @@ from ..network import get_model
 from .measure import DEVICES, training_step
 from .measure_torch import require_torch
 
-__all__ = ["KERNEL_CLASSES", "KernelTime", "classify", "profile_step", "class_totals"]
+__all__ = ["KERNEL_CLASSES", "KernelTime", "classify", "profile_step", "class_totals", "kernel_events"]
 
 #: (class, pattern) in the order tried; the first match names a kernel's class (module docstring).
 KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
@@ -110,10 +110,10 @@ def profile_step(model: str, batch: int, precision: str, memory_format: str = DE
             step()
         if device == "cuda":
             torch.cuda.synchronize()
-    return _per_step(_events(torch, prof, device), steps)
+    return _per_step(kernel_events(torch, prof, device), steps)
 
 
-def _events(torch: Any, prof: Any, device: str) -> list[tuple[str, float]]:
+def kernel_events(torch: Any, prof: Any, device: str) -> list[tuple[str, float]]:
     """(name, seconds) of each profiled GPU kernel, or of each ATen operator's own CPU time."""
     out: list[tuple[str, float]] = []
     for e in prof.events():
