@@ -15,6 +15,7 @@ from perfmodel.errors import ProfileError, UsageError
 from perfmodel.hardware import load_hardware
 from perfmodel.hardware.loader import load_profile
 from perfmodel.network import get_model
+from perfmodel.report import answers as answers_module
 from perfmodel.report.answers import TrainingRequest, answers_for
 from perfmodel.strategies import predict
 from perfmodel.strategies.headroom import largest_batch_per_gpu, memory_verdict
@@ -248,3 +249,27 @@ def test_compare_rows_carry_the_contract_and_each_profiles_price(capsys: pytest.
     assert prices == [load_hardware(h).price_per_gpu_hour for h in ("a100-80gb-dgx", "h100-80gb-dgx")]
     for r in rows:
         assert r["cost"] == pytest.approx(r["time_to_train_s"] / 3600 * 8 * r["price_per_gpu_hour"])
+
+
+@pytest.mark.parametrize("command", [["plan", "resnet18", "--gpus", "2"],
+                                     ["compare", "resnet18", "--gpus", "2", "-H", "a100-80gb-dgx"]])
+def test_table_searches_no_largest_batch_and_json_does(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table never shows the largest batch, so it does not spend the prices that find it;
+    JSON, which carries it, does."""
+    found: list[int] = []
+    real = answers_module.largest_batch_per_gpu
+
+    def spy(*args: object, **kwargs: object) -> int:
+        found.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return found[-1]
+
+    monkeypatch.setattr(answers_module, "largest_batch_per_gpu", spy)
+    code, out, err = run_main(command, capsys)
+    assert code == 0, err
+    assert not found and "largest" not in out
+    code, out, err = run_main([*command, "--format", "json"], capsys)
+    assert code == 0, err
+    rows = json.loads(out)["plans" if command[0] == "plan" else "rows"]
+    assert found and [r["largest_batch_per_gpu_that_fits"] for r in rows] == found

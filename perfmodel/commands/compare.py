@@ -267,7 +267,8 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
     asked = [load_hardware(h) for h in _split(hardware) for _ in precs]
     hws = [asked[i] for i in c.priced()]
     net = get_model(model, image_size)  # an imported model's file path is relative to here
-    answers = [answers_for(p, hw, req, net=net) for p, hw in zip(c.predictions, hws, strict=True)]
+    largest = fmt != "table"  # the table shows no largest batch (JSON and CSV do)
+    answers = [answers_for(p, hw, req, net=net, largest=largest) for p, hw in zip(c.predictions, hws, strict=True)]
     if fmt == "json":
         d = c.to_dict()
         for row, a in zip(d["rows"], answers, strict=True):

@@ -166,7 +166,9 @@ def plan_cmd(
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     hw = load_hardware(hardware)
     net = get_model(model, image_size)  # an imported model's file path is relative to here
-    r, answers = rank(r, [answers_for(p, hw, req, net=net) for p in r.plans], rank_by)
+    # the table shows no largest batch (JSON and CSV do): a few prices per plan not spent on it
+    largest = fmt != "table"
+    r, answers = rank(r, [answers_for(p, hw, req, net=net, largest=largest) for p in r.plans], rank_by)
     if chart is not None:
         from ..report.charts import plan_chart, save_chart
 
