@@ -7,6 +7,7 @@ import pytest
 from perfmodel import predict
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
+from perfmodel.search import plan as search_plan
 from perfmodel.strategies import Strategy, context, price
 from perfmodel.strategies.predict import largest_batch_on_one_gpu, one_gpu_step
 
@@ -44,3 +45,24 @@ def test_baseline_is_the_fastest_fitting_count_in_its_range() -> None:
 def test_no_accumulation_keeps_one_micro_batch() -> None:
     p = predict("resnet50", 8, "dp=8", "a100-80gb-dgx", "amp", global_batch=256)
     assert p.baseline.micro_batches == 1
+
+
+def test_a_data_plan_past_the_counts_priced_stays_within_its_gpu_count() -> None:
+    """Past EVERY_COUNT the baseline prices only even counts; a data plan's own count is priced too
+    (new-user walk: resnet50, 8 GPUs, B 1,000,000: dp=8,mb=71 ran 568 micro-batches of 1,761 where
+    the baseline had 625 of 1,600, and printed 8.013x)."""
+    r = search_plan("resnet50", 8, global_batch=1_000_000, kinds=("dp",))
+    assert r.plans and all(p.speedup_vs_1gpu is not None and p.speedup_vs_1gpu <= 8 for p in r.plans)
+    p = predict("resnet50", 8, "dp=8,mb=71", global_batch=1_000_000)
+    assert p.baseline is not None and p.baseline.micro_batches == 568 and p.speedup_vs_1gpu <= 8
+
+
+@pytest.mark.parametrize("batch", [50_000, 1_000_000])
+def test_on_one_gpu_the_best_plan_is_the_baseline(batch: int) -> None:
+    """1 GPU = the serial model: the search offers the baseline's accumulation count as a data
+    plan (it chose the fewest that fit, 29 and 567 micro-batches, 0.9996x and 0.9992x of the
+    baseline's 31 and 625)."""
+    r = search_plan("resnet50", 1, global_batch=batch)
+    best = r.plans[0]
+    assert r.baseline is not None and best.strategy == Strategy(mb=r.baseline.micro_batches)
+    assert best.speedup_vs_1gpu == 1.0

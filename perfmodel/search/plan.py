@@ -16,7 +16,16 @@ from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.baseline import Baseline
-from ..strategies.predict import Context, Prediction, assumptions, context, one_gpu_baseline, predict_in, price
+from ..strategies.predict import (
+    Context,
+    Prediction,
+    assumptions,
+    context,
+    data_plan_counts,
+    one_gpu_baseline,
+    predict_in,
+    price,
+)
 from ..strategies.spec import Strategy
 from ..strategies.split_search import EXHAUSTIVE_SPLITS, LOCAL_MOVE_LINKS
 from ..units import GIB
@@ -197,6 +206,13 @@ def _search(
     for _, _, s, _ in leaders:
         for v in variants(s, gpus, hw.gpus_per_node):
             pricer.consider(v)
+    # the one-GPU run prices the data plans' accumulation counts too (so none exceeds its GPU
+    # count), and where its own count splits over the GPUs, that data plan is a candidate (so
+    # on one GPU the best plan is the baseline)
+    fit = [x[2] for x in pricer.priced if x[1] <= hw.device.memory_bytes]
+    base = one_gpu_baseline(ctx, B, also=data_plan_counts(fit))
+    if base is not None and "dp" in kinds and base.micro_batches % gpus == 0:
+        pricer.consider(Strategy(dp=gpus, mb=base.micro_batches // gpus))
     priced = pricer.priced
     if not priced:
         why = f"{pricer.n_cand} candidates, all rejected" if pricer.n_cand else "no candidate divides the batch"
@@ -219,7 +235,6 @@ def _search(
             min_mem,
         )
     chosen, alternatives = distinct_shapes(fitting, top + SPARE_SHAPES)
-    base = one_gpu_baseline(ctx, B)
     preds, alternatives, merged = rank_distinct(chosen, alternatives, lambda s: predict_in(ctx, s, B, base=base), top)
     reasons = [_why(p, preds[0]) + (f"; {m}" if m else "") for p, m in zip(preds, merged, strict=True)]
     over = sorted((x for x in priced if x[1] > cap), key=lambda x: -x[0])[:1]

@@ -4,6 +4,7 @@ its speedup against one GPU training the same samples."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
@@ -36,6 +37,7 @@ __all__ = [
     "largest_batch_on_one_gpu",
     "one_gpu_baseline",
     "one_gpu_step",
+    "data_plan_counts",
     "resolve_batch",
     "weight_group",
 ]
@@ -87,12 +89,14 @@ def largest_batch_on_one_gpu(ctx: Context, limit: int) -> int:
     return int(min(limit, (cap - fixed) // per)) if per > 0 else limit
 
 
-def one_gpu_step(ctx: Context, batch: int) -> tuple[float, int] | None:
+def one_gpu_step(ctx: Context, batch: int, also: Iterable[int] = ()) -> tuple[float, int] | None:
     """(seconds, accumulation steps) for one GPU to train on ``batch`` samples.
 
     When the batch does not fit at once, the GPU accumulates gradients over the fewest
     micro-batches ``m0`` that fit, or over a count ``m0 < m <= 2 m0`` where that prices faster
-    (:func:`_other_counts`); ``None`` if not even one sample fits.
+    (:func:`_other_counts`), or, when it accumulates, over one of the counts ``also`` (those of the
+    data plans it is compared with: ``dp=G,mb=k`` runs one GPU's ``G k`` micro-batches) where that
+    fits and prices faster; ``None`` if not even one sample fits.
     """
     largest = largest_batch_on_one_gpu(ctx, batch)
     if largest < 1:
@@ -107,7 +111,10 @@ def one_gpu_step(ctx: Context, batch: int) -> tuple[float, int] | None:
     else:
         return None
     best = (r.time_s, steps)
-    for m in _other_counts(batch, steps):
+    others = _other_counts(batch, steps)
+    # without accumulation (one step fits) neither are the plans' counts priced
+    plans = sorted({int(m) for m in also if steps < m <= batch and m not in others}) if steps > 1 else []
+    for m in others + plans:
         e = price(ctx, Strategy(mb=m), batch)
         if e.time_s < best[0] and sum(e.memory.values()) <= cap:
             best = (e.time_s, m)
@@ -125,8 +132,8 @@ def _other_counts(batch: int, fewest: int) -> list[int]:
     V100 fp32, B 8192: 59 uneven micro-batches 35.05 s, 64 even ones 34.84 s, dp=16,mb=4 16.02x on
     16 GPUs; resnet50, V100 fp32, B 8192: 64 even micro-batches 23.65 s, dp=16,mb=5's 80 uneven ones
     23.34 s, 16.17x on 16 GPUs with even counts alone). Past :data:`EVERY_COUNT` counts (micro-batches
-    of at most ``batch / 64`` samples) only the even ones are priced, and a plan may exceed its GPU
-    count by what that skips.
+    of at most ``batch / 64`` samples) only the even ones are priced, and the counts of the data
+    plans compared (:func:`one_gpu_step`'s ``also``).
     """
     if fewest <= 1:
         return []
@@ -138,14 +145,21 @@ def _other_counts(batch: int, fewest: int) -> list[int]:
     return [m for m in divisors if fewest < m <= top][:EVEN_COUNTS]
 
 
-def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None) -> Baseline | None:
+def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None, also: Iterable[int] = ()) -> Baseline | None:
     """One GPU of the profile training ``batch`` samples per step (accumulating gradients as
-    :func:`one_gpu_step` does); ``None`` if one sample does not fit. A one-GPU data
-    plan ``s`` is its own baseline (one GPU is exactly 1.0x)."""
+    :func:`one_gpu_step` does, ``also`` the accumulation counts it prices besides); ``None`` if
+    one sample does not fit. A one-GPU data plan ``s`` is its own baseline (one GPU is exactly
+    1.0x); a data plan's own count is among those priced, so that it never exceeds its GPUs
+    by running micro-batches the baseline did not try (:func:`data_plan_counts`)."""
     if s is not None and s.gpus == 1 and s.kind == "data" and not s.recompute:
         return Baseline(ctx.hw.name, batch, s.mb, price(ctx, s, batch).time_s)
-    one = one_gpu_step(ctx, batch)
+    one = one_gpu_step(ctx, batch, [*also, *data_plan_counts([s] if s is not None else [])])
     return None if one is None else Baseline(ctx.hw.name, batch, one[1], one[0])
+
+
+def data_plan_counts(plans: Iterable[Strategy]) -> list[int]:
+    """The one-GPU accumulation count of each data plan (``dp=G,mb=k``: ``G k``) of ``plans``."""
+    return [s.dp * s.mb for s in plans if s.kind == "data" and not s.recompute]
 
 
 def predict(
