@@ -86,6 +86,10 @@ CASES: list[tuple[str, str, int, str]] = [
     (P, "tiny_cnn --gpus 100000 -s dp=100000", 2, "exceed a100-80gb-dgx's 32768 (8 per node x 4096 nodes)"),
     (P, "tiny_cnn --gpus 16 -s dp=16 -H p40-24gb-pcie", 2, "exceed p40-24gb-pcie's 8 (8 per node x 1 nodes)"),
     # predict: strategy specs
+    # predict: input options of imported models only (new-user walk: silently ignored for the zoo)
+    (P, "resnet50 --gpus 8 -s dp=8 --input-shape 1,64,64", 2, "--input-shape applies to an imported model only"),
+    ("show", "resnet50 --in-channels 5", 2, "not to the zoo's 'resnet50', whose input is fixed"),
+    (P, "resnet50 --gpus 8 -s dp=8 --in-channels 3 --input-shape 3,64,64", 2, "--in-channels and --input-shape apply"),
     (P, "resnet50 --gpus 8 -s dp=4", 2, "multiply to 4, not 8 gpus"),
     (P, "resnet50 --gpus 8 -s pp=3", 2, "multiply to 3, which does not divide 8"),
     (P, "resnet50 --gpus 8 -s sp=3x3", 2, "does not divide 8"),

@@ -12,10 +12,11 @@ import click
 from ..cost.fusion import DEFAULT_FUSION, FUSIONS
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, MEMORY_FORMATS
+from ..errors import UsageError
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
 from ..io import check_target
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
-from ..network.importers import input_options
+from ..network.importers import input_options, is_import_spec
 from ..report import FORMATS
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
 
@@ -122,6 +123,13 @@ def model_input_options(f: F) -> F:
     @functools.wraps(f)
     def run(*args: Any, in_channels: int | None = None, input_shape: tuple[int, ...] | None = None,
             **kwargs: Any) -> Any:
+        model = kwargs.get("model")
+        given = [o for o, v in (("--in-channels", in_channels), ("--input-shape", input_shape)) if v is not None]
+        if given and isinstance(model, str) and not is_import_spec(model):
+            verb = "applies" if len(given) == 1 else "apply"
+            raise UsageError(f"{' and '.join(given)} {verb} to an imported model only (file.py:Name, model.onnx, "
+                             f"torchvision:NAME, timm:NAME), not to the zoo's '{model}', whose input is fixed "
+                             f"(--image-size sets its height and width where the model allows)")
         with input_options(in_channels, input_shape):
             return f(*args, **kwargs)
 
