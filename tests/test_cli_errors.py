@@ -44,6 +44,8 @@ def bad(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "missing_csv": "model,gpus\nresnet50,8\n",
         "nonnum_csv": f"{header}\nresnet50,a100-80gb-dgx,eight,amp,256,,dp=8,100\n",
         "nonnum_throughput_csv": f"{header}\nresnet50,a100-80gb-dgx,8,amp,256,,dp=8,fast\n",
+        "huge_throughput_csv": f"{header}\nresnet50,a100-80gb-dgx,8,amp,256,,dp=8,1e308\n",
+        "tiny_throughput_csv": f"{header}\nresnet50,a100-80gb-dgx,8,amp,256,,dp=8,1e-300\n",
         "header_only_csv": f"{header}\n",
         "unknown_model_csv": f"{header}\nresnet5,a100-80gb-dgx,8,amp,256,,dp=8,100\n",
     }
@@ -243,6 +245,10 @@ CASES: list[tuple[str, str, int, str]] = [
     ("validate", "{missing_csv}", 1, "missing required columns 'hardware'"),
     ("validate", "{nonnum_csv}", 1, "row 1, column 'gpus': 'eight' is not a number"),
     ("validate", "{nonnum_throughput_csv}", 1, "column 'measured_throughput'"),
+    # new-user walk: 1e308 printed an inf% error, 1e-300 a 300-digit MAPE; calibrate fitted to it
+    ("validate", "{huge_throughput_csv}", 1, "'1e308' is out of range (valid: 1e-06 to 1e+12 samples/s"),
+    ("validate", "{tiny_throughput_csv}", 1, "'1e-300' is out of range"),
+    ("calibrate", "{tiny_throughput_csv} -H a100-80gb-dgx -o {out}.toml", 1, "'1e-300' is out of range"),
     ("validate", "{header_only_csv}", 1, "header only, no measurement rows"),
     ("validate", "{unknown_model_csv}", 1, "did you mean resnet50"),
     ("validate", "{missing_csv_file}", 1, "cannot read measurement file"),

@@ -367,12 +367,20 @@ def _int(text: str, column: str, fail: _Fail, required: bool = False, maximum: i
     return int(x)
 
 
+#: A measured throughput's range (samples/s over all GPUs): one sample in ~12 days to 10^6 per second
+#: on each of :data:`~perfmodel.limits.MAX_GPUS` GPUs; beyond it the errors overflow what prints.
+THROUGHPUT_RANGE = (1e-6, 1e12)
+
+
 def _float(text: str, column: str, fail: _Fail) -> float:
     if not text:
         raise fail(column, "empty; expected a positive number (samples/s over all GPUs)")
     x = _number(text, column, fail)
     if x <= 0:
         raise fail(column, f"{shown(text, 40)} must be > 0 (samples/s over all GPUs)")
+    lo, hi = THROUGHPUT_RANGE
+    if not lo <= x <= hi:
+        raise fail(column, f"{shown(text, 40)} is out of range (valid: {lo:g} to {hi:g} samples/s over all GPUs)")
     return x
 
 
