@@ -111,6 +111,7 @@ def test_a_number_loads_if_and_only_if_it_is_in_range(name: str, value: float | 
     ("kernel_launch_s", 1e308, "0 to 0.1 s"),
     ("bandwidth_bytes_per_s", 1e-300, "1e3 to 1e15"),
     ("memory_bytes", 10**400, "about 401 digits"),
+    ("conv", 1e-300, "a fraction from 0.0001 to 1"),  # new-user walk: a step of 4.6e302 ms
 ])
 def test_the_reported_cases(name: str, value: object, phrase: str) -> None:
     with pytest.raises(ProfileError, match=phrase):
