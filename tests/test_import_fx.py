@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -109,8 +110,9 @@ def test_file_specs_and_input_options(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="does not exist"):
         get_model(f"{tmp_path / 'none.py'}:X")
     (tmp_path / "bad.py").write_text("def broken(:\n")
-    with pytest.raises(DataError, match="SyntaxError"):
+    with pytest.raises(DataError, match="SyntaxError") as syntax:
         get_model(f"{tmp_path / 'bad.py'}:X")
+    assert str(syntax.value).count("line 1") == 1  # the message's own line number, not twice
     with input_options(in_channels=2, input_shape=(1, 8, 8)), pytest.raises(UsageError, match="contradicts"):
         get_model(f"{f}:make")
 
@@ -158,3 +160,15 @@ def test_cli_bad_imports_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
         assert got == code, err
         assert phrase in err and "Traceback" not in err
         assert len(err.strip().splitlines()) == 1 or code == 2
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ("import sys\nsys.exit(3)\n", "called sys.exit(3) while loading"),
+    ("import torch\n\n\ndef make():\n    raise SystemExit('bye')\n", "called sys.exit('bye') while building make"),
+])
+def test_a_model_file_that_exits_is_an_error_not_an_exit(tmp_path: Path, body: str, said: str) -> None:
+    """New-user walk: a file calling sys.exit(3) ended perfmodel with exit 3 and no message."""
+    f = tmp_path / "quits.py"
+    f.write_text(body)
+    with pytest.raises(DataError, match=re.escape(said)):
+        get_model(f"{f}:make")

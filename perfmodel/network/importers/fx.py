@@ -120,6 +120,8 @@ def _call(make: Callable[[], Any], name: str) -> Any:
     try:
         with _quiet_construction():
             return make()
+    except DataError:
+        raise  # already says what went wrong (a model file that called sys.exit)
     except Exception as e:
         raise DataError(f"{name}: building the model failed: {type(e).__name__}: {e}") from None
 

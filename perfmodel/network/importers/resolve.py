@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, UnknownNameError, UsageError
-from ...limits import MAX_IMAGE_SIZE
+from ...limits import MAX_IMAGE_SIZE, shown
 from ..graph import Network
 from ..layers import Shape
 from .fx import import_module
@@ -123,10 +123,13 @@ def _from_file(path: Path, name: str) -> Callable[[], Any]:
     sys.path.insert(0, str(path.resolve().parent))
     try:
         spec.loader.exec_module(module)
+    except SystemExit as e:
+        del sys.modules[mod_name]
+        raise _exited(path, e, "loading") from None
     except Exception as e:
         del sys.modules[mod_name]
         line = getattr(e, "lineno", None)
-        where = f" (line {line})" if line else ""
+        where = f" (line {line})" if line and f"line {line}" not in str(e) else ""
         raise DataError(f"cannot load '{path}': {type(e).__name__}: {e}{where}") from None
     finally:
         sys.path.pop(0)
@@ -135,7 +138,20 @@ def _from_file(path: Path, name: str) -> Callable[[], Any]:
         found = [n for n, v in vars(module).items()
                  if (inspect.isclass(v) or inspect.isfunction(v)) and getattr(v, "__module__", "") == mod_name]
         raise UnknownNameError(f"model in '{path}'", name, found)
-    return obj  # type: ignore[no-any-return]
+
+    def make() -> Any:
+        try:
+            return obj()
+        except SystemExit as e:
+            raise _exited(path, e, f"building {name}") from None
+
+    return make
+
+
+def _exited(path: Path, e: SystemExit, doing: str) -> DataError:
+    """A model file that ended the program (``sys.exit``) while perfmodel was ``doing`` something."""
+    return DataError(f"'{path}' called sys.exit({shown(e.code, 40) if e.code is not None else ''}) while {doing}: "
+                     f"a model file must define the model, not end the program")
 
 
 def _library(spec: str) -> Callable[[], Any]:
