@@ -246,6 +246,9 @@ CASES: list[tuple[str, str, int, str]] = [
     ("validate", "{nonnum_csv}", 1, "row 1, column 'gpus': 'eight' is not a number"),
     ("validate", "{nonnum_throughput_csv}", 1, "column 'measured_throughput'"),
     # new-user walk: 1e308 printed an inf% error, 1e-300 a 300-digit MAPE; calibrate fitted to it
+    # export and calibrate print a report: table or JSON (new-user walk: --format csv printed the table)
+    ("export", "resnet50 --gpus 8 -s dp=8 --format csv -o {out}.py", 2, "'csv' is not one of 'table', 'json'"),
+    ("calibrate", "{published} -H a100-80gb-dgx --format csv -o {out}.toml", 2, "'csv' is not one of 'table', 'json'"),
     ("validate", "{huge_throughput_csv}", 1, "'1e308' is out of range (valid: 1e-06 to 1e+12 samples/s"),
     ("validate", "{tiny_throughput_csv}", 1, "'1e-300' is out of range"),
     ("calibrate", "{tiny_throughput_csv} -H a100-80gb-dgx -o {out}.toml", 1, "'1e-300' is out of range"),

@@ -16,7 +16,7 @@ from ..report import to_json
 from ..validation import Measurement, calibrate_profile, load_measurements, mape, profile_toml
 from ..validation.compare import compare_rows
 from ..validation.devices import ran_on_cpu
-from .common import emit, format_option
+from .common import emit, report_format_option
 
 __all__ = ["calibrate_cmd"]
 
@@ -37,7 +37,7 @@ __all__ = ["calibrate_cmd"]
     required=True,
     help="Where to write the calibrated profile (.toml).",
 )
-@format_option
+@report_format_option
 def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     """Fit the compute efficiencies (by op kind and kernel size) and link efficiencies of a
     hardware profile to the measured runs in FILE, and write the result as a new profile.

@@ -22,6 +22,7 @@ from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
 
 __all__ = [
     "format_option",
+    "report_format_option",
     "hardware_option",
     "precision_option",
     "optimizer_option",
@@ -44,6 +45,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 def format_option(f: F) -> F:
     return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
                         help="Output format; JSON is the stable contract.")(f)
+
+
+def report_format_option(f: F) -> F:
+    """``--format`` of a command whose output is a report, not rows: table (text) or JSON, no CSV."""
+    return click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table",
+                        show_default=True, help="Output format (a text report or JSON, the stable contract).")(f)
 
 
 def hardware_option(f: F) -> F:

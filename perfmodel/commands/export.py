@@ -21,7 +21,6 @@ from .common import (
     check_writable,
     cudnn_option,
     emit,
-    format_option,
     gpus_option,
     hardware_option,
     image_size_option,
@@ -29,6 +28,7 @@ from .common import (
     model_input_options,
     optimizer_option,
     precision_option,
+    report_format_option,
 )
 
 __all__ = ["export_cmd", "export_prediction", "export_best", "export_lines", "PROGRAM_SUFFIXES"]
@@ -97,7 +97,7 @@ def export_lines(e: ExportPlan, output: Path) -> list[str]:
 @model_input_options
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The program to write (.py); run it with torchrun.")
-@format_option
+@report_format_option
 def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: str, batch_per_gpu: int | None,
                global_batch: int | None, optimizer: str, cudnn_major: int, memory_format: str,
                image_size: int | None, output: Path,
