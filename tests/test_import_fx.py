@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,12 @@ def test_a_model_file_that_exits_is_an_error_not_an_exit(tmp_path: Path, body: s
     f.write_text(body)
     with pytest.raises(DataError, match=re.escape(said)):
         get_model(f"{f}:make")
+
+
+def test_reading_a_model_file_writes_nothing_beside_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing the user's file left a __pycache__ folder in theirs (where Python writes bytecode)."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    f = tmp_path / "tidy.py"
+    f.write_text("import torch\n\n\ndef make():\n    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))\n")
+    get_model(f"{f}:make")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tidy.py"] and sys.dont_write_bytecode is False

@@ -121,6 +121,7 @@ def _from_file(path: Path, name: str) -> Callable[[], Any]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module  # dataclasses and pickling look their module up there
     sys.path.insert(0, str(path.resolve().parent))
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ in the user's folder
     try:
         spec.loader.exec_module(module)
     except SystemExit as e:
@@ -133,6 +134,7 @@ def _from_file(path: Path, name: str) -> Callable[[], Any]:
         raise DataError(f"cannot load '{path}': {type(e).__name__}: {e}{where}") from None
     finally:
         sys.path.pop(0)
+        sys.dont_write_bytecode = writes
     obj = getattr(module, name, None)
     if obj is None or not callable(obj):
         found = [n for n, v in vars(module).items()
