@@ -76,6 +76,15 @@ class Emitter:
         self.paths.append(path)
         return str(name)
 
+    def tagged(self, path: ModulePath, base: str) -> Callable[..., str]:
+        """:meth:`emit` at ``path`` naming each layer ``base.tag`` (the ``tag=`` keyword): the
+        layers one call of a framework op is written out as."""
+
+        def emit(method: str, *args: Any, tag: str, **kwargs: Any) -> str:
+            return self.emit(path, method, *args, name=f"{base}.{tag}", **kwargs)
+
+        return emit
+
     def new_params(self, *consts: Const) -> int:
         """Elements of the parameters behind ``consts`` not counted yet (and now counted)."""
         n = 0

@@ -69,9 +69,7 @@ def swin_attention(c: Ctx, x: str) -> str:
     ph, pw = -(-h // ws[0]) * ws[0], -(-w // ws[1]) * ws[1]
     nw, n, hd = (ph // ws[0]) * (pw // ws[1]), ws[0] * ws[1], ch // heads
 
-    def emit(method: str, *args: Any, tag: str, **kw: Any) -> str:
-        return em.emit(c.path, method, *args, name=f"{base}.{tag}", **kw)
-
+    emit = em.tagged(c.path, base)
     em.new_params(*(k for k in (qkv_w, qkv_b, proj_w, proj_b) if isinstance(k, Const)))
     tokens = emit("view", x, (nw, n, ch), copy=True, tag="windows")
     qkv = emit("linear", tokens, 3 * ch, isinstance(qkv_b, Const), tag="qkv")

@@ -52,9 +52,7 @@ def emit_self_attention(em: Emitter, path: tuple[str, ...], base: str, x: str,
     e, h = a.embed, a.heads
     length = em.builder.shape(x)[0]
     d = e // h
-
-    def emit(method: str, *args: object, tag: str, **kw: object) -> str:
-        return em.emit(path, method, *args, name=f"{base}.{tag}", **kw)
+    emit = em.tagged(path, base)
 
     if a.copy_input:
         x = emit("view", x, (length, e), copy=True, tag="in_copy")
@@ -77,9 +75,7 @@ def emit_separate_attention(em: Emitter, path: tuple[str, ...], base: str, qkv: 
     e, h = a.embed, a.heads
     lq, lk = lengths
     b = em.builder
-
-    def emit(method: str, *args: object, tag: str, **kw: object) -> str:
-        return em.emit(path, method, *args, name=f"{base}.{tag}", **kw)
+    emit = em.tagged(path, base)
 
     def proj(t: str, n: int, tag: str, copy: bool) -> str:
         src = emit("view", t, b.shape(t), copy=True, tag=f"{tag}_in_copy") if copy else t
