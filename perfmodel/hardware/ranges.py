@@ -20,26 +20,28 @@ __all__ = ["Range", "RANGES", "check_value", "describe", "given_text"]
 
 @dataclass(frozen=True)
 class Range:
-    """Valid values ``low <= x <= high`` (``low < x`` when ``open_low``); ``span`` in human units."""
+    """Valid values ``low <= x <= high`` (``low < x`` when ``open_low``); ``span`` in human units;
+    ``noun`` what the value is, where that says more than "a number" (an efficiency: a fraction)."""
 
     low: float
     high: float
     span: str
     open_low: bool = False
+    noun: str = ""
 
     def holds(self, x: float) -> bool:
         return math.isfinite(x) and (x > self.low if self.open_low else x >= self.low) and x <= self.high
 
     def text(self) -> str:
-        if self is _FRACTION:
-            return f"a fraction from {self.low:g} to 1"
+        if self.noun:
+            return f"{self.noun} from {self.low:g} to {self.high:g}"
         sign = "> 0" if self.open_low or self.low > 0 else ">= 0"
         return f"a number {sign}, within {self.span}"
 
 
 #: An efficiency: at most 1, and at least 1e-4, three decades below the smallest shipped one
 #: (depthwise_efficiency 0.107): 1e-300 priced a step of 4.6e302 ms, or infinity with small peaks.
-_FRACTION = Range(1e-4, 1.0, "1e-4 to 1")
+_FRACTION = Range(1e-4, 1.0, "1e-4 to 1", noun="a fraction")
 
 #: Valid values by field name (the last part of a dotted TOML field; ``peak`` is every entry
 #: of ``device.peak_flops_per_s``). A field missing here only has to be finite.
