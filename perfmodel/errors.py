@@ -33,6 +33,7 @@ __all__ = [
     "PartitionError",
     "NoFeasiblePlanError",
     "closest_names",
+    "did_you_mean",
 ]
 
 
@@ -105,13 +106,22 @@ class NoFeasiblePlanError(DataError):
 
 
 def closest_names(name: str, valid: Iterable[str], n: int = 3) -> list[str]:
-    """The up to ``n`` valid names closest to ``name`` (difflib ratio, prefix matches first)."""
+    """The up to ``n`` valid names closest to ``name``, case ignored (difflib ratio, prefix matches first)."""
     valid = list(valid)
     low = name.lower()
+    by_low: dict[str, str] = {}
+    for v in valid:
+        by_low.setdefault(v.lower(), v)
     prefix = [v for v in valid if v.lower().startswith(low) and low]
-    close = difflib.get_close_matches(low, valid, n=n, cutoff=0.5)
+    close = [by_low[c] for c in difflib.get_close_matches(low, list(by_low), n=n, cutoff=0.5)]
     out: list[str] = []
     for v in prefix + close:
         if v not in out:
             out.append(v)
     return out[:n]
+
+
+def did_you_mean(name: str, valid: Iterable[str]) -> str:
+    """``"; did you mean a, b?"`` naming the valid names closest to ``name``, or ``""`` when none is close."""
+    close = closest_names(name[:200], valid)
+    return f"; did you mean {', '.join(close)}?" if close else ""

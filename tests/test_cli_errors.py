@@ -108,6 +108,14 @@ CASES: list[tuple[str, str, int, str]] = [
     (P, "resnet50 --gpus 8 -s dp=8,dp=8", 2, "'dp' given twice"),
     (P, "resnet50 --gpus 8 -s dp=8,comm=foo", 2, "comm 'foo' is not one of ring"),
     (P, "resnet50 --gpus 8 -s pp=8,schedule=foo", 2, "schedule 'foo' is not one of gpipe, 1f1b"),
+    (P, "resnet50 --gpus 8 -s dp=8,comm=tre", 2, "is not one of ring, tree, hierarchical, ps-central, ps-sharded, "
+        "dataparallel; did you mean tree?"),
+    (P, "resnet50 --gpus 8 -s pp=4,dp=2,schedule=1f1", 2, "schedule '1f1' is not one of gpipe, 1f1b; "
+        "did you mean 1f1b?"),
+    (P, "resnet50 --gpus 8 -s dp=8,overlap=bucket", 2, "did you mean bucketed?"),
+    (P, "resnet50 --gpus 8 -s sp=2x2,dp=2,decomp=aut", 2, "did you mean auto?"),
+    (P, "resnet50 --gpus 8 -s dp=8 --precision fp61", 2, "'fp61' is not one of 'fp32', 'tf32', 'amp', 'bf16'; "
+        "did you mean fp32, bf16?"),
     (P, "resnet50 --gpus 8 -s dp=8,recompute=maybe", 2, "must be true or false"),
     (P, "resnet50 --gpus 8 -s sp=2x2x2x1", 2, "must be n, hxw or dxhxw"),
     (P, "resnet50 --gpus 8 -s sp=axb,dp=2", 2, "sp='a' is not an integer"),
@@ -170,6 +178,10 @@ CASES: list[tuple[str, str, int, str]] = [
     (P, "tiny_cnn --gpus 2 -s dp=2 --chart {dir}", 2, "is a directory"),
     # plan
     ("plan", "resnt50 --gpus 8", 1, "did you mean resnet50"),
+    ("plan", "tiny_cnn --gpus 8 --strategies dp,hybrd", 2, "unknown strategy kind 'hybrd' (valid: dp, ps, sp, pp, "
+        "hybrid, mp, filter, channel); did you mean hybrid?"),
+    ("plan", "tiny_cnn --gpus 8 --rank-by thru", 2, "'thru' is not one of 'throughput', 'time', 'cost'; "
+        "did you mean throughput?"),
     ("plan", "tiny_cnn --gpus 8 -H nope", 1, "unknown hardware 'nope'; valid: a100-40gb-dgx"),
     ("plan", "tiny_cnn --gpus 0", 2, "not in the range"),
     ("plan", "tiny_cnn --gpus x", 2, "not a valid integer"),
@@ -180,7 +192,7 @@ CASES: list[tuple[str, str, int, str]] = [
     ("plan", "tiny_cnn --gpus 8 -B 7 --strategies dp,pp", 2, "no plan can split global batch 7 over 8 gpus"),
     ("plan", "tiny_cnn --gpus 8 --top 0", 2, "0 is not in the range 1<=x<=100"),
     ("plan", "tiny_cnn --gpus 8 --top 1000", 2, "not in the range"),
-    ("plan", "tiny_cnn --gpus 8 --strategies foo", 2, "unknown strategy kinds ['foo'] (valid: dp, ps"),
+    ("plan", "tiny_cnn --gpus 8 --strategies foo", 2, "unknown strategy kind 'foo' (valid: dp, ps"),
     ("plan", "tiny_cnn --gpus 8 --strategies ,", 2, "no strategy kinds to search (valid: dp"),
     ("plan", "tiny_cnn --gpus 8 --image-size 1", 2, "too small for tiny_cnn (valid: >= 4)"),
     ("plan", "tiny_cnn --gpus 8 --format yaml", 2, "'yaml' is not one of"),
@@ -222,6 +234,8 @@ CASES: list[tuple[str, str, int, str]] = [
     ("scale", f"tiny_cnn --gpus 1,2 -b {HUGE}", 2, "an integer from 1 to 1,000,000,000"),
     # partition
     ("partition", "resnt50 -k 2", 1, "did you mean resnet50"),
+    ("partition", "tiny_cnn -k 2 --granularity chanel", 2, "'chanel' is not one of 'layer', 'channel'; "
+        "did you mean channel?"),
     ("partition", "tiny_cnn -k 0", 2, "parts must be an integer >= 2, got 0"),
     ("partition", "tiny_cnn -k 1", 2, ">= 2, got 1"),
     ("partition", "tiny_cnn -k -2", 2, ">= 2"),

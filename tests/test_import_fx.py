@@ -108,6 +108,8 @@ def test_file_specs_and_input_options(tmp_path: Path) -> None:
         assert get_model(f"{f}:make").layers[-1].out_shape == (4 * 18 * 28,)
     with pytest.raises(UnknownNameError, match="make"):
         get_model(f"{f}:mak")
+    with pytest.raises(UnknownNameError, match=r"did you mean make\?"):  # letters swapped, case ignored
+        get_model(f"{f}:MAek")
     with pytest.raises(DataError, match="does not exist"):
         get_model(f"{tmp_path / 'none.py'}:X")
     (tmp_path / "bad.py").write_text("def broken(:\n")

@@ -88,7 +88,7 @@ def test_large_images_choose_spatial_or_pipeline_over_replication() -> None:
 def test_bad_inputs() -> None:
     with pytest.raises(UsageError):
         plan("resnet18", 0)
-    with pytest.raises(UsageError, match="unknown strategy kinds"):
+    with pytest.raises(UsageError, match="unknown strategy kinds? "):
         plan("resnet18", 8, kinds=("bogus",))
     with pytest.raises(UsageError, match="global batch must be >= 1"):
         plan("resnet18", 8, global_batch=0, kinds=BASE)

@@ -12,7 +12,7 @@ import click
 from ..cost.fusion import DEFAULT_FUSION, FUSIONS
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, MEMORY_FORMATS
-from ..errors import UsageError
+from ..errors import UsageError, did_you_mean
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
 from ..io import check_target
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
@@ -21,6 +21,7 @@ from ..report import FORMATS
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime
 
 __all__ = [
+    "Choice",
     "format_option",
     "report_format_option",
     "hardware_option",
@@ -42,14 +43,27 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Choice(click.Choice):  # type: ignore[type-arg]
+    """``click.Choice`` whose refusal also names the closest valid choices."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as e:
+            hint = did_you_mean(str(value), [str(c) for c in self.choices])
+            if not hint:
+                raise
+            self.fail(f"{e.message.rstrip('.')}{hint}", param, ctx)
+
+
 def format_option(f: F) -> F:
-    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+    return click.option("--format", "fmt", type=Choice(FORMATS), default="table", show_default=True,
                         help="Output format; JSON is the stable contract.")(f)
 
 
 def report_format_option(f: F) -> F:
     """``--format`` of a command whose output is a report, not rows: table (text) or JSON, no CSV."""
-    return click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table",
+    return click.option("--format", "fmt", type=Choice(("table", "json")), default="table",
                         show_default=True, help="Output format (a text report or JSON, the stable contract).")(f)
 
 
@@ -59,33 +73,33 @@ def hardware_option(f: F) -> F:
 
 
 def precision_option(f: F) -> F:
-    return click.option("--precision", type=click.Choice(PRECISIONS), default="amp", show_default=True,
+    return click.option("--precision", type=Choice(PRECISIONS), default="amp", show_default=True,
                         help="fp32, tf32, amp (fp16 mixed precision) or bf16.")(f)
 
 
 def optimizer_option(f: F) -> F:
-    return click.option("--optimizer", type=click.Choice(["sgd", "sgd-plain", "adam"]), default="sgd",
+    return click.option("--optimizer", type=Choice(["sgd", "sgd-plain", "adam"]), default="sgd",
                         show_default=True,
                         help="sgd (with momentum), sgd-plain (without) or adam: sets optimizer state and "
                         "update cost.")(f)
 
 
 def cudnn_option(f: F) -> F:
-    return click.option("--cudnn", "cudnn_major", type=click.Choice([str(m) for m in CUDNN_MAJORS]),
+    return click.option("--cudnn", "cudnn_major", type=Choice([str(m) for m in CUDNN_MAJORS]),
                         default=str(DEFAULT_CUDNN_MAJOR), show_default=True, callback=lambda _c, _p, v: int(v),
                         help="cuDNN major version of the run's framework: before 8, grouped convolutions "
                         "(ResNeXt) run one kernel per group. Volta needs >= 7, Ampere and Hopper >= 8.")(f)
 
 
 def memory_format_option(f: F) -> F:
-    return click.option("--memory-format", "memory_format", type=click.Choice(list(MEMORY_FORMATS)),
+    return click.option("--memory-format", "memory_format", type=Choice(list(MEMORY_FORMATS)),
                         default=DEFAULT_MEMORY_FORMAT, show_default=True,
                         help="Activations' layout: nchw (PyTorch's default contiguous format; cuDNN transposes "
                         "the tensors of every tensor-core convolution) or nhwc (torch.channels_last).")(f)
 
 
 def fusion_option(f: F) -> F:
-    return click.option("--fusion", "fusion", type=click.Choice(list(FUSIONS)), default=DEFAULT_FUSION,
+    return click.option("--fusion", "fusion", type=Choice(list(FUSIONS)), default=DEFAULT_FUSION,
                         show_default=True,
                         help="Batch-norm/add/ReLU chains the run's framework fuses: eager (PyTorch, none), "
                         "mxnet-bn-add-relu (NGC MXNet --fuse-bn-relu/--fuse-bn-add-relu, fp16 NHWC) or xla "

@@ -17,7 +17,7 @@ from ..report import render_frame, to_json
 from ..strategies.wording import kernels_assumption
 from ..validation.measure import DEVICES, MeasureResult, measure
 from ..validation.measure_env import pricing_cudnn
-from .common import emit, format_option, image_size_option, memory_format_option
+from .common import Choice, emit, format_option, image_size_option, memory_format_option
 
 __all__ = ["measure_cmd", "layers_frame", "predicted_times", "cpu_timed_gpu_profile"]
 
@@ -92,7 +92,7 @@ def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None =
 )
 @click.option(
     "--precision",
-    type=click.Choice(PRECISIONS),
+    type=Choice(PRECISIONS),
     default="fp32",
     show_default=True,
     help="fp32, tf32 (GPU), amp (fp16 autocast, GPU) or bf16 (autocast).",
@@ -113,7 +113,7 @@ def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None =
 )
 @click.option(
     "--device",
-    type=click.Choice(DEVICES),
+    type=Choice(DEVICES),
     default=None,
     help="cpu or cuda (default: cuda when torch sees a GPU).",
 )
@@ -127,7 +127,7 @@ def layers_frame(r: MeasureResult, predicted: list[tuple[float, float]] | None =
 @click.option(
     "--cudnn",
     "cudnn_major",
-    type=click.Choice([str(m) for m in CUDNN_MAJORS]),
+    type=Choice([str(m) for m in CUDNN_MAJORS]),
     default=None,
     callback=lambda _c, _p, v: None if v is None else int(v),
     help="cuDNN major version the predictions assume (default: the one torch loaded; "

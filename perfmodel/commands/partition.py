@@ -23,6 +23,7 @@ from ..report import render_frame, to_json
 from ..strategies.wording import kernels_assumption, precision_assumption
 from ..units import GB
 from .common import (
+    Choice,
     chart_option,
     check_writable,
     cudnn_option,
@@ -192,7 +193,7 @@ def render_partition(r: PartitionReport, profile: Mapping[str, str] | None = Non
 )
 @click.option(
     "--granularity",
-    type=click.Choice(GRANULARITIES),
+    type=Choice(GRANULARITIES),
     default="layer",
     show_default=True,
     help="layer: one unit per layer; channel: convolution/linear layers cut into groups of "

@@ -16,6 +16,7 @@ from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..units import GIB
 from .answer_options import RANK_BY, rank, training_options, training_request
 from .common import (
+    Choice,
     amp_runtime_option,
     chart_option,
     check_writable,
@@ -127,7 +128,7 @@ def render_plan(r: PlanResult, rows: list[dict[str, Any]] | None = None) -> str:
 @format_option
 @chart_option
 @training_options
-@click.option("--rank-by", type=click.Choice(RANK_BY), default="throughput", show_default=True,
+@click.option("--rank-by", type=Choice(RANK_BY), default="throughput", show_default=True,
               help="Order of the plans: throughput, time to train or its cost (at one GPU count and "
               "global batch these agree; `scale` shows where more GPUs stop paying).")
 def plan_cmd(

@@ -16,7 +16,7 @@ from ..errors import DataError, UsageError
 from ..report import render_frame, to_json
 from ..validation import CALIBRATION_MODES, Validation, load_measurements, validate
 from ..validation.compare import DEFINITIONS, RowResult
-from .common import chart_option, check_writable, format_option
+from .common import Choice, chart_option, check_writable, format_option
 
 __all__ = ["validate_cmd", "render_validation", "render_summary", "rows_frame", "groups_frame"]
 
@@ -142,7 +142,7 @@ def render_summary(v: Validation) -> str:
 @click.option(
     "--calibrate",
     "calibrate",
-    type=click.Choice(CALIBRATION_MODES),
+    type=Choice(CALIBRATION_MODES),
     default="none",
     show_default=True,
     help="none: profiles as shipped. single-gpu: fit compute efficiencies per profile and "

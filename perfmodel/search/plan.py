@@ -10,7 +10,7 @@ from typing import Any
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
-from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
+from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError, did_you_mean
 from ..hardware import Hardware, load_hardware
 from ..limits import MAX_BATCH, shown
 from ..network import Network, get_model
@@ -150,7 +150,8 @@ def plan(
         raise UsageError(f"no strategy kinds to search (valid: {', '.join(KINDS)})")
     bad = [k for k in kinds if k not in KINDS]
     if bad:
-        raise UsageError(f"unknown strategy kinds {bad} (valid: {', '.join(KINDS)})")
+        raise UsageError(f"unknown strategy kind{'s' if len(bad) > 1 else ''} {', '.join(shown(b, 40) for b in bad)} "
+                         f"(valid: {', '.join(KINDS)}){did_you_mean(str(bad[0]), KINDS)}")
     net = model if isinstance(model, Network) else get_model(model, image_size)
     hw = load_hardware(hardware)
     if gpus > hw.max_gpus:

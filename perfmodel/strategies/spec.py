@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from ..errors import StrategyError, closest_names
+from ..errors import StrategyError, did_you_mean
 from ..limits import MAX_BATCH, MAX_GPUS, shown
 
 __all__ = ["Strategy", "parse_strategy", "COMM_CHOICES", "SCHEDULES", "DECOMPOSITIONS", "OVERLAPS"]
@@ -60,15 +60,19 @@ class Strategy:
         if any(not isinstance(v, int) or v < 1 for v in self.sp):
             raise StrategyError(f"strategy: sp extents must be positive integers, got {self.sp}")
         if self.schedule not in SCHEDULES:
-            raise StrategyError(f"strategy: schedule '{self.schedule}' is not one of {', '.join(SCHEDULES)}")
+            raise StrategyError(f"strategy: schedule '{self.schedule}' is not one of {', '.join(SCHEDULES)}"
+                                f"{did_you_mean(str(self.schedule), SCHEDULES)}")
         if self.comm not in COMM_CHOICES:
-            raise StrategyError(f"strategy: comm '{self.comm}' is not one of {', '.join(COMM_CHOICES)}")
+            raise StrategyError(f"strategy: comm '{self.comm}' is not one of {', '.join(COMM_CHOICES)}"
+                                f"{did_you_mean(str(self.comm), COMM_CHOICES)}")
         if self.overlap not in OVERLAPS:
-            raise StrategyError(f"strategy: overlap '{self.overlap}' is not one of {', '.join(OVERLAPS)}")
+            raise StrategyError(f"strategy: overlap '{self.overlap}' is not one of {', '.join(OVERLAPS)}"
+                                f"{did_you_mean(str(self.overlap), OVERLAPS)}")
         if self.schedule != "gpipe" and self.pp == 1 and self.mp == 1:
             raise StrategyError(f"strategy: schedule={self.schedule} needs a pipeline (pp > 1)")
         if self.decomp not in DECOMPOSITIONS:
-            raise StrategyError(f"strategy: decomp '{self.decomp}' is not one of {', '.join(DECOMPOSITIONS)}")
+            raise StrategyError(f"strategy: decomp '{self.decomp}' is not one of {', '.join(DECOMPOSITIONS)}"
+                                f"{did_you_mean(str(self.decomp), DECOMPOSITIONS)}")
         if self.decomp != "spatial" and self.sp_degree == 1:
             raise StrategyError(f"strategy: decomp={self.decomp} needs a spatial group (sp=N, HxW or DxHxW)")
         if self.balance and len(self.balance) != self.pp:
@@ -171,9 +175,7 @@ def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
         key, value = (s.strip() for s in item.split("=", 1))
         key = key.lower()
         if key not in _KEYS:
-            close = closest_names(key, _KEYS)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise StrategyError(f"strategy: unknown key '{key}' (keys: {', '.join(_KEYS)}){hint}")
+            raise StrategyError(f"strategy: unknown key '{key}' (keys: {', '.join(_KEYS)}){did_you_mean(key, _KEYS)}")
         if key in fields:
             raise StrategyError(f"strategy: '{key}' given twice")
         if key == "sp":
