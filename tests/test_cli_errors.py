@@ -189,7 +189,15 @@ CASES: list[tuple[str, str, int, str]] = [
     ("plan", "tiny_cnn --gpus 8 -B 0", 2, "global batch must be >= 1"),
     ("plan", "tiny_cnn --gpus 8 -B -5", 2, "global batch must be >= 1"),
     ("plan", f"tiny_cnn --gpus 8 -B {HUGE}", 2, "is too large"),
-    ("plan", "tiny_cnn --gpus 8 -B 7 --strategies dp,pp", 2, "no plan can split global batch 7 over 8 gpus"),
+    ("plan", "tiny_cnn --gpus 8 -B 7 --strategies dp,pp", 2, "no plan of kinds dp,pp runs tiny_cnn on 8 gpus at "
+        "global batch 7 (dp=8 needs a global batch that is a multiple of 8; pp=8 needs 8 pipeline stages, and "
+        "tiny_cnn has 3 chain links; try a global batch that is a multiple of 8, or more strategy kinds)"),
+    ("plan", "tiny_cnn --gpus 8 --strategies pp", 2, "(pp=8 needs 8 pipeline stages, and tiny_cnn has 3 chain links"),
+    ("plan", "resnet50 --gpus 8 --strategies sp", 2, "no plan of kind sp runs resnet50 on 8 gpus at global batch 256 "
+        "(4 candidates, all rejected"),
+    ("plan", "tiny_cnn --gpus 1 --strategies ps", 2, "on 1 gpu at global batch 32 (ps needs 2 or more GPUs"),
+    ("plan", "tiny_cnn --gpus 16 -B 3 --strategies filter,mp", 2, "(filter=k needs 2 to 8 gpus of a node (k "
+        "dividing 16) with dp=16/k dividing global batch 3; mp=k needs 2 to 3 gpus"),
     ("plan", "tiny_cnn --gpus 8 --top 0", 2, "0 is not in the range 1<=x<=100"),
     ("plan", "tiny_cnn --gpus 8 --top 1000", 2, "not in the range"),
     ("plan", "tiny_cnn --gpus 8 --strategies foo", 2, "unknown strategy kind 'foo' (valid: dp, ps"),

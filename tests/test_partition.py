@@ -468,6 +468,17 @@ def test_cli_partition_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert "summed over all devices" in d["definitions"]["comm_volume_bytes"]
 
 
+def test_break_even_batch_below_one_is_said_in_words(capsys: pytest.CaptureFixture[str]) -> None:
+    """tiny_cnn's cut at one sample outweighs its gradients: no 'global batch 0', the ratio at batch 1."""
+    r = partition_report("tiny_cnn", 13, hardware=HW)
+    assert 0 < r.break_even_batch < 1
+    code, out, _ = _run(["partition", "tiny_cnn", "--parts", "13"], capsys)
+    assert code == 0 and "global batch 0" not in out
+    assert f"more at every global batch ({1 / r.break_even_batch:,.1f}x at global batch 1)" in out
+    code, out, _ = _run(["partition", "resnet18", "--parts", "2"], capsys)
+    assert code == 0 and "; the same at global batch " in out
+
+
 def test_cli_partition_table_csv_and_chart(
     capsys: pytest.CaptureFixture[str], tmp_path: object
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,10 +106,14 @@ def _scaled(x: float | None, factor: float) -> float | None:
 def _versus_dp(r: PartitionReport) -> str:
     red = r.reduction_vs_data_parallel
     how = f"{100 * red:.1f}% less" if red >= 0 else f"{-100 * red:.1f}% more"
-    return (
-        f"the partition sends {how} than data parallelism's gradient allreduce; "
-        f"the same at global batch {r.break_even_batch:,.0f}"
-    )
+    even = r.break_even_batch
+    if not math.isfinite(even):  # nothing crosses the cut
+        when = "less at every global batch"
+    elif even < 1:  # the cut's activations at one sample already outweigh the gradients
+        when = f"more at every global batch ({1 / even:,.1f}x at global batch 1)"
+    else:
+        when = f"the same at global batch {even:,.0f}"
+    return f"the partition sends {how} than data parallelism's gradient allreduce; {when}"
 
 
 def profile_assumptions(hw: Hardware, precision: str) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,7 +180,7 @@ class PartitionReport:
                 if c is not None and c.comm_volume_bytes > 0
                 else None
             ),
-            "break_even_global_batch": self.break_even_batch,
+            "break_even_global_batch": self.break_even_batch if math.isfinite(self.break_even_batch) else None,
             "balance": {
                 "met": self.balanced,
                 "heaviest_part_over_bound": self.heaviest_part_over_bound,

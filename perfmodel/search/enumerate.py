@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from ..network import Network
 from ..strategies.spec import Strategy
 
-__all__ = ["divisors", "factorisations", "spatial_grids", "candidates", "variants", "KINDS"]
+__all__ = ["divisors", "factorisations", "spatial_grids", "candidates", "variants", "no_candidate_reasons", "KINDS"]
 
 #: Strategy kinds the search can be restricted to.
 KINDS = ("dp", "ps", "sp", "pp", "hybrid", "mp", "filter", "channel")
@@ -121,3 +121,35 @@ def variants(s: Strategy, gpus: int, gpus_per_node: int) -> Iterator[Strategy]:
             v = s.with_(comm=c, schedule=sched)
             if v != s:
                 yield v
+
+
+def no_candidate_reasons(
+    net: Network, gpus: int, global_batch: int, gpus_per_node: int, kinds: tuple[str, ...], max_pp: int = 32,
+    max_sp: int = 64,
+) -> list[str]:
+    """Why :func:`candidates` yields no plan of each of ``kinds``, in words (one clause per kind without
+    candidates; the rules are those of :func:`candidates`)."""
+    links = len(net.links)
+    reasons: dict[str, str] = {}
+    for kind in kinds:
+        if any(True for _ in candidates(net, gpus, global_batch, gpus_per_node, (kind,), max_pp, max_sp)):
+            continue
+        if kind in ("dp", "ps"):
+            reasons[kind] = (f"{kind} needs 2 or more GPUs" if kind == "ps" and gpus == 1 else
+                             f"{kind}={gpus} needs a global batch that is a multiple of {gpus}")
+        elif kind == "pp":
+            reasons[kind] = (f"pp={gpus} needs {gpus} pipeline stages, and {net.name} has {links} chain links"
+                             f"{f' (at most {max_pp} stages)' if gpus > max_pp else ''}")
+        elif kind == "sp":
+            ext = "x".join(str(e) for e in net.input_shape[1:]) or "non-spatial"
+            reasons[kind] = (f"sp splits at most {max_sp} GPUs" if gpus > max_sp else
+                             f"no grid of {gpus} tiles fits {net.name}'s {ext} input")
+        elif kind == "hybrid":
+            reasons[kind] = (f"hybrid needs two of dp, sp, pp above 1 whose product is {gpus}, with dp dividing "
+                             f"global batch {global_batch}, pp <= {min(links, max_pp)} stages and a grid that fits "
+                             f"the input")
+        else:  # filter, channel, mp: k GPUs of one node, data parallelism over the rest
+            most = min(8, links) if kind == "mp" else gpus_per_node
+            reasons[kind] = (f"{kind}=k needs 2 to {most} GPUs of a node (k dividing {gpus}) with dp={gpus}/k "
+                             f"dividing global batch {global_batch}")
+    return list(reasons.values())

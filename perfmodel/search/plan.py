@@ -30,7 +30,7 @@ from ..strategies.spec import Strategy
 from ..strategies.split_search import EXHAUSTIVE_SPLITS, LOCAL_MOVE_LINKS
 from ..units import GIB
 from .accumulate import fewest_micro_batches
-from .enumerate import KINDS, candidates, variants
+from .enumerate import KINDS, candidates, no_candidate_reasons, variants
 from .same_parts import SPARE_SHAPES, rank_distinct
 
 __all__ = [
@@ -216,12 +216,15 @@ def _search(
         pricer.consider(Strategy(dp=gpus, mb=base.micro_batches // gpus))
     priced = pricer.priced
     if not priced:
-        why = f"{pricer.n_cand} candidates, all rejected" if pricer.n_cand else "no candidate divides the batch"
-        if pricer.errors:
-            why += f": {pricer.errors[0]}"
+        if pricer.n_cand:
+            why = f"{pricer.n_cand} candidates, all rejected" + (f": {pricer.errors[0]}" if pricer.errors else "")
+        else:
+            why = "; ".join(no_candidate_reasons(net, gpus, B, hw.gpus_per_node, kinds))
         advice = f"try a global batch that is a multiple of {gpus}, or more" if B % gpus else "try more"
         raise UsageError(
-            f"no plan can split global batch {B} over {gpus} GPUs for {net.name} ({why}; {advice} strategy kinds)"
+            f"no plan of kind{'s' if len(kinds) > 1 else ''} {','.join(kinds)} runs {net.name} on {gpus} "
+            f"GPU{'s' if gpus > 1 else ''} at global batch {B} "
+            f"({why}; {advice} strategy kinds)"
         )
     cap = hw.device.memory_bytes
     fitting = [x for x in priced if x[1] <= cap]
