@@ -61,6 +61,13 @@ def check_target(path: str | Path, suffixes: tuple[str, ...] = ()) -> Path:
         raise UsageError(f"cannot write '{p}': it is a folder")
     if p.exists() and not p.is_file():
         raise UsageError(f"cannot write '{p}': not a regular file")
+    try:  # a folder can pass the access check and still refuse new files (/proc, a read-only mount as root)
+        fd, probe = tempfile.mkstemp(prefix=".perfmodel-probe.", dir=parent)
+    except OSError as e:
+        why = e.strerror or str(e)
+        raise UsageError(f"cannot write '{p}': folder '{parent}' does not accept new files ({why})") from None
+    os.close(fd)
+    os.unlink(probe)
     return p
 
 

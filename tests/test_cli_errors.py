@@ -277,7 +277,10 @@ CASES: list[tuple[str, str, int, str]] = [
     ("validate", "{header_only_csv}", 1, "header only, no measurement rows"),
     ("validate", "{unknown_model_csv}", 1, "did you mean resnet50"),
     ("validate", "{missing_csv_file}", 1, "cannot read measurement file"),
-    ("validate", "{dir}", 2, "is a directory"),
+    ("validate", "{dir}", 1, "cannot read measurement file: is a folder"),  # as a missing file: bad data
+    ("calibrate", "{dir} -H a100-80gb-dgx -o {out}.toml", 1, "cannot read measurement file: is a folder"),
+    ("validate", "--chart /proc/x.png", 2, "cannot write '/proc/x.png': folder '/proc' "),  # as a missing folder
+    ("export", "tiny_cnn --gpus 2 -s dp=2 -o /proc/x.py", 2, "cannot write '/proc/x.py': folder '/proc' "),
     ("validate", "--calibrate foo", 2, "'foo' is not one of 'none', 'single-gpu'"),
     ("validate", "--chart {out}.txt", 2, "unknown extension '.txt'"),
     ("validate", "--chart /nonexistent/x.png", 2, "does not exist"),

@@ -22,7 +22,7 @@ __all__ = ["calibrate_cmd"]
 
 
 @click.command("calibrate")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(path_type=Path))  # a folder is refused by the reader (exit 1)
 @click.option(
     "--hardware",
     "-H",

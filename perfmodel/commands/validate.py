@@ -138,7 +138,7 @@ def render_summary(v: Validation) -> str:
 
 
 @click.command("validate")
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))  # folders: refused by the reader (exit 1)
 @click.option(
     "--calibrate",
     "calibrate",
