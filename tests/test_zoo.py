@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from cli_helpers import run_main
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -232,3 +235,16 @@ def test_parameters_do_not_depend_on_size(name: str, size: int) -> None:
 def test_unknown_model_names_the_closest() -> None:
     with pytest.raises(UnknownNameError, match="resnet50"):
         get_model("resnet5")
+
+
+def test_models_lists_every_zoo_model_with_units_in_the_headers(capsys: pytest.CaptureFixture[str]) -> None:
+    """``perfmodel models``: the table's size column says pixels; JSON keeps its keys and the networks' sizes."""
+    code, out, _ = run_main(["models"], capsys)
+    assert code == 0
+    header = out.splitlines()[0].split()
+    assert "image_size_px" in header and "image_size" not in header
+    code, out, _ = run_main(["models", "--format", "json"], capsys)
+    rows = {r["model"]: r for r in json.loads(out)["models"]}
+    assert sorted(rows) == sorted(model_names())
+    for name in ("resnet50", "cosmoflow"):
+        assert rows[name]["image_size"] == get_model(name).image_size

@@ -91,7 +91,8 @@ def models_cmd(fmt: str) -> None:
                 "source": entry.source,
             }
         )
-    df = pd.DataFrame(rows)
+    # the printed columns carry their unit (the JSON keys are the stable contract and stay)
+    df = pd.DataFrame(rows).rename(columns={"image_size": "image_size_px"})
     if fmt == "json":
         emit(to_json({"models": rows}))
     else:
