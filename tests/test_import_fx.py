@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import torch_nets as T  # noqa: E402
-from cli_helpers import load_file  # noqa: E402
+from cli_helpers import load_file, run_main  # noqa: E402
 
 from perfmodel.errors import DataError, UnknownNameError, UsageError  # noqa: E402
 from perfmodel.network import compile_counts, get_model  # noqa: E402
@@ -184,3 +185,18 @@ def test_reading_a_model_file_writes_nothing_beside_it(tmp_path: Path, monkeypat
     f.write_text("import torch\n\n\ndef make():\n    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))\n")
     get_model(f"{f}:make")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tidy.py"] and sys.dont_write_bytecode is False
+
+
+def test_a_model_files_prints_go_to_stderr_not_into_the_json(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's model that prints while loading, building and in its forward leaves stdout to the result."""
+    f = tmp_path / "noisy.py"
+    f.write_text("import torch\nprint('loading')\n\n\nclass Net(torch.nn.Module):\n"
+                 "    def __init__(self):\n        super().__init__()\n        print('building')\n"
+                 "        self.conv = torch.nn.Conv2d(3, 4, 3)\n\n"
+                 "    def forward(self, x):\n        print('forward')\n        return self.conv(x)\n")
+    code, out, err = run_main(["predict", f"{f}:Net", "--gpus", "1", "-s", "dp=1", "--image-size", "32",
+                               "--format", "json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["strategy"] == "dp=1"
+    assert "loading" in err and "building" in err

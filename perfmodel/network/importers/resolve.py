@@ -87,16 +87,19 @@ def load_imported(
             _CACHE[key] = import_onnx(path, image_size, opts.in_channels, opts.input_shape)
         return _CACHE[key]
     shape = _shape(image_size, opts)
-    if spec.startswith(("torchvision:", "timm:")):
-        key = (spec, shape)
-        make = _library(spec)
-    else:
-        file, name = spec.rsplit(":", 1)
-        path = _file(file)
-        key = ("py", str(path.resolve()), path.stat().st_mtime_ns, name, shape)
-        make = _from_file(path, name) if key not in _CACHE else _unused
-    if key not in _CACHE:
-        _CACHE[key] = import_module(make, spec.rsplit("/", 1)[-1], shape, source=f"imported from {spec}")
+    # what the model's own code prints (loading, building, its traced forward) goes to stderr: stdout
+    # carries perfmodel's result, which JSON and CSV readers parse
+    with contextlib.redirect_stdout(sys.stderr):
+        if spec.startswith(("torchvision:", "timm:")):
+            key = (spec, shape)
+            make = _library(spec)
+        else:
+            file, name = spec.rsplit(":", 1)
+            path = _file(file)
+            key = ("py", str(path.resolve()), path.stat().st_mtime_ns, name, shape)
+            make = _from_file(path, name) if key not in _CACHE else _unused
+        if key not in _CACHE:
+            _CACHE[key] = import_module(make, spec.rsplit("/", 1)[-1], shape, source=f"imported from {spec}")
     return _CACHE[key]
 
 
