@@ -101,6 +101,29 @@ def test_input_extents_and_errors(exported: dict[str, Path], tmp_path: Path) -> 
         get_model(str(old))
 
 
+def test_graphs_without_one_sane_input_are_refused_in_words(tmp_path: Path) -> None:
+    """An empty graph, an all-constant one, and a fixed extent past the input bound (1e9 x 1e9 images)."""
+    h, f32 = onnx.helper, onnx.TensorProto.FLOAT
+
+    def save(name: str, nodes: list, inputs: list, outputs: list) -> str:
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(h.make_model(h.make_graph(nodes, name, inputs, outputs)), str(path))
+        return str(path)
+
+    with pytest.raises(DataError, match=r"the graph is empty \(no operators, no inputs\)"):
+        get_model(save("empty", [], [], []))
+    const = h.make_node("Constant", [], ["y"], value=h.make_tensor("v", f32, [1], [1.0]))
+    with pytest.raises(DataError, match=r"the graph has no input \(every tensor is a constant\)"):
+        get_model(save("const", [const], [], [h.make_tensor_value_info("y", f32, [1])]))
+    for batch in (1, "N"):
+        huge = [batch, 3, 10**9, 10**9]
+        relu = h.make_node("Relu", ["x"], ["y"])
+        x, y = (h.make_tensor_value_info(n, f32, huge) for n in "xy")
+        path = save("huge", [relu], [x], [y])
+        with pytest.raises(DataError, match=r"dimension 2 is 1,000,000,000 in the file \(valid: 1 to 1,000,000\)"):
+            get_model(path)
+
+
 def test_plan_on_the_example_file_and_its_onnx(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "mynet.onnx"
     export(str(out), size=64)  # the example's own export script

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError, UsageError
+from ...limits import MAX_IMAGE_SIZE
 from ..builder import NetBuilder
 from ..graph import Network
 from ..layers import Shape
@@ -47,6 +48,9 @@ def import_onnx(
     g = model.graph
     inits = {t.name: tuple(t.dims) for t in g.initializer}
     inputs = [i for i in g.input if i.name not in inits]
+    if not inputs:
+        what = "is empty (no operators, no inputs)" if not g.node else "has no input (every tensor is a constant)"
+        raise DataError(f"{path}: the graph {what}; perfmodel prices networks with one input")
     if len(inputs) != 1:
         raise DataError(f"{path}: the graph has {len(inputs)} inputs; perfmodel prices networks with one input")
     sample = _input_shape(path, inputs[0], image_size, in_channels, input_shape)
@@ -89,6 +93,9 @@ def _input_shape(path: Path, inp: Any, image_size: int | None, in_channels: int 
     """The per-sample input: the file's extents, with dynamic ones from the options (224 default)."""
     dims = list(inp.type.tensor_type.shape.dim)[1:]
     fixed = [d.dim_value if d.dim_value > 0 else None for d in dims]
+    for k, f in enumerate(fixed):
+        if f is not None and f > MAX_IMAGE_SIZE:
+            raise DataError(f"{path}: input dimension {k + 1} is {f:,} in the file (valid: 1 to {MAX_IMAGE_SIZE:,})")
     want: list[int | None] = list(input_shape) if input_shape is not None else \
         [in_channels, *([image_size] * (len(fixed) - 1))]
     if len(want) != len(fixed):
