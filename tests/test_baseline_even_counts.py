@@ -10,6 +10,7 @@ from perfmodel.network import get_model
 from perfmodel.search import plan as search_plan
 from perfmodel.strategies import Strategy, context, price
 from perfmodel.strategies.predict import largest_batch_on_one_gpu, one_gpu_step
+from perfmodel.strategies.spec import parse_strategy
 
 # review9 #19: 59 uneven micro-batches of 138-139 samples priced slower than 64 even ones of 128,
 # the micro-batch dp=16,mb=4 runs on each GPU, so that plan printed 16.02x on 16 GPUs.
@@ -66,3 +67,19 @@ def test_on_one_gpu_the_best_plan_is_the_baseline(batch: int) -> None:
     best = r.plans[0]
     assert r.baseline is not None and best.strategy == Strategy(mb=r.baseline.micro_batches)
     assert best.speedup_vs_1gpu == 1.0
+
+
+@pytest.mark.parametrize("spec", ["dp=8", "dp=8,mb=4", "filter=8", "sp=2x4", "pp=2,dp=4,mb=8"])
+def test_a_plan_that_does_not_fit_stays_within_its_gpu_count(spec: str) -> None:
+    """resnet50 at global batch 1e8 fits nowhere without accumulation: dp=8 priced 8.06x against a
+    baseline accumulating over 56,755 fitting micro-batches. One GPU now also runs the plan's own
+    micro-batches without the memory bound, as the plan is priced, and says so."""
+    p = predict("resnet50", 8, spec, global_batch=100_000_000)
+    assert not p.fits_in_memory
+    assert p.speedup_vs_1gpu is not None and p.speedup_vs_1gpu <= 8
+    fitting = predict("resnet50", 8, spec, global_batch=1024)  # a plan that fits keeps the fitting baseline
+    assert fitting.fits_in_memory and fitting.baseline is not None and fitting.baseline.fits
+    if spec.startswith("dp=8"):
+        s = parse_strategy(spec, 8)
+        assert p.baseline is not None and not p.baseline.fits and p.baseline.micro_batches == 8 * s.mb
+        assert "does not fit either" in p.speedup_baseline

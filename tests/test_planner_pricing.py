@@ -31,6 +31,10 @@ def test_every_plan_uses_the_global_batch_baseline_and_json_carries_it():
     for spec in ("dp=8,mb=16", "pp=2,dp=4,mb=16", "sp=2,dp=4,mb=2"):
         p = predict("cosmoflow", 8, spec, global_batch=128)
         d = p.to_dict()["baseline"]
+        if not d["fits"]:  # a plan over the memory: one GPU ran its dp x mb micro-batches unbounded, faster
+            assert not p.fits_in_memory and d["batch"] == 128 and d["micro_batches"] == p.strategy.dp * p.strategy.mb
+            assert d["step_time_s"] < base.step_time_s
+            continue
         assert d == base.to_dict()
         assert p.speedup_vs_1gpu == pytest.approx(p.throughput_samples_per_s / base.throughput_samples_per_s)
         assert "same global batch" in p.speedup_baseline

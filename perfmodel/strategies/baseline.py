@@ -19,6 +19,9 @@ class Baseline:
     micro_batches: int
     step_time_s: float
     gpus: int = 1
+    #: False where it runs the micro-batches of a plan that does not fit, as that plan is priced,
+    #: without the memory bound (an infeasible plan is compared with the same infeasible work)
+    fits: bool = True
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -29,7 +32,8 @@ class Baseline:
 
     def text(self, what: str = "the same global batch") -> str:
         described = _described(self.hardware, what, self.batch, self.micro_batches)
-        return f"{described}: {self.throughput_samples_per_s:,.1f} samples/s"
+        unfit = "" if self.fits else ", which does not fit either: priced as the plan is, without the memory bound"
+        return f"{described}{unfit}: {self.throughput_samples_per_s:,.1f} samples/s"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +43,7 @@ class Baseline:
             "micro_batches": self.micro_batches,
             "step_time_s": self.step_time_s,
             "throughput_samples_per_s": self.throughput_samples_per_s,
+            "fits": self.fits,
         }
 
 
