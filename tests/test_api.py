@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -11,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel import api
+from perfmodel.cost.kernels import network_kernels
 from perfmodel.errors import UsageError
 from perfmodel.hardware import Hardware
 from perfmodel.hardware import load_hardware as load_shipped
+from perfmodel.network import compile_counts, get_model
 
 # -- GPU lists -----------------------------------------------------------------------------
 
@@ -242,14 +243,18 @@ def test_plan_frame_is_ranked() -> None:
     assert df.attrs["model"] == "resnet50" and df.attrs["global_batch"] == 256
 
 
-def test_what_if_re_evaluation_takes_milliseconds() -> None:
-    scales = list(np.linspace(0.5, 4.0, 200))
-    api.sweep("resnet50", 64, "pp=4,mb=8", what_if={"inter_bandwidth_scale": scales[:2]})
-    t0 = time.perf_counter()
-    df = api.sweep("resnet50", 64, "pp=4,mb=8", what_if={"inter_bandwidth_scale": scales})
-    per_point = (time.perf_counter() - t0) / len(scales)
-    assert len(df) == 200 and df["step_s"].notna().all()
-    assert per_point < 0.02, f"{per_point * 1e3:.1f} ms per what-if point"
+def test_what_if_points_reuse_the_compiled_network() -> None:
+    """A what-if point re-prices the plan on a changed profile; the network's counts and kernels are
+    compiled once per sweep, not per point (what makes a point take milliseconds: timed in
+    benchmarks/, never here)."""
+    scales = list(np.linspace(0.5, 4.0, 50))
+    net = get_model("resnet50")
+    api.sweep(net, 64, "pp=4,mb=8", what_if={"inter_bandwidth_scale": scales[:1]})
+    counts, kernels = compile_counts.cache_info().misses, network_kernels.cache_info().misses
+    df = api.sweep(net, 64, "pp=4,mb=8", what_if={"inter_bandwidth_scale": scales})
+    assert len(df) == 50 and df["step_s"].notna().all()
+    assert compile_counts.cache_info().misses == counts and network_kernels.cache_info().misses == kernels
+    assert df["step_s"].is_monotonic_decreasing  # more inter-node bandwidth never slows the plan
 
 
 def test_available_kinds_are_known() -> None:
