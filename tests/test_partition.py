@@ -518,3 +518,25 @@ def test_cli_partition_errors_exit_2(args: list[str], capsys: pytest.CaptureFixt
 def test_partition_report_refuses_out_of_range_numbers(kwargs: dict[str, int], phrase: str) -> None:
     with pytest.raises(UsageError, match=re.escape(phrase)):
         partition_report("tiny_cnn", 2, **kwargs)  # type: ignore[arg-type]
+
+
+def test_partition_says_it_is_working_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A 30 s KaHyPar run (resnet50, 64 parts, channels) printed nothing until done: on a terminal a
+    line says what runs and is erased after; a redirected stderr stays empty."""
+    import io
+
+    from perfmodel.commands import partition as cmd
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    with cmd._working("partitioning x"):
+        assert tty.getvalue() == "partitioning x ..."
+    assert tty.getvalue().endswith("\r" + " " * 18 + "\r")
+    monkeypatch.undo()
+    code, _, err = _run(["partition", "tiny_cnn", "--parts", "2"], capsys)
+    assert code == 0 and err == ""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +99,22 @@ def partition_rows(r: PartitionReport) -> list[dict[str, object]]:
         }
         for x in _rows(r)
     ]
+
+
+@contextlib.contextmanager
+def _working(what: str) -> Iterator[None]:
+    """``what`` on stderr while the block runs, erased after it, when stderr is a terminal (nothing
+    otherwise: a redirected stderr gets errors only)."""
+    shown = sys.stderr.isatty()
+    if shown:
+        sys.stderr.write(f"{what} ...")
+        sys.stderr.flush()
+    try:
+        yield
+    finally:
+        if shown:
+            sys.stderr.write("\r" + " " * (len(what) + 4) + "\r")
+            sys.stderr.flush()
 
 
 def _scaled(x: float | None, factor: float) -> float | None:
@@ -255,10 +273,12 @@ def partition_cmd(
     (pipeline) split and with data parallelism's gradient allreduce on K devices.
     """
     check_writable(chart)
-    r = partition_report(
-        model, parts, granularity, epsilon, global_batch, hardware, precision, image_size, seed, cudnn_major,
-        memory_format,
-    )
+    with _working(f"partitioning {model} into {parts} parts at {granularity} granularity with KaHyPar "
+                  f"(a channel-level hypergraph of a large network takes tens of seconds)"):
+        r = partition_report(
+            model, parts, granularity, epsilon, global_batch, hardware, precision, image_size, seed, cudnn_major,
+            memory_format,
+        )
     if chart is not None:
         from ..report.charts import save_chart
         from ..report.charts_partition import partition_chart
