@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfmodel import predict
+from perfmodel import api, predict
 from perfmodel.hardware import load_hardware
 from perfmodel.network import get_model
 from perfmodel.search import plan as search_plan
@@ -83,3 +83,14 @@ def test_a_plan_that_does_not_fit_stays_within_its_gpu_count(spec: str) -> None:
         s = parse_strategy(spec, 8)
         assert p.baseline is not None and not p.baseline.fits and p.baseline.micro_batches == 8 * s.mb
         assert "does not fit either" in p.speedup_baseline
+
+
+def test_scale_prices_its_plans_counts_in_its_one_baseline() -> None:
+    """scale's strong-scaling baseline was fixed before the plans: resnet50, global batch 1e8, its dp=8
+    plan runs 7,095 micro-batches per GPU (56,760 on one GPU), faster than the baseline's 62,500, and
+    printed 8.01x. The baseline now prices every chosen data plan's count, and the 1-GPU row is it."""
+    df = api.scale("resnet50", [1, 8], global_batch=100_000_000, strategies=["dp"])
+    one, eight = df.iloc[0], df.iloc[1]
+    assert eight["plan"] == "dp=8,mb=7095" and eight["speedup_x"] <= 8
+    assert one["plan"] == f"dp=1,mb={df.attrs['baseline_micro_batches']}" and one["speedup_x"] == pytest.approx(1.0)
+    assert df.attrs["baseline_micro_batches"] == 8 * 7095

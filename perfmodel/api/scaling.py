@@ -18,7 +18,17 @@ from ..report.answers import FRAME_COLUMNS, frame_columns
 from ..search.enumerate import KINDS, candidates
 from ..search.plan import plan
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
-from ..strategies.predict import Context, assumptions, baseline_text, context, one_gpu_step
+from ..strategies.predict import (
+    Context,
+    assumptions,
+    baseline_text,
+    context,
+    data_plan_counts,
+    one_gpu_step,
+    predict_in,
+)
+from ..strategies.prediction import Prediction
+from ..strategies.spec import Strategy
 from .args import check_optimizer, check_precision, names
 from .gpus import parse_gpu_list
 from .loading import available_kinds, load_hardware, load_model
@@ -91,21 +101,8 @@ def scale(
                   amp_runtime=amp_runtime)
     b1 = bpg if bpg is not None else gb
     assert b1 is not None
-    one = one_gpu_step(ctx, b1)
-    rows: list[dict[str, Any]] = []
-    total, done = len(kinds_asked) * len(counts), 0
-    for name in kinds_asked:
-        kinds = available_kinds() if name == "best" else (name,)
-        for g in counts:
-            B = bpg * g if bpg is not None else gb
-            assert B is not None
-            row: dict[str, Any] = {"strategy": name, "gpus": g, "global_batch": B, "batch_per_gpu": B / g,
-                                   "ideal_x": float(g)}
-            row.update(_best_of(ctx, net, g, B, kinds, name, optimizer, one, b1))
-            rows.append(row)
-            done += 1
-            if progress is not None:
-                progress(done, total)
+    rows, chosen = _plan_rows(ctx, counts, kinds_asked, bpg, gb, optimizer, progress)
+    one = _set_speedups(ctx, rows, chosen, b1, weak=bpg is not None)
     df = text_columns(pd.DataFrame(rows)).reindex(columns=list(SCALE_COLUMNS))
     df.attrs.update(
         model=net.name,
@@ -131,6 +128,45 @@ def scale(
     return df
 
 
+def _plan_rows(
+    ctx: Context, counts: list[int], kinds_asked: list[str], bpg: int | None, gb: int | None, optimizer: str,
+    progress: Progress | None,
+) -> tuple[list[dict[str, Any]], list[Strategy]]:
+    """Per strategy kind and GPU count, the best plan's row (no speedup yet), and the plans chosen."""
+    rows: list[dict[str, Any]] = []
+    chosen: list[Strategy] = []
+    total, done = len(kinds_asked) * len(counts), 0
+    for name in kinds_asked:
+        kinds = available_kinds() if name == "best" else (name,)
+        for g in counts:
+            B = bpg * g if bpg is not None else gb
+            assert B is not None
+            row: dict[str, Any] = {"strategy": name, "gpus": g, "global_batch": B, "batch_per_gpu": B / g,
+                                   "ideal_x": float(g)}
+            best, s = _best_of(ctx, ctx.net, g, B, kinds, name, optimizer)
+            row.update(best)
+            rows.append(row)
+            chosen += [s] if s is not None else []
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    return rows, chosen
+
+
+def _set_speedups(ctx: Context, rows: list[dict[str, Any]], chosen: list[Strategy], b1: int,
+                  weak: bool) -> tuple[float, int] | None:
+    """The sweep's one baseline, priced after the plans so that it also runs their accumulation counts,
+    and every row's speedup against it; a 1-GPU data row slower than it becomes it (1 GPU = the serial
+    run). ``None``: one sample does not fit."""
+    one = one_gpu_step(ctx, b1, also=_one_gpu_counts(chosen, weak))
+    for row in rows:
+        if one is not None and row["gpus"] == 1 and row["plan_kind"] == "data" and one[0] < row["step_s"]:
+            row.update(_plan_row(ctx, predict_in(ctx, Strategy(mb=one[1]), b1, baseline=False)))
+        speedup = math.nan if one is None or row["reason"] is not None else row["samples_per_s"] / (b1 / one[0])
+        row.update({"speedup_x": speedup, "efficiency_%": 100 * speedup / row["gpus"]})
+    return one
+
+
 def _best_of(
     ctx: Context,
     net: Network,
@@ -139,17 +175,16 @@ def _best_of(
     kinds: tuple[str, ...],
     name: str,
     optimizer: str,
-    one: tuple[float, int] | None,
-    b1: int,
-) -> dict[str, Any]:
-    """The best plan of ``kinds`` on ``g`` GPUs at global batch ``B``, or a gap with the reason."""
+) -> tuple[dict[str, Any], Strategy | None]:
+    """The best plan of ``kinds`` on ``g`` GPUs at global batch ``B`` (its row, without the speedup, and
+    the plan), or a gap with the reason (and no plan)."""
     hw = ctx.hw
     if g > hw.max_gpus:
         return gap_row(
             f"{g} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"
-        )
+        ), None
     if g > B and name in ("dp", "ps"):
-        return gap_row(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU")
+        return gap_row(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU"), None
     try:
         r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major,
                  memory_format=ctx.memory_format, fusion=ctx.fusion, amp_runtime=ctx.amp_runtime)
@@ -157,25 +192,33 @@ def _best_of(
         return gap_row(
             f"no {name} plan fits in {hw.device.memory_bytes / 2**30:.0f} GiB "
             f"(smallest needs {e.min_memory_bytes / 2**30:.1f} GiB)"
-        )
+        ), None
     except UsageError as e:
-        return gap_row(_why_none(net, g, B, hw, kinds, name, str(e)))
-    p = r.plans[0]
+        return gap_row(_why_none(net, g, B, hw, kinds, name, str(e))), None
+    return _plan_row(ctx, r.plans[0]), r.plans[0].strategy
+
+
+def _plan_row(ctx: Context, p: Prediction) -> dict[str, Any]:
+    """The columns of plan ``p``'s row but the speedup (set against the sweep's one baseline)."""
     thr = p.throughput_samples_per_s
-    speedup = math.nan if one is None else thr / (b1 / one[0])
-    mem = p.memory_per_gpu_bytes
     return {
-        **frame_columns(net.name, hw, ctx.precision, p.strategy.kind, p.iteration_time_s, thr, mem),
+        **frame_columns(ctx.net.name, ctx.hw, ctx.precision, p.strategy.kind, p.iteration_time_s, thr,
+                        p.memory_per_gpu_bytes),
         "plan": p.strategy.spec(),
         "plan_kind": p.strategy.kind,
         "step_s": p.iteration_time_s,
         "samples_per_s": thr,
-        "speedup_x": speedup,
-        "efficiency_%": 100 * speedup / g,
         "memory_per_gpu_bytes": p.memory_per_gpu_bytes,
         "dominant": p.dominant,
         "reason": None,
     }
+
+
+def _one_gpu_counts(plans: list[Strategy], weak: bool) -> list[int]:
+    """The accumulation counts one GPU runs to match each data plan's micro-batches: ``dp x mb`` of the
+    global batch (strong scaling, :func:`~perfmodel.strategies.predict.data_plan_counts`), ``mb`` of the
+    per-GPU batch (weak)."""
+    return [s.mb for s in plans if s.kind == "data" and not s.recompute] if weak else data_plan_counts(plans)
 
 
 def _why_none(net: Network, g: int, B: int, hw: Hardware, kinds: tuple[str, ...], name: str, fallback: str) -> str:
