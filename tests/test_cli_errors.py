@@ -351,6 +351,7 @@ CASES: list[tuple[str, str, int, str]] = [
     ("compare", "resnet50 --gpus 8", 2, "missing option '--hardware'"),
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx,nope", 1, "unknown hardware 'nope'"),
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx --precision fp8", 2, "unknown precision 'fp8'"),
+    ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx --precision tf23", 2, "did you mean tf32"),
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx -s dp=3", 2, "multiply to 3, not 8"),
     ("compare", "resnet50 --gpus 8 -H , ", 2, "at least one --hardware"),
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx -b 2 -B 16", 2, "at most one of"),

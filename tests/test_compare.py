@@ -44,6 +44,12 @@ def test_cli_table_json_csv_and_chart(capsys, tmp_path):
     code, out, err = run_main(args + ["--chart", str(chart)], capsys)
     assert code == 0, err
     assert chart.stat().st_size > 1000 and "ratio_to_first" in out
+    # -H repeated is the comma list (it kept the last profile only)
+    repeated = ["compare", "resnet18", "--gpus", "4", "-H", "a100-80gb-dgx", "-H", "h100-80gb-dgx", "-s", "dp=4",
+                "-b", "16", "--format", "json"]
+    code, out, err = run_main(repeated, capsys)
+    assert code == 0, err
+    assert [row["hardware"] for row in json.loads(out)["rows"]] == ["a100-80gb-dgx", "h100-80gb-dgx"]
 
 
 @pytest.mark.parametrize("extra,msg", [

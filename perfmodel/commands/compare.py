@@ -11,7 +11,7 @@ import click
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
-from ..errors import NoFeasiblePlanError, UsageError
+from ..errors import NoFeasiblePlanError, UsageError, did_you_mean
 from ..hardware import PRECISIONS, load_hardware
 from ..network import get_model
 from ..report import render_frame, to_json
@@ -226,7 +226,8 @@ def _split(text: str) -> list[str]:
 @click.command("compare")
 @click.argument("model")
 @gpus_option
-@click.option("--hardware", "-H", required=True, help="Comma list of profiles, e.g. a100-80gb-dgx,h100-80gb-dgx.")
+@click.option("--hardware", "-H", "hardware", multiple=True, required=True,
+              help="Profiles, repeatable or a comma list, e.g. -H a100-80gb-dgx,h100-80gb-dgx.")
 @click.option("--strategy", "-s", default="best", show_default=True,
               help="A plan spec priced on every profile, or 'best' (each profile's best plan).")
 @click.option("--precision", "precisions", multiple=True,
@@ -243,7 +244,7 @@ def _split(text: str) -> list[str]:
 @format_option
 @chart_option
 @training_options
-def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions: tuple[str, ...],
+def compare_cmd(model: str, gpus: int, hardware: tuple[str, ...], strategy: str, precisions: tuple[str, ...],
                 batch_per_gpu: int | None, global_batch: int | None, optimizer: str, cudnn_major: int,
                 memory_format: str, fusion: str, amp_runtime: str, image_size: int | None, fmt: str, chart: Path | None,
                 epochs: float | None, dataset_size: int | None, price_per_gpu_hour: float | None,
@@ -254,17 +255,19 @@ def compare_cmd(model: str, gpus: int, hardware: str, strategy: str, precisions:
     """
     check_writable(chart)
     precs = [p for x in (precisions or ("amp",)) for p in _split(x)]
+    profiles = [h for x in hardware for h in _split(x)]  # -H a -H b and -H a,b alike
     bad = [p for p in precs if p not in PRECISIONS]
     if bad:
-        raise UsageError(f"unknown precision {bad[0]!r} (valid: {', '.join(PRECISIONS)})")
-    c = compare(model, gpus, _split(hardware), precs, strategy.strip(), batch_per_gpu, global_batch, optimizer,
+        hint = did_you_mean(bad[0], PRECISIONS)
+        raise UsageError(f"unknown precision {bad[0]!r} (valid: {', '.join(PRECISIONS)}){hint}")
+    c = compare(model, gpus, profiles, precs, strategy.strip(), batch_per_gpu, global_batch, optimizer,
                 image_size, cudnn_major, memory_format, fusion, amp_runtime)
     if chart is not None:
         from ..report.charts import save_chart
 
         save_chart(compare_chart(c), chart)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
-    asked = [load_hardware(h) for h in _split(hardware) for _ in precs]
+    asked = [load_hardware(h) for h in profiles for _ in precs]
     hws = [asked[i] for i in c.priced()]
     net = get_model(model, image_size)  # an imported model's file path is relative to here
     largest = fmt != "table"  # the table shows no largest batch (JSON and CSV do)
