@@ -54,7 +54,24 @@ class _Group(click.Group):
             close = closest_names(name, self.list_commands(ctx))
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             ctx.fail(f"No such command '{name}'.{hint}")
-        return super().resolve_command(ctx, args)
+        found, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            _refuse_repeats(command, click.Context(command, parent=ctx, info_name=found), rest)
+        return found, command, rest
+
+
+def _refuse_repeats(command: click.Command, ctx: click.Context, args: list[str]) -> None:
+    """A usage error for a one-value option given twice: click keeps the last silently (``compare -H a
+    -H b`` priced b alone), so the user learns which options take a comma list or repeat."""
+    _, _, order = command.make_parser(ctx).parse_args(args=list(args))
+    seen: set[str] = set()
+    for param in order:
+        if not isinstance(param, click.Option) or param.multiple or param.count or param.is_flag:
+            continue
+        if param.name in seen:
+            flag = max(param.opts, key=len)
+            ctx.fail(f"option '{flag}' given twice; it takes one value")
+        seen.add(str(param.name))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

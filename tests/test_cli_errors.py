@@ -352,6 +352,11 @@ CASES: list[tuple[str, str, int, str]] = [
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx,nope", 1, "unknown hardware 'nope'"),
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx --precision fp8", 2, "unknown precision 'fp8'"),
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx --precision tf23", 2, "did you mean tf32"),
+    # a one-value option given twice was the last one silently (compare -H a -H b priced b alone)
+    ("plan", "tiny_cnn --gpus 8 --strategies dp --strategies pp", 2, "option '--strategies' given twice; it takes "
+        "one value"),
+    (P, "tiny_cnn --gpus 8 -s dp=8 --strategy=pp=8", 2, "option '--strategy' given twice"),
+    (P, "tiny_cnn -n8 -n 8 -s dp=8", 2, "option '--gpus' given twice"),
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx -s dp=3", 2, "multiply to 3, not 8"),
     ("compare", "resnet50 --gpus 8 -H , ", 2, "at least one --hardware"),
     ("compare", "resnet50 --gpus 8 -H a100-80gb-dgx -b 2 -B 16", 2, "at most one of"),
