@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError, closest_names
+from ..errors import UsageError, did_you_mean
 from ..hardware import PRECISIONS, Hardware
 from ..limits import MAX_BATCH, MAX_GPUS, MAX_IMAGE_SIZE, check_count, shown
 from ..network import Network
@@ -111,10 +111,7 @@ def names(value: object, what: str, valid: Sequence[str], one: str) -> list[str]
         if not s:
             continue
         if s not in valid:
-            close = closest_names(s, valid)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise UsageError(f"unknown {one} {shown(s, 40)} "
-                             f"(valid: {', '.join(valid)}){hint}")
+            raise UsageError(f"unknown {one} {shown(s, 40)} (valid: {', '.join(valid)}){did_you_mean(s, valid)}")
         if s not in out:
             out.append(s)
     if not out:

@@ -158,7 +158,7 @@ def _set_speedups(ctx: Context, rows: list[dict[str, Any]], chosen: list[Strateg
     """The sweep's one baseline, priced after the plans so that it also runs their accumulation counts,
     and every row's speedup against it; a 1-GPU data row slower than it becomes it (1 GPU = the serial
     run). ``None``: one sample does not fit."""
-    one = one_gpu_step(ctx, b1, also=_one_gpu_counts(chosen, weak))
+    one = one_gpu_step(ctx, b1, also=data_plan_counts(chosen, per_gpu_batch=weak))
     for row in rows:
         if one is not None and row["gpus"] == 1 and row["plan_kind"] == "data" and one[0] < row["step_s"]:
             row.update(_plan_row(ctx, predict_in(ctx, Strategy(mb=one[1]), b1, baseline=False)))
@@ -212,13 +212,6 @@ def _plan_row(ctx: Context, p: Prediction) -> dict[str, Any]:
         "dominant": p.dominant,
         "reason": None,
     }
-
-
-def _one_gpu_counts(plans: list[Strategy], weak: bool) -> list[int]:
-    """The accumulation counts one GPU runs to match each data plan's micro-batches: ``dp x mb`` of the
-    global batch (strong scaling, :func:`~perfmodel.strategies.predict.data_plan_counts`), ``mb`` of the
-    per-GPU batch (weak)."""
-    return [s.mb for s in plans if s.kind == "data" and not s.recompute] if weak else data_plan_counts(plans)
 
 
 def _why_none(net: Network, g: int, B: int, hw: Hardware, kinds: tuple[str, ...], name: str, fallback: str) -> str:

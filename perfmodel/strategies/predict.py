@@ -168,9 +168,10 @@ def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None, also: 
     return None if one is None else Baseline(ctx.hw.name, batch, one[1], one[0])
 
 
-def data_plan_counts(plans: Iterable[Strategy]) -> list[int]:
-    """The one-GPU accumulation count of each data plan (``dp=G,mb=k``: ``G k``) of ``plans``."""
-    return [s.dp * s.mb for s in plans if s.kind == "data" and not s.recompute]
+def data_plan_counts(plans: Iterable[Strategy], per_gpu_batch: bool = False) -> list[int]:
+    """The one-GPU accumulation count of each data plan (``dp=G,mb=k``: ``G k`` over the global batch,
+    ``k`` over one GPU's share of it with ``per_gpu_batch``, weak scaling's baseline) of ``plans``."""
+    return [s.mb if per_gpu_batch else s.dp * s.mb for s in plans if s.kind == "data" and not s.recompute]
 
 
 def predict(
