@@ -147,6 +147,16 @@ def test_strategies_beyond_the_chain_and_batch_leave_gaps() -> None:
     assert df["speedup_x"].isna().all()
 
 
+def test_scale_gaps_say_what_the_enumerator_says() -> None:
+    # scale's reason for a kind without candidates is the one `plan` gives (no_candidate_reasons),
+    # with the numbers: tiny_cnn has 3 chain links, and hybrid on 2 GPUs needs two degrees above 1
+    df = api.scale("tiny_cnn", [2, 4], batch_per_gpu=32, strategies=("pp", "hybrid"))
+    reasons = {(s, g): r for s, g, r in zip(df["strategy"], df["gpus"], df["reason"], strict=True)}
+    assert reasons[("pp", 4)] == "pp=4 needs 4 pipeline stages, and tiny_cnn has 3 chain links"
+    assert "hybrid needs two of dp, sp, pp above 1 whose product is 2" in reasons[("hybrid", 2)]
+    assert "global batch 64" in reasons[("hybrid", 2)]
+
+
 def test_scale_rejects_unknown_strategies_and_two_batches() -> None:
     with pytest.raises(UsageError, match="did you mean"):
         api.scale("resnet50", [1, 2], strategies=("hybird",))

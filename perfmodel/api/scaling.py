@@ -15,7 +15,7 @@ from ..errors import NoFeasiblePlanError, UsageError
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
 from ..report.answers import FRAME_COLUMNS, frame_columns
-from ..search.enumerate import KINDS, candidates
+from ..search.enumerate import KINDS, candidates, no_candidate_reasons
 from ..search.plan import plan
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.predict import (
@@ -215,20 +215,14 @@ def _plan_row(ctx: Context, p: Prediction) -> dict[str, Any]:
 
 
 def _why_none(net: Network, g: int, B: int, hw: Hardware, kinds: tuple[str, ...], name: str, fallback: str) -> str:
-    """Why the search found no ``name`` plan at all on ``g`` GPUs (not a memory problem)."""
+    """Why the search found no ``name`` plan at all on ``g`` GPUs (not a memory problem): the
+    enumerator's reasons (:func:`~perfmodel.search.enumerate.no_candidate_reasons`) where it has no
+    candidate, else that every candidate was rejected."""
     n = sum(1 for _ in candidates(net, g, B, hw.gpus_per_node, kinds))
     if n == 0:
-        if name == "pp" and g > len(net.links):
-            return (
-                f"more GPUs than the {len(net.links)} chain links of {net.name} (a pure pipeline has a stage per GPU)"
-            )
         if g == 1 and name not in ("dp", "best"):
             return "nothing to split over one GPU"
-        if name == "sp":
-            return f"no spatial grid of {g} tiles is searched for {net.name} at {net.image_size} px"
-        if B % g and name in ("dp", "ps"):
-            return f"global batch {B} does not split over {g} GPUs"
-        return f"no {name} plan for {g} GPUs at global batch {B}"
+        return "; ".join(no_candidate_reasons(net, g, B, hw.gpus_per_node, kinds))
     if name == "sp":
         return f"no spatial split beats splitting samples on {net.name} at {net.image_size} px"
     return f"all {n} {name} candidates were rejected ({fallback})"
