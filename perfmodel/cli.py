@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import PerfmodelError
+from .errors import PerfmodelError, closest_names
 
 __all__ = ["main", "cli"]
 
@@ -49,8 +49,6 @@ class _Group(click.Group):
     def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
         name = args[0] if args else ""
         if name and not name.startswith("-") and self.get_command(ctx, name) is None:
-            from .errors import closest_names
-
             close = closest_names(name, self.list_commands(ctx))
             hint = f" Did you mean {', '.join(close)}?" if close else ""
             ctx.fail(f"No such command '{name}'.{hint}")
