@@ -286,3 +286,49 @@ def test_predict_and_scale_measure_speedup_against_the_same_one_gpu_run() -> Non
     q = predict("vgg16", 8, str(strong["plan"].iloc[0]), global_batch=4096)
     assert "accumulating gradients" in q.speedup_baseline
     assert q.speedup_vs_1gpu == pytest.approx(float(strong["speedup_x"].iloc[0]), rel=1e-12)
+
+
+def test_sweep_baseline_follows_a_kernel_what_if() -> None:
+    # the one-GPU baseline cache keyed on the device and efficiencies only: a what-if of the
+    # kernel parameters reused the first point's baseline (3.11x on one GPU, 23.08x on 8)
+    wi = {"kernels": [{"step_overhead_s": 0.05}, {"step_overhead_s": 3e-4}]}
+    df = api.sweep("resnet50", [1, 8], "dp", what_if=wi)
+    one = df[df["gpus"] == 1]
+    assert one["speedup_x"].to_numpy() == pytest.approx([1.0, 1.0])
+    assert (df["speedup_x"] <= df["gpus"] + 1e-9).all()
+    back = api.sweep("resnet50", [1, 8], "dp", what_if={"kernels": wi["kernels"][::-1]})
+    assert np.sort(back["speedup_x"].to_numpy()) == pytest.approx(np.sort(df["speedup_x"].to_numpy()), rel=1e-12)
+
+
+def test_sweep_plans_over_the_memory_keep_speedup_within_the_gpus() -> None:
+    # dp over the memory skipped the accumulation its feasible baseline paid: 1.015x on one GPU,
+    # 16.07x on 16; the baseline now also runs the plan's micro-batches unbounded, as predict's
+    df = api.sweep("resnet50", [1, 2, 16], "dp", "v100-16gb-dgx1", "fp32", global_batch=8192)
+    assert not df["fits"].any()
+    assert df.loc[df["gpus"] == 1, "speedup_x"].iloc[0] == pytest.approx(1.0)
+    assert (df["speedup_x"] <= df["gpus"] + 1e-9).all()
+    weak = api.sweep("vgg16", [1, 8], "dp", "v100-16gb-dgx1", "fp32", batch_per_gpu=512)
+    assert weak.loc[weak["gpus"] == 1, "speedup_x"].iloc[0] == pytest.approx(1.0)
+    assert (weak["speedup_x"] <= weak["gpus"] + 1e-9).all()
+
+
+@pytest.mark.parametrize("spec", ["dp=8", "pp=8", "sp=2x2,dp=2"])
+def test_predict_frame_speedup_is_predicts(spec: str) -> None:
+    # with batch_per_gpu the frame took one GPU at the per-GPU batch (7.43x for dp=8) where
+    # predict takes the global batch (5.85x): one definition per single-plan answer
+    from perfmodel.strategies import predict
+
+    model = "unet" if spec.startswith("sp") else "resnet50"
+    f = api.predict_frame(model, 8, spec, batch_per_gpu=32)
+    p = predict(model, 8, spec, batch_per_gpu=32)
+    assert p.speedup_vs_1gpu is not None
+    assert float(f["speedup_x"].iloc[0]) == pytest.approx(p.speedup_vs_1gpu, rel=1e-12)
+    assert f.attrs["speedup_against"] == "global-batch"
+
+
+def test_sweep_speedup_against_is_checked() -> None:
+    with pytest.raises(UsageError, match="did you mean global-batch"):
+        api.sweep("tiny_cnn", 2, "dp", speedup_against="global-batc")
+    strong = api.sweep("resnet50", 8, "dp", batch_per_gpu=32, speedup_against="global-batch")
+    weak = api.sweep("resnet50", 8, "dp", batch_per_gpu=32)
+    assert float(strong["speedup_x"].iloc[0]) < float(weak["speedup_x"].iloc[0])

@@ -51,7 +51,8 @@ def predict_frame(
     the activations' layout, nchw or nhwc (:mod:`perfmodel.cost.layout`); ``fusion`` the batch-norm/add/ReLU
     chains the run's framework fuses (:mod:`perfmodel.cost.fusion`); ``amp_runtime`` the mixed-precision
     runtime of an amp or bf16 run (:mod:`perfmodel.strategies.amp_runtime`). Wrong kinds of
-    argument raise :class:`~perfmodel.errors.UsageError`.
+    argument raise :class:`~perfmodel.errors.UsageError`. ``speedup_x`` is against one GPU training
+    the same global batch, as :func:`~perfmodel.strategies.predict` says it.
     """
     specs = as_list(strategy)
     for spec in specs if specs is not None else [strategy]:
@@ -70,6 +71,7 @@ def predict_frame(
         memory_format=memory_format,
         fusion=fusion,
         amp_runtime=amp_runtime,
+        speedup_against="global-batch",
     )
 
 

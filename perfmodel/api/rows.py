@@ -46,16 +46,20 @@ def price_row(
     batch_per_gpu: int | None,
     global_batch: int | None,
     base: Baselines,
+    per_gpu_baseline: bool = True,
 ) -> dict[str, Any]:
-    """Price ``s`` and say everything a frame row needs (SI units)."""
+    """Price ``s`` and say everything a frame row needs (SI units); the speedup is against one GPU
+    at ``batch_per_gpu`` samples where given and ``per_gpu_baseline`` (weak scaling), else at the
+    global batch (:func:`~perfmodel.strategies.predict.one_gpu_baseline`, as ``predict``)."""
     B = batch_per_gpu * gpus if batch_per_gpu is not None else global_batch
     assert B is not None
     r = price(ctx, s, B)
-    b1 = batch_per_gpu if batch_per_gpu is not None else B
-    one = base.get(ctx, b1)
-    thr = B / r.time_s
-    speedup = math.nan if one is None else thr / (b1 / one[0])
+    weak = batch_per_gpu is not None and per_gpu_baseline
+    b1 = batch_per_gpu if weak and batch_per_gpu is not None else B
     mem = float(sum(r.memory.values()))
+    one = base.get(ctx, b1, s, mem <= ctx.hw.device.memory_bytes, weak)
+    thr = B / r.time_s
+    speedup = math.nan if one is None else one.speedup(thr)
     row: dict[str, Any] = {
         "plan": s.spec(),
         "plan_kind": s.kind,

@@ -11,7 +11,7 @@ import pandas as pd
 from ..cost.fusion import DEFAULT_FUSION, check_fusion_setting
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
-from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
+from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError, did_you_mean
 from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
 from ..search.plan import DEFAULT_BATCH_PER_GPU, plan
@@ -46,6 +46,7 @@ def sweep(
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     fusion: str = DEFAULT_FUSION,
     amp_runtime: str = DEFAULT_AMP_RUNTIME,
+    speedup_against: str | None = None,
 ) -> pd.DataFrame:
     """Price plans over the grid of every argument given as a list; one row per point.
 
@@ -71,8 +72,11 @@ def sweep(
     for the best plan of ``kinds`` (default: every installed kind), which takes a full
     :func:`~perfmodel.search.plan`. Points that cannot run get NaN and a
     ``reason``; a fixed plan that does not fit in memory is still priced (``fits`` False).
-    ``speedup_x`` is against one GPU of the same (what-if) profile at ``batch_per_gpu`` samples, or at
-    the global batch when ``global_batch`` is given (strong scaling), accumulating when that does not fit.
+    ``speedup_x`` is against one GPU of the same (what-if) profile at ``batch_per_gpu`` samples (weak
+    scaling), or at the global batch when ``global_batch`` is given (strong scaling), accumulating when
+    that does not fit; ``speedup_against="global-batch"`` takes the global batch always, as
+    :func:`~perfmodel.strategies.predict` does (``"per-gpu-batch"``: the default's weak baseline
+    where ``batch_per_gpu`` is given). Said in ``df.attrs["speedup_against"]``.
     """
     net = load_model(model, image_size)
     if what_if is not None and not isinstance(what_if, Mapping):
@@ -84,6 +88,7 @@ def sweep(
         batch_per_gpu = DEFAULT_BATCH_PER_GPU
     if batch_per_gpu is not None and global_batch is not None:
         raise UsageError("give at most one of batch_per_gpu and global_batch")
+    per_gpu_baseline = _check_speedup_against(speedup_against)
     named = [("gpus", gpus), ("strategy", strategy), ("hardware", hardware), ("precision", precision)]
     named += [("batch_per_gpu", batch_per_gpu), ("global_batch", global_batch)]
     axes, fixed = _grid([*named, *what_if.items()])
@@ -99,14 +104,15 @@ def sweep(
         ctx = _context_of(pt, {k: pt[k] for k in what_if}, net, optimizer, software, hws, contexts)
         row: dict[str, Any] = {k: pt[k] for k in axes}
         row.update(model=net.name, hardware=ctx.hw.name, gpus=pt["gpus"], precision=pt["precision"])
-        row.update(_point(ctx, net, pt, optimizer, search_kinds, base))
+        row.update(_point(ctx, net, pt, optimizer, search_kinds, base, per_gpu_baseline))
         rows.append(row)
         if progress is not None:
             progress(i + 1, len(points))
     df = text_columns(pd.DataFrame(rows))
     said = {f"{c.hw.name} {c.precision}": assumptions(c) for c in contexts.values()}  # per 'profile precision'
     df.attrs.update(model=net.name, image_size=net.image_size, optimizer=optimizer, **software_attrs(*software),
-                    scaling="weak" if global_batch is None else "strong", assumptions=said)
+                    scaling="weak" if global_batch is None else "strong", assumptions=said,
+                    speedup_against="per-gpu-batch" if global_batch is None and per_gpu_baseline else "global-batch")
     return df
 
 
@@ -153,6 +159,20 @@ def _context_of(
     return contexts[ckey]
 
 
+#: Values of ``speedup_against`` (:func:`sweep`).
+SPEEDUP_AGAINST = ("per-gpu-batch", "global-batch")
+
+
+def _check_speedup_against(value: object) -> bool:
+    """Whether the speedup is against one GPU at the batch per GPU (weak scaling, where given)."""
+    if value is None:
+        return True
+    if value not in SPEEDUP_AGAINST:
+        raise UsageError(f"speedup_against must be one of {', '.join(SPEEDUP_AGAINST)}, got {value!r}"
+                         f"{did_you_mean(str(value), SPEEDUP_AGAINST)}")
+    return value == "per-gpu-batch"
+
+
 _CHECKS: dict[str, Callable[[Any], Any]] = {
     "gpus": check_gpus,
     "strategy": lambda s: check_strategy(s, optional=True),
@@ -183,6 +203,7 @@ def _point(
     optimizer: str,
     kinds: tuple[str, ...],
     base: Baselines,
+    per_gpu_baseline: bool,
 ) -> dict[str, Any]:
     g, spec = pt["gpus"], pt["strategy"]
     bpg, gb = resolve_batches(pt.get("batch_per_gpu"), pt.get("global_batch"))
@@ -198,7 +219,7 @@ def _point(
             s = spec if isinstance(spec, Strategy) else parse_strategy(spec, g)
             if s.gpus != g:
                 return gap_row(f"plan {s.spec()} uses {s.gpus} GPUs, not {g}")
-        return price_row(ctx, s, g, bpg, gb, base)
+        return price_row(ctx, s, g, bpg, gb, base, per_gpu_baseline)
     except NoFeasiblePlanError as e:
         return gap_row(f"no plan fits in memory (smallest needs {e.min_memory_bytes / 2**30:.1f} GiB)")
     except PerfmodelError as e:

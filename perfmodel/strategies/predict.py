@@ -38,6 +38,7 @@ __all__ = [
     "one_gpu_baseline",
     "one_gpu_step",
     "data_plan_counts",
+    "unbounded_count",
     "resolve_batch",
     "weight_group",
 ]
@@ -146,7 +147,7 @@ def _other_counts(batch: int, fewest: int) -> list[int]:
 
 
 def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None, also: Iterable[int] = (),
-                     plan_fits: bool = True) -> Baseline | None:
+                     plan_fits: bool = True, per_gpu_batch: bool = False) -> Baseline | None:
     """One GPU of the profile training ``batch`` samples per step (accumulating gradients as
     :func:`one_gpu_step` does, ``also`` the accumulation counts it prices besides); ``None`` if
     one sample does not fit. A one-GPU data plan ``s`` is its own baseline (one GPU is exactly
@@ -154,14 +155,16 @@ def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None, also: 
     by running micro-batches the baseline did not try (:func:`data_plan_counts`).
 
     A plan ``s`` that does not fit (``plan_fits`` False) is priced without the memory bound, so one
-    GPU also runs its micro-batches (``dp x mb`` of them) without it, where that is faster: else
-    the infeasible plan, skipping the accumulation the feasible baseline pays, shows a speedup
-    above its GPU count (resnet50, dp=8, global batch 1e8: 8.06x against 56,755 micro-batches)."""
+    GPU also runs its micro-batches (:func:`unbounded_count` of them) without it, where that is faster:
+    else the infeasible plan, skipping the accumulation the feasible baseline pays, shows a speedup
+    above its GPU count (resnet50, dp=8, global batch 1e8: 8.06x against 56,755 micro-batches).
+    ``per_gpu_batch``: ``batch`` is one GPU's share of the plan's global batch (weak scaling's
+    baseline), not the whole of it."""
     if s is not None and s.gpus == 1 and s.kind == "data" and not s.recompute:
         return Baseline(ctx.hw.name, batch, s.mb, price(ctx, s, batch).time_s)
-    one = one_gpu_step(ctx, batch, [*also, *data_plan_counts([s] if s is not None else [])])
+    one = one_gpu_step(ctx, batch, [*also, *data_plan_counts([s] if s is not None else [], per_gpu_batch)])
     if s is not None and not plan_fits:
-        same = min(s.dp * s.mb, batch)
+        same = unbounded_count(s, batch, per_gpu_batch)
         t = price(ctx, Strategy(mb=same), batch).time_s
         if one is None or t < one[0]:
             return Baseline(ctx.hw.name, batch, same, t, fits=False)
@@ -172,6 +175,13 @@ def data_plan_counts(plans: Iterable[Strategy], per_gpu_batch: bool = False) -> 
     """The one-GPU accumulation count of each data plan (``dp=G,mb=k``: ``G k`` over the global batch,
     ``k`` over one GPU's share of it with ``per_gpu_batch``, weak scaling's baseline) of ``plans``."""
     return [s.mb if per_gpu_batch else s.dp * s.mb for s in plans if s.kind == "data" and not s.recompute]
+
+
+def unbounded_count(s: Strategy, batch: int, per_gpu_batch: bool = False) -> int:
+    """Micro-batches of plan ``s``'s size in ``batch`` samples: its ``dp x mb`` over the global batch,
+    ``dp x mb / gpus`` (at least one) over one GPU's share of it (``per_gpu_batch``); at most ``batch``."""
+    n = s.dp * s.mb
+    return min(batch, max(1, math.ceil(n / s.gpus)) if per_gpu_batch else n)
 
 
 def predict(
