@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from ..export import ExportPlan, check_exportable, export_plan, write_program
-from ..export.plan import refusal, user_module
+from ..export.plan import check_model_exportable, refusal, user_module
 from ..hardware import profile_names
+from ..network import get_model
 from ..report import to_json
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies import Prediction, predict
@@ -43,7 +44,9 @@ def export_prediction(p: Prediction, hardware: str, output: Path, model: str = "
     check_writable(output, PROGRAM_SUFFIXES)
     # a profile file is named by its absolute path: the row must find it from where it is read
     label = hardware if hardware in profile_names() else str(Path(hardware).resolve())
-    e = export_plan(p, label, user_module(model))
+    module = user_module(model)
+    check_model_exportable(model, get_model(model, p.image_size).input_shape if module else ())
+    e = export_plan(p, label, module)
     write_program(e, output)
     return e
 
@@ -113,6 +116,7 @@ def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: s
     if defaulted:
         batch_per_gpu = DEFAULT_BATCH_PER_GPU
     check_exportable(parse_strategy(strategy, gpus))  # before pricing: say what is missing first
+    check_model_exportable(model)
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
                 cudnn_major, memory_format)
     if defaulted:  # an assumption the user did not state: say it, as predict does

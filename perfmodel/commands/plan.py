@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..export.plan import check_model_exportable
 from ..hardware import load_hardware
 from ..network import get_model
 from ..report import fmt_rate, render_frame, to_json
@@ -161,6 +162,8 @@ def plan_cmd(
     """
     check_writable(chart)
     check_writable(export_to, PROGRAM_SUFFIXES)
+    if export_to is not None:
+        check_model_exportable(model)  # before the search: say what is missing first
     kinds = tuple(k.strip() for k in strategies.split(",") if k.strip())
     r = plan(model, gpus, hardware, precision, global_batch, optimizer, image_size, top, kinds, cudnn_major,
              memory_format, fusion, amp_runtime)

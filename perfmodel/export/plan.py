@@ -10,6 +10,7 @@ from ..cost.compute import HALF_PRECISIONS
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import BatchSplitError, StrategyError
+from ..network.importers import is_import_spec
 from ..strategies import Prediction
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.data import BUCKET_BYTES
@@ -22,6 +23,7 @@ __all__ = [
     "check_exportable",
     "refusal",
     "user_module",
+    "check_model_exportable",
     "EXPORTABLE",
 ]
 
@@ -126,6 +128,25 @@ def user_module(model: str) -> str:
     if not sep or not path.endswith(".py") or not name.isidentifier():
         return ""
     return f"{Path(path).resolve()}:{name}"
+
+
+def check_model_exportable(model: str, input_shape: tuple[int, ...] = ()) -> None:
+    """Raise :class:`NotExportableError` for a model the program cannot build: it trains zoo networks
+    (rebuilt by name) and ``file.py:Name`` modules; an ONNX graph or a ``torchvision:``/``timm:`` model
+    would be looked up by its short name, which names another network or none. A module's priced
+    ``input_shape`` (when known) must be ``3 x S x S``: the program and its measured row rebuild the
+    module from the image size ``S`` alone, so another input would be trained and priced apart."""
+    if is_import_spec(model) and not user_module(model):
+        raise NotExportableError(
+            f"export: {model} cannot be exported yet: the program trains zoo models and file.py:Name "
+            "modules only (for a PyTorch model, give its class as file.py:Name)"
+        )
+    s = input_shape
+    if s and (len(s) != 3 or s[0] != 3 or s[1] != s[2]):
+        raise NotExportableError(
+            f"export: input {'x'.join(map(str, s))} of {model} cannot be exported yet: the program and its "
+            "measured row state the input as one image size, 3 x S x S (use --image-size S)"
+        )
 
 
 def _check_software(p: Prediction) -> None:
