@@ -18,6 +18,7 @@ from typing import Any
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..errors import UsageError
 from ..network import Network, get_model
+from ..network.importers import absolute_spec, is_import_spec
 from .measure_env import device_name, environment
 from .measure_result import LayerTiming, MeasureResult
 from .measure_timing import layer_timings, make_timer, median_time, precision_context
@@ -58,7 +59,8 @@ def measure(
     layers: bool = True,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
 ) -> MeasureResult:
-    """Time training of zoo ``model`` on the local ``device`` (``cuda`` if available, else cpu),
+    """Time training of ``model`` (a zoo name, or an imported model's spec: the result names its file
+    by its absolute path) on the local ``device`` (``cuda`` if available, else cpu),
     its activations and filters in ``memory_format`` (``nhwc``: ``torch.channels_last``, or
     ``channels_last_3d`` for volumes; ``nchw``: PyTorch's default), which the result's
     environment records."""
@@ -83,7 +85,7 @@ def measure(
         else ()
     )
     return MeasureResult(
-        net.name,
+        absolute_spec(model) if is_import_spec(model) else net.name,  # a file model: found from any folder
         net.image_size,
         batch,
         precision,

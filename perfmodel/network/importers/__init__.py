@@ -5,7 +5,7 @@ from __future__ import annotations
 from .emit import UnsupportedOp
 from .fx import import_module
 from .onnx import import_onnx
-from .resolve import DEFAULT_IMAGE_SIZE, InputOptions, input_options, is_import_spec, load_imported
+from .resolve import DEFAULT_IMAGE_SIZE, InputOptions, absolute_spec, input_options, is_import_spec, load_imported
 
 __all__ = [
     "UnsupportedOp",
@@ -15,5 +15,6 @@ __all__ = [
     "InputOptions",
     "input_options",
     "is_import_spec",
+    "absolute_spec",
     "load_imported",
 ]

@@ -36,9 +36,19 @@ def import_module(make: Callable[[], Any], name: str, input_shape: Shape, source
     """The network of the module ``make()`` returns, traced at per-sample ``input_shape``.
 
     The module is built on torch's meta device where it can be (no memory, no initialisation)
-    and traced in training mode, so dropout and batch norm are what training runs.
+    and traced in training mode, so dropout and batch norm are what training runs. Warnings raised
+    while it is built and traced are not shown (:func:`_quiet_construction`).
     """
     torch = _torch()
+    try:
+        with _quiet_construction():
+            return _import_module(torch, make, name, input_shape, source)
+    except RecursionError:
+        raise DataError(f"{name}: Python's recursion limit was reached while building or tracing it "
+                        "(a module that holds itself, or a forward that calls itself without end?)") from None
+
+
+def _import_module(torch: Any, make: Callable[[], Any], name: str, input_shape: Shape, source: str) -> Network:
     try:
         with torch.device("meta"), _quiet_construction():
             model = make()
@@ -109,10 +119,11 @@ def _run_error(name: str, shape: Shape, e: Exception) -> DataError:
 
 @contextmanager
 def _quiet_construction() -> Iterator[None]:
-    """Silence torch's hint, at a transformer stack's construction, that its inference fast path
-    (nested tensors) is off: perfmodel prices training, which never takes that path."""
+    """Silence warnings while a model is built and traced: perfmodel only reads its graph, and torch's
+    hints then are about running it (a transformer stack's inference fast path being off, a
+    zero-element parameter's initialisation being a no-op); the one-line error stays the output."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="enable_nested_tensor is True", category=UserWarning)
+        warnings.simplefilter("ignore")
         yield
 
 

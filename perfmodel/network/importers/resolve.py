@@ -20,7 +20,7 @@ from ..layers import Shape
 from .fx import import_module
 from .onnx import import_onnx
 
-__all__ = ["InputOptions", "input_options", "is_import_spec", "load_imported", "DEFAULT_IMAGE_SIZE"]
+__all__ = ["InputOptions", "input_options", "is_import_spec", "absolute_spec", "load_imported", "DEFAULT_IMAGE_SIZE"]
 
 #: The square input an imported model is traced at without ``--image-size`` / ``--input-shape``.
 DEFAULT_IMAGE_SIZE = 224
@@ -54,6 +54,17 @@ def is_import_spec(spec: str) -> bool:
         or spec.lower().endswith(".onnx")
         or (":" in spec and spec.rsplit(":", 1)[0].endswith(".py"))
     )
+
+
+def absolute_spec(spec: str) -> str:
+    """``spec`` with its file made absolute (``/abs/file.py:Name``, ``/abs/model.onnx``), so that a row
+    or program naming the model finds it from any folder; a zoo or library name as it is."""
+    if spec.lower().endswith(".onnx"):
+        return str(Path(spec).resolve())
+    path, sep, name = spec.rpartition(":")
+    if sep and path.endswith(".py"):
+        return f"{Path(path).resolve()}:{name}"
+    return spec
 
 
 def _shape(image_size: int | None, opts: InputOptions) -> Shape:
@@ -110,7 +121,8 @@ def _unused() -> Any:
 def _file(spec: str) -> Path:
     path = Path(spec)
     if not path.is_file():
-        raise DataError(f"model file '{spec}' does not exist")
+        what = "is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
+        raise DataError(f"model file '{spec}' {what}")
     return path
 
 
@@ -139,7 +151,10 @@ def _from_file(path: Path, name: str) -> Callable[[], Any]:
         sys.path.pop(0)
         sys.dont_write_bytecode = writes
     obj = getattr(module, name, None)
-    if obj is None or not callable(obj):
+    if obj is not None and not callable(obj):
+        raise DataError(f"'{name}' in '{path}' holds a value of type {type(obj).__name__}, not a torch.nn.Module "
+                        "class or a function that returns one")
+    if obj is None:
         found = [n for n, v in vars(module).items()
                  if (inspect.isclass(v) or inspect.isfunction(v)) and getattr(v, "__module__", "") == mod_name]
         raise UnknownNameError(f"model in '{path}'", name, found)
