@@ -122,6 +122,11 @@ def _scaled(x: float | None, factor: float) -> float | None:
 
 
 def _versus_dp(r: PartitionReport) -> str:
+    if r.data_parallel_volume_bytes <= 0:  # no parameters: data parallelism has nothing to allreduce
+        sent = r.hypergraph.comm_volume_bytes
+        if sent <= 0:
+            return "neither the partition nor data parallelism sends anything"
+        return f"data parallelism sends nothing ({r.model} has no parameters); the partition sends {sent / GB:,.3g} GB"
     red = r.reduction_vs_data_parallel
     how = f"{100 * red:.1f}% less" if red >= 0 else f"{-100 * red:.1f}% more"
     even = r.break_even_batch

@@ -174,7 +174,8 @@ class PartitionReport:
             "imbalance": self.hypergraph.imbalance,
             "part_loads_s": list(self.hypergraph.part_loads_s),
             "part_params": list(self.hypergraph.part_params),
-            "reduction_vs_data_parallel": self.reduction_vs_data_parallel,
+            "reduction_vs_data_parallel": (self.reduction_vs_data_parallel if self.data_parallel_volume_bytes > 0
+                                           else None),  # no parameters: nothing to compare with
             "reduction_vs_contiguous": (
                 1.0 - self.hypergraph.comm_volume_bytes / c.comm_volume_bytes
                 if c is not None and c.comm_volume_bytes > 0
