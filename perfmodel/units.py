@@ -10,6 +10,8 @@ Conventions fixed for the whole package:
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
     "GIB",
     "GB",
@@ -20,6 +22,7 @@ __all__ = [
     "BYTES_PER_ELEMENT",
     "fmt_bytes_gib",
     "fmt_seconds_ms",
+    "fmt_rate",
 ]
 
 KIB = 2**10
@@ -45,3 +48,11 @@ def fmt_bytes_gib(n_bytes: float) -> str:
 def fmt_seconds_ms(seconds: float) -> str:
     """``seconds`` in milliseconds with two decimals."""
     return f"{seconds * 1e3:.2f}"
+
+
+def fmt_rate(x: float) -> str:
+    """A rate for a table or a line: whole numbers with separators from 100 up, three significant
+    digits below (1.66, not 2; 0.0283, not 0), '-' for a non-finite value."""
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"

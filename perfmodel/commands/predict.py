@@ -13,7 +13,7 @@ from ..report import render_frame, to_json
 from ..report.answers import answers_for
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies import Prediction, predict
-from ..units import GIB
+from ..units import GIB, fmt_rate
 from .answer_options import training_options, training_request
 from .common import (
     amp_runtime_option,
@@ -42,7 +42,7 @@ def render_prediction(p: Prediction) -> str:
     lines = [
         f"{p.model} on {p.gpus} x {p.hardware}, strategy {p.strategy.spec()} ({p.strategy.kind}), "
         f"{p.precision}, global batch {p.global_batch}",
-        f"step {p.iteration_time_s * 1e3:.2f} ms   throughput {p.throughput_samples_per_s:,.1f} samples/s   "
+        f"step {p.iteration_time_s * 1e3:.2f} ms   throughput {fmt_rate(p.throughput_samples_per_s)} samples/s   "
         f"speedup {sp} (efficiency {eff})",
         f"memory per GPU {p.memory_per_gpu_bytes / GIB:.2f} GiB of {p.memory_capacity_bytes / GIB:.2f} GiB: "
         + ("fits" if p.fits_in_memory else "DOES NOT FIT"),

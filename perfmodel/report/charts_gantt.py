@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ..strategies.pipeline import PipelineTask
-from ..units import GIB
+from ..units import GIB, fmt_rate
 from .charts_base import new_figure, part_colour, part_label, positive_keys, set_title, stacked_bars
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def _breakdown_bar(p: Prediction, head: str) -> Figure:
     set_title(
         fig,
         head,
-        f"step {total * 1e3:.2f} ms, {p.throughput_samples_per_s:,.0f} samples/s, memory "
+        f"step {total * 1e3:.2f} ms, {fmt_rate(p.throughput_samples_per_s)} samples/s, memory "
         f"{p.memory_per_gpu_bytes / GIB:.1f} of {p.memory_capacity_bytes / GIB:.0f} GiB per GPU "
         "(no pipeline: the step by part)",
     )

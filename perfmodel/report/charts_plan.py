@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..units import GIB
+from ..units import GIB, fmt_rate
 from .charts_base import new_figure, part_label, positive_keys, set_title, stacked_bars
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def plan_chart(r: PlanResult) -> Figure:
         left.text(
             p.iteration_time_s * 1e3,
             yi,
-            f"  {p.iteration_time_s * 1e3:.1f} ms, {p.throughput_samples_per_s:,.0f} samples/s",
+            f"  {p.iteration_time_s * 1e3:.1f} ms, {fmt_rate(p.throughput_samples_per_s)} samples/s",
             va="center",
             fontsize=8.5,
         )

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..units import fmt_rate
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -35,14 +37,6 @@ def _clean(x: Any) -> Any:
 def to_json(obj: Any) -> str:
     """JSON with non-finite numbers as null (the output contract never carries NaN or inf)."""
     return json.dumps(_clean(obj), indent=2, allow_nan=False)
-
-
-def fmt_rate(x: float) -> str:
-    """A rate for a table or a line: whole numbers with separators from 100 up, three significant
-    digits below (1.66, not 2; 0.0283, not 0), '-' for a non-finite value."""
-    if not math.isfinite(x):
-        return "-"
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def render_frame(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..units import fmt_rate
+
 __all__ = ["Baseline", "baseline_text"]
 
 
@@ -33,7 +35,7 @@ class Baseline:
     def text(self, what: str = "the same global batch") -> str:
         described = _described(self.hardware, what, self.batch, self.micro_batches)
         unfit = "" if self.fits else ", which does not fit either: priced as the plan is, without the memory bound"
-        return f"{described}{unfit}: {self.throughput_samples_per_s:,.1f} samples/s"
+        return f"{described}{unfit}: {fmt_rate(self.throughput_samples_per_s)} samples/s"
 
     def to_dict(self) -> dict[str, Any]:
         return {
