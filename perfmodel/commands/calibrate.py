@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import DataError, UsageError
-from ..hardware import Hardware, load_hardware, parse_profile, profiles_dir
+from ..hardware import Hardware, load_hardware, parse_profile, profile_names, profiles_dir
 from ..io import atomic_write_text, check_target
 from ..report import to_json
 from ..validation import Measurement, calibrate_profile, load_measurements, mape, profile_toml
@@ -53,7 +53,13 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
     if output.resolve().parent == profiles_dir().resolve():  # its name would stand for the shipped data
         raise UsageError(f"cannot write '{output}': it is the shipped profiles' folder ({profiles_dir()}), where "
                          f"a calibrated profile would replace or pose as a shipped one; write it elsewhere")
+    if output.stem in profile_names():  # named by its file, it would read as the shipped profile
+        raise UsageError(f"cannot write '{output}': a profile is named by its file, and '{output.stem}' is a "
+                         f"shipped profile's name; name it otherwise (e.g. {output.stem}-calibrated.toml)")
     base = load_hardware(hardware)
+    if base.path and Path(base.path).resolve() == output.resolve():
+        raise UsageError(f"cannot write '{output}': it is the profile being calibrated (--hardware); "
+                         "write the calibrated profile to another file")
     rows = _gpu_rows(file, hardware, base)
     key = rows[0].hardware
     cal = calibrate_profile(rows, base, key)
