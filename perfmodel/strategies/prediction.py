@@ -52,8 +52,11 @@ class Prediction:
     speedup_baseline: str
     memory_per_gpu_bytes: float
     memory_capacity_bytes: float
+    #: seconds per step by part (compute, gradient exchange, ...; they add up to ``iteration_time_s``)
     breakdown: dict[str, float]
+    #: bytes per GPU by part (parameters, gradients, optimizer state, activations, ...)
     memory: dict[str, float]
+    #: what the price assumes, in words (profile and source, precision, optimizer, exclusions)
     assumptions: dict[str, str]
     details: dict[str, Any] = field(default_factory=dict)
     baseline: Baseline | None = None

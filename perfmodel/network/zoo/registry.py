@@ -61,6 +61,7 @@ def model_entries() -> dict[str, ModelEntry]:
 
 
 def model_names() -> list[str]:
+    """The zoo's model names, sorted (imported models are named by their spec instead)."""
     return sorted(model_entries())
 
 
