@@ -255,6 +255,8 @@ def compare_cmd(model: str, gpus: int, hardware: tuple[str, ...], strategy: str,
     """
     check_writable(chart)
     precs = [p for x in (precisions or ("amp",)) for p in _split(x)]
+    if not precs:  # --precision "" or ",": an empty list priced nothing (IndexError)
+        raise UsageError(f"--precision needs at least one precision (valid: {', '.join(PRECISIONS)})")
     profiles = [h for x in hardware for h in _split(x)]  # -H a -H b and -H a,b alike
     bad = [p for p in precs if p not in PRECISIONS]
     if bad:

@@ -134,7 +134,9 @@ class _Walk:
         c_out, n, plan = layer.out_shape[0], self.n, self.plan
         if c_out < n:
             raise StrategyError(
-                f"filter={n} exceeds the {c_out} output channels of {layer.name} (valid: filter <= {c_out})"
+                f"filter={n} exceeds the {c_out} output channels of {layer.name} "
+                + (f"(valid: filter <= {c_out})" if c_out > 1 else f"(one channel: {self.net.name} cannot take a "
+                                                                   "filter split; try channel= or another kind)")
             )
         f = share.largest_fraction
         for t in layer.inputs:

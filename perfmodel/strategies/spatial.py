@@ -233,7 +233,8 @@ def _check_grid(net: Network, grid: tuple[int, int, int]) -> None:
     ext = net.input_shape[1:]
     if any(x < sp_ for x, sp_ in zip(ext, grid[3 - nd :], strict=True)):
         raise StrategyError(
-            f"spatial grid {'x'.join(map(str, grid[3 - nd :]))} is larger than the input {'x'.join(map(str, ext))}"
+            f"spatial grid {'x'.join(map(str, grid[3 - nd :]))} is larger than the input {'x'.join(map(str, ext))} "
+            f"(valid: each grid extent at most the input's on its axis, e.g. sp={'x'.join(map(str, ext))} at most)"
         )
 
 

@@ -131,7 +131,7 @@ def training_estimate(
         raise UsageError(f"epochs must be a number in (0, {MAX_EPOCHS:g}], got {epochs!r}")
     if isinstance(dataset_size, bool) or not isinstance(dataset_size, int) or not 0 < dataset_size <= MAX_DATASET:
         raise UsageError(f"dataset size must be an integer from 1 to {MAX_DATASET:,} samples, got {dataset_size!r}")
-    if price_per_gpu_hour is not None and not (0 <= price_per_gpu_hour < 1e6 and math.isfinite(price_per_gpu_hour)):
+    if price_per_gpu_hour is not None and not (0 <= price_per_gpu_hour <= 1e6 and math.isfinite(price_per_gpu_hour)):
         raise UsageError(f"price per GPU-hour must be a number from 0 to 1e6, got {price_per_gpu_hour!r}")
     steps = math.ceil(epochs * dataset_size / p.global_batch)
     interval = None if step_interval_s is None else (steps * step_interval_s[0], steps * step_interval_s[1])
