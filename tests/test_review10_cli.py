@@ -21,7 +21,7 @@ def test_refusals_say_what_to_do(argv: str, code: int, phrase: str, capsys: pyte
 
 def test_the_largest_price_the_help_allows_is_taken(capsys: pytest.CaptureFixture[str]) -> None:
     # the option takes 0..1e6 but the estimate refused 1e6 itself ("from 0 to 1e6, got 1000000.0")
-    code, out, err = run_main("predict resnet50 --gpus 8 -s dp=8 --epochs 1 --price-per-gpu-hour 1000000".split(),
-                              capsys)
+    argv = ["predict", "resnet50", "--gpus", "8", "-s", "dp=8", "--epochs", "1", "--price-per-gpu-hour", "1000000"]
+    code, out, err = run_main(argv, capsys)
     assert code == 0, err
     assert "USD" in out

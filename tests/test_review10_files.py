@@ -111,8 +111,9 @@ def test_measure_names_a_file_model_by_its_path(tiny: Path, tmp_path: Path, monk
     # with -H the predictions looked 'tiny.py:Tiny' up from the working folder: "does not exist"
     monkeypatch.chdir(tmp_path.parent)
     out = tmp_path / "m.csv"
-    code, text, err = run_main(["measure", f"{tmp_path.name}/tiny.py:Pooled", "-b", "2", "--steps", "2", "--warmup",
-                                "0", "--image-size", "16", "--no-layers", "-H", "a100-80gb-dgx", "-o", str(out)], capsys)
+    argv = ["measure", f"{tmp_path.name}/tiny.py:Pooled", "-b", "2", "--steps", "2", "--warmup", "0",
+            "--image-size", "16", "--no-layers", "-H", "a100-80gb-dgx", "-o", str(out)]
+    code, text, err = run_main(argv, capsys)
     assert code == 0, err
     assert "model (a100-80gb-dgx): step" in text
     row = out.read_text().splitlines()[1]
