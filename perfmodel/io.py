@@ -8,7 +8,9 @@ refuses the file, an interrupt) removes the temporary file and leaves an existin
 it was. :func:`check_target` says before any work whether a target can be written at all.
 
 Every input file is read with :func:`read_bounded`: regular files only (or stdin for ``-``
-where a command documents it), at most ``limit`` bytes, with one clear error otherwise.
+where a command documents it), at most ``limit`` bytes, with one clear error otherwise; a part
+of a file another one points into (an ONNX model's external weights) with :func:`read_range`
+(:func:`check_range` checks the file holds it without reading it).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ __all__ = [
     "atomic_output",
     "check_target",
     "read_bounded",
+    "read_range",
+    "check_range",
     "open_bounded_text",
 ]
 
@@ -169,10 +173,42 @@ def read_bounded(path: str | Path, limit: int, what: str,
     p = Path(path)
     _check_regular(p, limit, what, error)
     try:
-        with open(p, "rb") as f:
-            data = f.read(limit + 1)
+        with open(p, "rb") as f:  # read(n) allocates n bytes first: the file's size, not the bound
+            size = os.fstat(f.fileno()).st_size
+            data = f.read(min(size, limit) + 1)
+            if len(data) > size:  # it grew since: read on, up to the bound
+                data += f.read(limit + 1 - len(data))
     except OSError as e:
         raise error(f"{p}: cannot read {what} ({e.strerror or e})") from None
     if len(data) > limit:
         raise error(f"{p}: cannot read {what}: more than the {limit:,} bytes allowed")
+    return data
+
+
+def check_range(path: str | Path, offset: int, length: int, what: str,
+                error: type[PerfmodelError] = DataError) -> None:
+    """The regular file ``path`` (of any size) holds the ``length`` bytes at ``offset``, else ``error``."""
+    p = Path(path)
+    _check_regular(p, sys.maxsize, what, error)
+    size = p.stat().st_size
+    if offset < 0 or length < 0 or offset + length > size:
+        raise error(f"{p}: cannot read {what}: bytes {offset:,} to {offset + length:,}, the file has {size:,}")
+
+
+def read_range(path: str | Path, offset: int, length: int, limit: int, what: str,
+               error: type[PerfmodelError] = DataError) -> bytes:
+    """The ``length`` bytes at ``offset`` of the regular file ``path`` (:func:`check_range`), at
+    most ``limit`` of them: a part of a file another one points into, read without the rest."""
+    p = Path(path)
+    if length > limit:
+        raise error(f"{p}: cannot read {what}: {length:,} bytes, more than the {limit:,} allowed")
+    check_range(p, offset, length, what, error)
+    try:
+        with open(p, "rb") as f:
+            f.seek(offset)
+            data = f.read(length)
+    except OSError as e:
+        raise error(f"{p}: cannot read {what} ({e.strerror or e})") from None
+    if len(data) != length:
+        raise error(f"{p}: cannot read {what}: {len(data):,} of {length:,} bytes (the file shrank while read)")
     return data

@@ -14,6 +14,7 @@ from ..graph import Network
 from ..layers import Shape
 from .emit import TRACE_BATCH, Const, Emitter, UnsupportedOp, per_sample
 from .mha import MhaCall, emit_self_attention
+from .onnx_checks import OnnxGraphError, check_operands, check_opset, load_model, topological
 from .onnx_fold import Folder
 from .onnx_mha import MhaMatch, find_mha
 from .onnx_ops import VIEW_OPS, Node, node_layer
@@ -41,10 +42,8 @@ def import_onnx(
 ) -> Network:
     """The network of the ONNX file ``path``; dynamic input extents take the given sizes."""
     onnx = _onnx()
-    try:
-        model = onnx.load(str(path))
-    except Exception as e:
-        raise DataError(f"cannot read ONNX file '{path}': {type(e).__name__}: {e}") from None
+    model = load_model(onnx, path)
+    check_opset(onnx, path, model)
     g = model.graph
     inits = {t.name: tuple(t.dims) for t in g.initializer}
     inputs = [i for i in g.input if i.name not in inits]
@@ -53,7 +52,8 @@ def import_onnx(
         raise DataError(f"{path}: the graph {what}; perfmodel prices networks with one input")
     if len(inputs) != 1:
         raise DataError(f"{path}: the graph has {len(inputs)} inputs; perfmodel prices networks with one input")
-    sample = _input_shape(path, inputs[0], image_size, in_channels, input_shape)
+    topological(path, g, {i.name for i in g.input} | set(inits))
+    sample, dynamic = _input_shape(path, inputs[0], image_size, in_channels, input_shape)
     batch = inputs[0].type.tensor_type.shape.dim[0]
     b = batch.dim_value or TRACE_BATCH
     batch.Clear()
@@ -73,14 +73,14 @@ def import_onnx(
         shapes[vi.name] = tuple(d.dim_value for d in dims) if known else None
         types[vi.name] = vi.type.tensor_type.elem_type
     name = path.stem
-    em = Emitter(NetBuilder(name, sample, source=f"imported from {path}"))
+    em = Emitter(NetBuilder(name, sample, source=f"imported from {path}{dynamic}"))
     refs: dict[str, Any] = {inputs[0].name: "input"}
     for i, t in enumerate(g.initializer):
         refs[t.name] = Const(t, inits[t.name], ((i, math.prod(inits[t.name])),))
     try:
         _walk(onnx, g, refs, Folder(onnx, model, shapes, types), b, em)
-    except UnsupportedOp as e:
-        raise UnsupportedOp(f"{path}: {e}") from None
+    except (UnsupportedOp, OnnxGraphError) as e:
+        raise type(e)(f"{path}: {e}") from None
     return em.network()
 
 
@@ -89,23 +89,47 @@ _SHAPE_OPS = frozenset({"Shape", "Size", "EyeLike"})
 
 
 def _input_shape(path: Path, inp: Any, image_size: int | None, in_channels: int | None,
-                 input_shape: Shape | None) -> Shape:
-    """The per-sample input: the file's extents, with dynamic ones from the options (224 default)."""
-    dims = list(inp.type.tensor_type.shape.dim)[1:]
-    fixed = [d.dim_value if d.dim_value > 0 else None for d in dims]
-    for k, f in enumerate(fixed):
-        if f is not None and f > MAX_IMAGE_SIZE:
-            raise DataError(f"{path}: input dimension {k + 1} is {f:,} in the file (valid: 1 to {MAX_IMAGE_SIZE:,})")
+                 input_shape: Shape | None) -> tuple[Shape, str]:
+    """The per-sample input: the file's extents, with dynamic ones from the options (3 channels and
+    224 by default); and the words the network's source adds naming the dynamic ones."""
+    dims = list(inp.type.tensor_type.shape.dim)
+    if len(dims) < 2:
+        what = f"rank {len(dims)}" if inp.type.tensor_type.HasField("shape") else "no shape"
+        raise DataError(f"{path}: input '{inp.name}' has {what}; perfmodel needs a batch dimension "
+                        "and at least one per-sample dimension")
+    for k, d in enumerate(dims):
+        if d.HasField("dim_value") and not 0 < d.dim_value <= (MAX_IMAGE_SIZE if k else d.dim_value):
+            valid = f"1 to {MAX_IMAGE_SIZE:,}" if k else "1 or more, or a symbolic batch"
+            raise DataError(f"{path}: input '{inp.name}' dimension {k} is {d.dim_value:,} in the file "
+                            f"(valid: {valid})")
+    fixed = [d.dim_value if d.HasField("dim_value") else None for d in dims[1:]]
     want: list[int | None] = list(input_shape) if input_shape is not None else \
         [in_channels, *([image_size] * (len(fixed) - 1))]
     if len(want) != len(fixed):
         raise UsageError(f"{path}: the input has {len(fixed)} dimensions per sample, --input-shape gives {len(want)}")
-    out = []
+    out: list[int] = []
+    taken: dict[str, str] = {}  # each dynamic dimension's words -> where its extent came from
     for k, (f, w) in enumerate(zip(fixed, want, strict=True)):
         if f is not None and w is not None and f != w:
             raise UsageError(f"{path}: input dimension {k + 1} is fixed at {f} in the file, not {w}")
         out.append(f if f is not None else w if w is not None else (3 if k == 0 else 224))
-    return tuple(out)
+        if f is None:
+            taken[f"{dims[k + 1].dim_param or f'dimension {k + 1}'}={out[-1]}"] = \
+                "--input-shape" if input_shape is not None else "default" if w is None else \
+                "--in-channels" if k == 0 else "--image-size"
+    return tuple(out), _dynamic_words(taken)
+
+
+def _dynamic_words(taken: dict[str, str]) -> str:
+    """``; dynamic input dimensions H=224, W=224 (...)``: what the source says of them."""
+    if not taken:
+        return ""
+    origins = set(taken.values())
+    dims = ", ".join(taken) if len(origins) == 1 else ", ".join(f"{d} ({o})" for d, o in taken.items())
+    said = f"; dynamic input dimensions {dims}"
+    if "default" in origins:
+        return said + " (perfmodel's default: --image-size, --in-channels or --input-shape set them)"
+    return said + (f" (from {origins.pop()})" if len(origins) == 1 else "")
 
 
 def _proto(onnx: Any, v: Any) -> Any:
@@ -291,6 +315,7 @@ def _layers(onnx: Any, n: Any, i: int, ins: list[Any], refs: dict[str, Any], fol
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
     values = [fold.value(t) if t else None for t in n.input]
     x = next((t for t, a in zip(n.input, ins, strict=False) if isinstance(a, str)), "")
+    check_operands(onnx, n, x, fold.types, f"node '{n.name or lname}'")
     copy = r.layouts.view(n.op_type, attrs, x, n.output, values) \
         if n.op_type in VIEW_OPS else n.op_type == "MatMul" and r.layouts.rows_copy(x)
     out_shapes = [shapes.get(t) for t in n.output]
@@ -298,7 +323,7 @@ def _layers(onnx: Any, n: Any, i: int, ins: list[Any], refs: dict[str, Any], fol
         squeezed = {v: k for k, v in r.unbound.items()}
         out_shapes = [shapes.get(squeezed.get(t, t)) for t in n.output]
     node = Node(n.op_type, attrs, ins, out_shapes, batch, em, lname, path, f"node '{n.name or lname}'",
-                values, copy)
+                values, copy, tuple(n.input))
     if n.output[0] in r.fused:
         out: Any = node.emit("act", node.x(), r.fused[n.output[0]])
     elif n.output[0] in r.attention:

@@ -7,10 +7,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Folder", "MAX_FOLD_ELEMS"]
+from .onnx_checks import MAX_FOLD_ELEMS, OnnxGraphError
 
-#: Constant subgraphs larger than this are not evaluated (only shape arithmetic needs folding).
-MAX_FOLD_ELEMS = 1_000_000
+__all__ = ["Folder", "MAX_FOLD_ELEMS"]
 
 
 class Folder:
@@ -33,7 +32,11 @@ class Folder:
         t = self.inits.get(name)
         if t is None or math.prod(t.dims) > MAX_FOLD_ELEMS:
             return None
-        self.values[name] = self.onnx.numpy_helper.to_array(t)
+        try:
+            self.values[name] = self.onnx.numpy_helper.to_array(t)
+        except Exception as e:
+            raise OnnxGraphError(f"initializer '{name}' of shape {tuple(t.dims)} cannot be read: "
+                                 f"{type(e).__name__}: {e}") from None
         return self.values[name]
 
     def constant_node(self, node: Any) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from .emit import Const, Emitter, UnsupportedOp, operand_shape, per_sample
+from .onnx_checks import OnnxGraphError
 
 __all__ = ["Node", "node_layer", "VIEW_OPS"]
 
@@ -41,6 +42,8 @@ class Node:
     #: a reshape that copies (its input's strides cannot be regrouped: :mod:`.onnx_views`), or a
     #: linear whose input ``aten::matmul`` copies to fold it into rows (:func:`.strides.rows_copy`)
     copy: bool = False
+    #: the node's input tensor names, for messages
+    names: tuple[str, ...] = ()
 
     def emit(self, method: str, *args: Any, **kwargs: Any) -> str:
         return self.em.emit(self.path, method, *args, name=self.name, **kwargs)
@@ -57,6 +60,13 @@ class Node:
     def const(self, k: int) -> Const | None:
         a = self.ins[k] if k < len(self.ins) else None
         return a if isinstance(a, Const) else None
+
+    def refuse(self, k: int, shape: tuple[int, ...], needs: str) -> NoReturn:
+        """A weight (input ``k``) that disagrees with the activation this node reads."""
+        x = self.names[self.ins.index(self.x())] if self.names else "its input"
+        raise OnnxGraphError(f"{self.where} ({self.op}): {'weight' if k == 1 else 'bias'} "
+                             f"'{self.names[k] if self.names else k}' has shape {shape}, which {needs}; its input "
+                             f"'{x}' has per-sample shape {self.em.builder.shape(self.x())}")
 
     def scalar(self, k: int, default: float, last: bool = False) -> float:
         """The first (or ``last``) element of constant input ``k``, else ``default``."""
@@ -82,12 +92,29 @@ def _conv(n: Node) -> str:
     k = tuple(w.shape[2:])
     nd = len(k)
     g = int(n.attrs.get("group", 1))
+    _check_conv(n, w.shape, g)
     s, d = tuple(n.attrs.get("strides", [1] * nd)), tuple(n.attrs.get("dilations", [1] * nd))
     bias = len(n.ins) > 2 and n.ins[2] is not None
     if n.op == "Conv":
         return n.emit("conv", n.x(), w.shape[0], k, s, _pads(n, nd), d, g, bias)
     op = tuple(n.attrs.get("output_padding", [0] * nd))
     return n.emit("conv_transpose", n.x(), w.shape[1] * g, k, s, _pads(n, nd), op, g, bias, d)
+
+
+def _check_conv(n: Node, w: tuple[int, ...], g: int) -> None:
+    """The weight's rank, its channels against the input's and the groups, the bias's length."""
+    xs = n.em.builder.shape(n.x())
+    if len(w) != len(xs) + 1:
+        n.refuse(1, w, f"is for a {len(w) - 2}-D convolution (rank {len(w)})")
+    cin, out = (w[1] * g, w[0]) if n.op == "Conv" else (w[0], w[1] * g)
+    if g < 1 or xs[0] != cin:
+        per = f"{w[1]} per group x {g} group{'s' * (g != 1)}" if n.op == "Conv" else "its first dimension"
+        n.refuse(1, w, f"needs {cin} input channels ({per})")
+    if n.op == "Conv" and out % g:
+        n.refuse(1, w, f"gives {out} output channels, not divisible by {g} groups")
+    b = n.const(2)
+    if b is not None and b.shape is not None and tuple(b.shape) != (out,):
+        n.refuse(2, tuple(b.shape), f"should be ({out},), one per output channel")
 
 
 def _linear(n: Node) -> str:
@@ -97,9 +124,12 @@ def _linear(n: Node) -> str:
             return n.emit("matmul", n.ins[0], n.ins[1])
         raise UnsupportedOp(f"operator {n.op} at {n.where}: a product with a constant left operand")
     extra = [c for c in [n.const(2)] if c]
-    n.em.new_params(w, *extra)
     trans = n.op == "Gemm" and n.attrs.get("transB", 0)
     x = n.x()
+    inner = w.shape[1] if trans else w.shape[0]
+    if n.em.builder.shape(x)[-1] != inner:
+        n.refuse(1, tuple(w.shape), f"multiplies vectors of {inner} features{' (transB=1)' if trans else ''}")
+    n.em.new_params(w, *extra)
     if n.copy:  # aten::matmul copies tokens it cannot fold into the GEMM's rows as a view
         x = n.em.emit(n.path, "view", x, n.em.builder.shape(x), copy=True, name=f"{n.name}.in_copy")
     return n.emit("linear", x, w.shape[0] if trans else w.shape[1], bool(extra))
