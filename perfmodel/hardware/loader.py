@@ -27,7 +27,7 @@ from .profile import (
     KernelParams,
     LinkTier,
 )
-from .ranges import check_value, given_text
+from .ranges import SCHEMA_VERSION, check_schema_version, check_text, check_value, kind_text
 
 __all__ = [
     "load_profile",
@@ -41,7 +41,6 @@ __all__ = [
     "REFERENCE_PROFILE",
 ]
 
-SCHEMA_VERSION = 1
 DEFAULT_HARDWARE = "a100-80gb-dgx"
 #: The shipped profile on which profile-independent choices are made (an mp plan's partition,
 #: an automatic pipeline split), so that a faster device or link never changes them.
@@ -89,13 +88,6 @@ def profile_names() -> list[str]:
     return sorted(p.stem for p in profiles_dir().glob("*.toml") if p.stem != "template")
 
 
-def _kind(v: object) -> str:
-    """What was given: :func:`given_text`, with a plain number's type named (``int 2``)."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return f"{type(v).__name__} {shown(v, 40)}"
-    return given_text(v)
-
-
 class _Reader:
     """Typed access to one TOML table; every error names the file and the dotted field."""
 
@@ -106,7 +98,7 @@ class _Reader:
         return f"{self.file}: field '{self.prefix}{key}'"
 
     def fail(self, key: str, expected: str, got: object) -> ProfileError:
-        return ProfileError(f"{self.where(key)}: expected {expected}, got {_kind(got)}")
+        return ProfileError(f"{self.where(key)}: expected {expected}, got {kind_text(got)}")
 
     def only(self, allowed: set[str]) -> None:
         """Reject keys outside ``allowed`` (typos, fields of another schema version)."""
@@ -136,10 +128,7 @@ class _Reader:
         return v
 
     def text(self, key: str) -> str:
-        v = self.table.get(key)
-        if not isinstance(v, str) or not v.strip():
-            raise self.fail(key, "a non-empty string", v)
-        return v
+        return check_text(self.where(key), self.table.get(key))
 
     def choice(self, key: str, valid: tuple[str, ...]) -> str:
         v = self.table.get(key)
@@ -175,48 +164,47 @@ def _collectives(r: _Reader, sources: dict[str, str]) -> CollectiveParams:
 def parse_profile(data: dict[str, Any], file: str) -> Hardware:
     """Build a :class:`Hardware` from parsed TOML ``data`` (``file`` names it in errors)."""
     if not isinstance(data, dict):
-        raise ProfileError(f"{file}: expected a TOML table at the top level, got {_kind(data)}")
-    version = data.get("schema_version")
-    if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
-        raise ProfileError(
-            f"{file}: field 'schema_version': expected the integer {SCHEMA_VERSION} "
-            f"(the schema this perfmodel reads), got {_kind(version)}"
-        )
+        raise ProfileError(f"{file}: expected a TOML table at the top level, got {kind_text(data)}")
+    check_schema_version(f"{file}: field 'schema_version'", data.get("schema_version"))
     r = _Reader(file, data)
     r.only(_TOP_KEYS)
+    try:
+        return _build(r, data, file)
+    except ProfileError as e:  # a check of the dataclasses (across fields too): add the file
+        if str(e).startswith(file):
+            raise
+        raise ProfileError(f"{file}: {e}") from None
+
+
+def _build(r: _Reader, data: dict[str, Any], file: str) -> Hardware:
+    """The profile of the top-level table ``r`` (see :func:`parse_profile`)."""
     name = r.text("name")
     description = r.text("description")
     sources: dict[str, str] = {"profile": r.text("source")}
-
     device = _device(r, sources)
     gpus_per_node, intra, inter, max_nodes = _tiers(r, sources)
     eff, compute, kernel_values = _efficiency(r, sources)
     collectives = _collectives(r, sources)
     price, currency = _price(r, data, sources)
-    try:
-        return Hardware(
-            name=name,
-            description=description,
-            device=device,
-            gpus_per_node=gpus_per_node,
-            intra=intra,
-            inter=inter,
-            compute=compute,
-            kernel_launch_s=eff.num("kernel_launch_s"),
-            framework_reserve_bytes=eff.num("framework_reserve_bytes"),
-            max_nodes=max_nodes,
-            kernels=KernelParams(**kernel_values),
-            collectives=collectives,
-            sources=sources,
-            path=file,
-            schema_version=SCHEMA_VERSION,
-            price_per_gpu_hour=price,
-            price_currency=currency,
-        )
-    except ProfileError as e:  # a cross-field check of the dataclasses: add the file
-        if str(e).startswith(file):
-            raise
-        raise ProfileError(f"{file}: {e}") from None
+    return Hardware(
+        name=name,
+        description=description,
+        device=device,
+        gpus_per_node=gpus_per_node,
+        intra=intra,
+        inter=inter,
+        compute=compute,
+        kernel_launch_s=eff.num("kernel_launch_s"),
+        framework_reserve_bytes=eff.num("framework_reserve_bytes"),
+        max_nodes=max_nodes,
+        kernels=KernelParams(**kernel_values),
+        collectives=collectives,
+        sources=sources,
+        path=file,
+        schema_version=SCHEMA_VERSION,
+        price_per_gpu_hour=price,
+        price_currency=currency,
+    )
 
 
 def load_profile(path: str | Path) -> Hardware:

@@ -1,7 +1,10 @@
 """Hardware profiles: a device, a node of devices, the network between nodes, efficiencies as data.
 
 Units are SI throughout: bytes, seconds, FLOP/s, bytes/s. The TOML schema that fills these
-dataclasses is documented field by field in ``hardware_profiles/template.toml``.
+dataclasses is documented field by field in ``hardware_profiles/template.toml``. Every field is
+checked when a profile is built (by the loader or a what-if), and so are the fields that bound
+one another: a device's 16-bit and TF32 peaks above its fp32 one, the framework's reserve below
+the device's memory, NCCL's channels below the SMs.
 """
 
 from __future__ import annotations
@@ -13,9 +16,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import ProfileError, closest_names
+import numpy as np
+
+from ..errors import ProfileError, closest_names, did_you_mean
 from ..limits import shown
-from .ranges import check_value, given_text
+from ..units import GIB
+from .params import CollectiveParams, KernelParams
+from .ranges import (
+    SCHEMA_VERSION,
+    check_schema_version,
+    check_text,
+    check_value,
+    given_text,
+    in_range,
+    kind_text,
+)
 
 __all__ = [
     "PRECISIONS",
@@ -39,15 +54,13 @@ PEAK_KEY = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "bf16": "bf16"}
 TOPOLOGIES = ("nvswitch", "cube-mesh", "full-mesh", "pcie", "ethernet", "infiniband", "fat-tree")
 
 
-def _in_range(where: str, **values: float) -> None:
-    """Each value is in its field's physical range (:data:`~perfmodel.hardware.ranges.RANGES`)."""
-    for k, v in values.items():
-        check_value(f"{where}: field '{k}'", k, v)
-
-
 @dataclass(frozen=True)
 class Device:
-    """One accelerator: peaks per precision class, memory capacity and bandwidth."""
+    """One accelerator: peaks per precision class, memory capacity and bandwidth.
+
+    A peak other than fp32's must be above it (``hardware_profiles/template.toml``: omit a peak the
+    GPU does not run faster than fp32; its precisions then run at fp32's).
+    """
 
     name: str
     memory_bytes: float
@@ -55,16 +68,27 @@ class Device:
     peak_flops_per_s: Mapping[str, float]
 
     def __post_init__(self) -> None:
-        _in_range(f"device {self.name}", memory_bytes=self.memory_bytes,
-                  memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s)
-        if not isinstance(self.peak_flops_per_s, Mapping):
+        in_range(f"device {self.name}", memory_bytes=self.memory_bytes,
+                 memory_bandwidth_bytes_per_s=self.memory_bandwidth_bytes_per_s)
+        peaks = self.peak_flops_per_s
+        if not isinstance(peaks, Mapping):
             raise ProfileError(f"device {self.name}: peak_flops_per_s must be a table of FLOP/s by "
-                               f"precision class, got {given_text(self.peak_flops_per_s)}")
-        if "fp32" not in self.peak_flops_per_s:
+                               f"precision class, got {given_text(peaks)}")
+        if "fp32" not in peaks:
             raise ProfileError(f"device {self.name}: peak_flops_per_s needs at least 'fp32'")
-        for k, v in self.peak_flops_per_s.items():
+        valid = list(dict.fromkeys(PEAK_KEY.values()))
+        for k, v in peaks.items():
+            if k not in valid:
+                raise ProfileError(f"device {self.name}: peak_flops_per_s has no class {shown(k, 40)} "
+                                   f"(valid: {', '.join(valid)}){did_you_mean(str(k), valid)}")
             check_value(f"device {self.name}: field 'peak_flops_per_s.{k}'", "peak", v)
-        object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(self.peak_flops_per_s)))
+        slow = [k for k in valid if k in peaks and k != "fp32" and peaks[k] <= peaks["fp32"]]
+        if slow:
+            raise ProfileError(
+                f"device {self.name}: peak_flops_per_s.{slow[0]} = {peaks[slow[0]]:.4g} FLOP/s is not above "
+                f"peak_flops_per_s.fp32 = {peaks['fp32']:.4g} (omit a peak the GPU does not run faster than "
+                f"fp32: its precisions then run at fp32's; hardware_profiles/template.toml)")
+        object.__setattr__(self, "peak_flops_per_s", MappingProxyType(dict(peaks)))
 
     def peak(self, precision: str) -> float:
         """Peak FLOP/s of convolutions and matmuls at ``precision`` (falls back to fp32)."""
@@ -85,8 +109,8 @@ class LinkTier:
     topology: str
 
     def __post_init__(self) -> None:
-        _in_range("link", bandwidth_bytes_per_s=self.bandwidth_bytes_per_s, latency_s=self.latency_s)
-        _in_range("link", efficiency=self.efficiency)
+        in_range("link", bandwidth_bytes_per_s=self.bandwidth_bytes_per_s, latency_s=self.latency_s)
+        in_range("link", efficiency=self.efficiency)
         if self.topology not in TOPOLOGIES:
             raise ProfileError(
                 f"link: topology '{self.topology}' is not one of {', '.join(TOPOLOGIES)}"
@@ -111,120 +135,8 @@ class ComputeEfficiency:
     half_work_flops: float
 
     def __post_init__(self) -> None:
-        _in_range("efficiency", conv=self.conv, linear=self.linear, memory=self.memory,
+        in_range("efficiency", conv=self.conv, linear=self.linear, memory=self.memory,
                   half_work_flops=self.half_work_flops)
-
-
-@dataclass(frozen=True)
-class KernelParams:
-    """Per-GPU-generation numbers of the kernel-level compute model (``[efficiency.kernels]``).
-
-    Meanings, units and sources: ``hardware_profiles/template.toml``; how each is used:
-    :mod:`perfmodel.cost.efficiency` and :mod:`perfmodel.cost.work`. Defaults: a Volta-class
-    GPU (80 SMs) with the values fitted on V100 (``scripts/fit_kernel_params.py``).
-    """
-
-    sm_count: int = 80
-    tile_half_intensity: float = 12.9
-    winograd_gain: float = 2.78
-    winograd_min_channels: float = 1.0
-    winograd_transform_flops: float = 201.0
-    wgrad_efficiency: float = 0.984
-    wgrad_efficiency_tensor_cores: float = 1.0
-    wgrad_split_efficiency: float = 0.525
-    wgrad_split_efficiency_tensor_cores: float = 0.456
-    depthwise_efficiency: float = 0.107
-    host_op_s: float = 1.0e-5
-    step_overhead_s: float = 3.0e-4
-    #: the latency bound of window kernels (perfmodel.cost.work.window_path_loads): effective
-    #: latency of one window load (fitted on V100), resident threads per SM (CUDA C++ Programming
-    #: Guide, compute capabilities 6.0-9.0: 2048) and the 32-byte sector requests an SM keeps in
-    #: flight (fitted on V100)
-    memory_latency_s: float = 5.28e-07
-    threads_per_sm: int = 2048
-    sector_slots_per_sm: float = 369.0
-    #: depthwise convolutions priced per output element (perfmodel.cost.depthwise): FLOP-equivalents
-    #: at the fp32 peak of one thread's fixed work, and of one weight-gradient reduction iteration
-    #: (fitted on V100; depthwise_efficiency above is the tap loop's FMA rate)
-    depthwise_output_flops: float = 358.0
-    depthwise_wgrad_flops: float = 84.2
-    #: convolution weight-gradient split-K (perfmodel.cost.work): the most slices a kernel splits
-    #: its N*P*Q reduction into per output tile, and the passes over its output tile (partial
-    #: tiles written and reduced, or atomically added); fitted per generation (defaults: V100's)
-    wgrad_max_split: float = 17.0
-    wgrad_tile_passes: float = 26.6
-    #: FLOP-equivalents at the matmul peak of one atomic add of a data gradient computed as a sum
-    #: of products (perfmodel.cost.work); fitted on the P100 (144); the default is not fitted: the
-    #: V100's DeepBench rows leave it undetermined (fitted alone it ran to 736 with no MAPE gain;
-    #: 29.8 in a full volta-fp32 refit), so V100 and later profiles keep 30
-    dgrad_atomic_flops: float = 30.0
-    #: the tile intensity I_1/2 of tensor-core kernels (tf32, amp, bf16) where it differs from the
-    #: CUDA-core one above; None: the same. A tensor-core precision's conv/linear efficiencies are
-    #: fitted together with the shape rule's I_1/2 (scripts/fit_kernel_params.py volta-amp); a
-    #: profile borrowing another generation's tensor-core efficiencies keeps the I_1/2 they were
-    #: fitted with (Ampere/Hopper: Volta's), not its own CUDA-core fit's
-    tile_half_intensity_tensor_cores: float | None = None
-    #: the tile intensity I_1/2 of cuBLAS GEMMs (linear layers) on CUDA cores where it differs from
-    #: the convolutions' above; None: the same (perfmodel.cost.tile_intensity); fitted per generation
-    tile_half_intensity_gemm: float | None = None
-
-    def half_intensity(self, tensor_cores: bool, gemm: bool = False) -> float:
-        """I_1/2 of the shape rule for kernels on tensor cores or on CUDA cores (``gemm``: of a
-        cuBLAS GEMM rather than an implicit-GEMM convolution)."""
-        tc = self.tile_half_intensity_tensor_cores
-        if tensor_cores:
-            return tc if tc is not None else self.tile_half_intensity
-        g = self.tile_half_intensity_gemm
-        return g if gemm and g is not None else self.tile_half_intensity
-
-    def __post_init__(self) -> None:
-        if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
-            raise ProfileError(f"efficiency.kernels: 'sm_count' must be a positive integer, got {self.sm_count!r}")
-        t = self.threads_per_sm
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise ProfileError(f"efficiency.kernels: 'threads_per_sm' must be a positive integer, got {t!r}")
-        _in_range("efficiency.kernels", tile_half_intensity=self.tile_half_intensity,
-                  winograd_gain=self.winograd_gain, winograd_min_channels=self.winograd_min_channels,
-                  winograd_transform_flops=self.winograd_transform_flops,
-                  wgrad_efficiency=self.wgrad_efficiency,
-                  wgrad_efficiency_tensor_cores=self.wgrad_efficiency_tensor_cores,
-                  wgrad_split_efficiency=self.wgrad_split_efficiency,
-                  wgrad_split_efficiency_tensor_cores=self.wgrad_split_efficiency_tensor_cores,
-                  depthwise_efficiency=self.depthwise_efficiency, host_op_s=self.host_op_s,
-                  step_overhead_s=self.step_overhead_s, memory_latency_s=self.memory_latency_s,
-                  sector_slots_per_sm=self.sector_slots_per_sm,
-                  depthwise_output_flops=self.depthwise_output_flops,
-                  depthwise_wgrad_flops=self.depthwise_wgrad_flops, wgrad_max_split=self.wgrad_max_split,
-                  wgrad_tile_passes=self.wgrad_tile_passes, dgrad_atomic_flops=self.dgrad_atomic_flops)
-        if self.tile_half_intensity_tensor_cores is not None:
-            _in_range("efficiency.kernels", tile_half_intensity_tensor_cores=self.tile_half_intensity_tensor_cores)
-        if self.tile_half_intensity_gemm is not None:
-            _in_range("efficiency.kernels", tile_half_intensity_gemm=self.tile_half_intensity_gemm)
-
-
-@dataclass(frozen=True)
-class CollectiveParams:
-    """How NCCL's collectives share the GPU with compute, and their fixed cost (``[collectives]``).
-
-    ``channels_intra`` / ``channels_net``: SMs an allreduce holds inside a node / across nodes
-    (NCCL runs one thread block per channel, on an SM of its own); ``base_latency_s``: the
-    fixed cost of launching one collective; ``memory_passes``: bytes of device memory traffic
-    per byte a collective moves over its link. Meanings and sources:
-    ``hardware_profiles/template.toml``; used by :mod:`perfmodel.cost.collectives`. Defaults:
-    NCCL's tuning model and a PCIe system's 2 channels (the fewest NCCL launches).
-    """
-
-    channels_intra: int = 2
-    channels_net: int = 2
-    base_latency_s: float = 8.4e-6
-    memory_passes: float = 3.0
-
-    def __post_init__(self) -> None:
-        for k in ("channels_intra", "channels_net"):
-            v = getattr(self, k)
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1024:
-                raise ProfileError(f"collectives: '{k}' must be an integer from 1 to 1,024, got {v!r:.40}")
-        _in_range("collectives", base_latency_s=self.base_latency_s, memory_passes=self.memory_passes)
 
 
 @dataclass(frozen=True)
@@ -245,12 +157,14 @@ class Hardware:
     collectives: CollectiveParams = field(default_factory=CollectiveParams)
     sources: Mapping[str, str] = field(default_factory=dict)
     path: str = ""
-    schema_version: int = 1
+    schema_version: int = SCHEMA_VERSION
     #: optional list price of one GPU for one hour, in ``price_currency`` (source in ``sources["price"]``)
     price_per_gpu_hour: float | None = None
     price_currency: str = "USD"
 
     def __post_init__(self) -> None:
+        check_text("field 'name'", self.name)
+        check_text(f"{self.name}: field 'description'", self.description)
         for part, kind in _PARTS.items():
             if not isinstance(getattr(self, part), kind):
                 raise ProfileError(f"{self.name}: {part} must be a {kind.__name__}, "
@@ -267,16 +181,12 @@ class Hardware:
         missing = [p for p in PRECISIONS if p not in self.compute]
         if missing:
             raise ProfileError(f"{self.name}: efficiency.compute lacks precisions {missing}")
-        _in_range(self.name, kernel_launch_s=self.kernel_launch_s,
-                  framework_reserve_bytes=self.framework_reserve_bytes)
+        in_range(self.name, kernel_launch_s=self.kernel_launch_s, framework_reserve_bytes=self.framework_reserve_bytes)
         n = self.max_nodes
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1_000_000:
             raise ProfileError(f"{self.name}: max_nodes must be an integer from 1 to 1,000,000, got {n!r:.40}")
-        sms = self.kernels.sm_count
-        for k in ("channels_intra", "channels_net"):
-            if getattr(self.collectives, k) >= sms:
-                raise ProfileError(f"{self.name}: collectives.{k} = {getattr(self.collectives, k)} must be below "
-                                   f"efficiency.kernels.sm_count = {sms} (NCCL holds one SM per channel)")
+        _check_record(self)
+        _check_across(self)
         object.__setattr__(self, "compute", MappingProxyType(dict(self.compute)))
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
 
@@ -298,15 +208,43 @@ class Hardware:
           :class:`KernelParams`, :class:`CollectiveParams`) to replace, or a whole new part;
         * any field of :class:`Hardware` (``gpus_per_node=4``, ``max_nodes=2``, ...).
 
-        The copy's name records the changes. An unknown key raises :class:`ProfileError`.
+        The copy's name records the changes (``name=...`` names it instead). NumPy numbers count
+        as Python ones. The changes are applied together, then the copy is checked as a loaded
+        profile is (every field, and the fields that bound one another); an unknown key or a value
+        a field does not take raises :class:`ProfileError` naming the key and the value.
         """
-        hw = self
-        for key, value in changes.items():
-            hw = _apply_change(hw, key, value)
-        if changes:
-            what = ", ".join(f"{k}={v}" for k, v in changes.items())
-            hw = dataclasses.replace(hw, name=f"{self.name} (what-if: {what})")
-        return hw
+        return _what_if(self, changes) if changes else self
+
+
+def _check_record(hw: Hardware) -> None:
+    """The fields that describe a profile rather than the machine, checked as the loader checks them."""
+    where = f"{hw.name}: field"
+    if not isinstance(hw.path, str):
+        raise ProfileError(f"{where} 'path': expected a string (the profile's file, '' for none), "
+                           f"got {kind_text(hw.path)}")
+    if not isinstance(hw.sources, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in hw.sources.items()):
+        raise ProfileError(f"{where} 'sources': expected a table of source strings by part, "
+                           f"got {shown(hw.sources, 40)}")
+    check_schema_version(f"{where} 'schema_version'", hw.schema_version)
+    if hw.price_per_gpu_hour is not None:
+        check_value(f"{where} 'price.per_gpu_hour'", "per_gpu_hour", hw.price_per_gpu_hour)
+    check_text(f"{where} 'price.currency'", hw.price_currency)
+
+
+def _check_across(hw: Hardware) -> None:
+    """The fields that bound one another: the framework's reserve below the device's memory, NCCL's
+    channels below the SMs."""
+    reserve, memory = hw.framework_reserve_bytes, hw.device.memory_bytes
+    if reserve >= memory:
+        raise ProfileError(
+            f"{hw.name}: efficiency.framework_reserve_bytes = {reserve:,.0f} ({reserve / GIB:.2f} GiB) must be below "
+            f"device.memory_bytes = {memory:,.0f} ({memory / GIB:.2f} GiB): no memory would be left to train in")
+    sms = hw.kernels.sm_count
+    for k in ("channels_intra", "channels_net"):
+        if getattr(hw.collectives, k) >= sms:
+            raise ProfileError(f"{hw.name}: collectives.{k} = {getattr(hw.collectives, k)} must be below "
+                               f"efficiency.kernels.sm_count = {sms} (NCCL holds one SM per channel)")
 
 
 #: The parts of a :class:`Hardware` that are records of their own (what-ifs replace their fields).
@@ -321,61 +259,95 @@ _LINK_SCALES = {
 }
 
 
+def _what_if_keys() -> list[str]:
+    return sorted([*_LINK_SCALES, "peak_scale", "memory_bandwidth_scale", "memory_bytes",
+                   *(f.name for f in dataclasses.fields(Hardware))])
+
+
+def _what_if(hw: Hardware, changes: Mapping[str, Any]) -> Hardware:
+    """:meth:`Hardware.what_if`: the ``changes`` applied together to ``hw``'s fields, then checked once."""
+    valid = _what_if_keys()
+    fields = {f.name: getattr(hw, f.name) for f in dataclasses.fields(Hardware)}
+    for key, value in changes.items():
+        if key not in valid:  # the closest keys where some are close, else every key
+            hint = did_you_mean(key, valid) or f" (valid: {', '.join(valid)})"
+            raise ProfileError(f"what-if: unknown field {shown(key, 40)}{hint}")
+        try:
+            _apply_change(fields, key, _plain(value))
+        except ProfileError as e:
+            raise ProfileError(f"what-if {key}={shown(value, 60)} on {hw.name}: {e}") from None
+    try:
+        new = Hardware(**fields)  # under its own name (or the one given): a message names it once
+    except ProfileError as e:
+        said = ", ".join(f"{k}={shown(v, 40)}" for k, v in changes.items())
+        said = said if len(said) <= 160 else said[:150] + " ..."
+        raise ProfileError(f"what-if {said} on {hw.name}: {str(e).removeprefix(f'{hw.name}: ')}") from None
+    if "name" in changes:
+        return new
+    return dataclasses.replace(new, name=f"{hw.name} (what-if: {', '.join(f'{k}={v}' for k, v in changes.items())})")
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with NumPy scalars made Python ones (in dicts too): ``np.int64(4)`` is the integer 4."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def _scale(key: str, value: Any) -> float:
     """A what-if multiplier: a finite number > 0 (>= 0 for a latency, which may be zero); the
     scaled field's range is checked after."""
     low = ">= 0" if "latency" in key else "> 0"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ProfileError(f"what-if: {key} must be a number {low}, got {value!r:.40}")
+        raise ProfileError(f"{key} must be a number {low}, got {kind_text(value)}")
     x = float(value) if abs(value) < 1e300 else math.inf
     if not math.isfinite(x) or x < 0 or (x == 0 and low == "> 0"):
-        raise ProfileError(f"what-if: {key} must be a finite number {low}, got {value!r:.40}")
+        raise ProfileError(f"{key} must be a finite number {low}, got {value!r:.40}")
     return x
 
 
-def _changed_part(hw: Hardware, key: str, value: Any) -> Any:
-    """Part ``key`` of ``hw`` (a link tier, the device, ...) with the fields of mapping ``value``
-    replaced (the part's dataclass checks them), or ``value`` itself if it is such a part."""
+def _changed_part(part: Any, key: str, value: Any) -> Any:
+    """``part`` (``key`` of a profile: a link tier, the device, ...) with the fields of mapping
+    ``value`` replaced (the part's dataclass checks them), or ``value`` itself if it is such a part."""
     kind = _PARTS[key]
     if isinstance(value, kind):
         return value
     valid = [f.name for f in dataclasses.fields(kind)]
     if not isinstance(value, Mapping):
-        raise ProfileError(f"what-if: {key} must be a {kind.__name__} or a dict of its fields "
+        raise ProfileError(f"{key} must be a {kind.__name__} or a dict of its fields "
                            f"({', '.join(valid)}), got {given_text(value)}")
     for name in value:
         if name not in valid:
             near = closest_names(name, valid) if isinstance(name, str) else []
             hint = f"did you mean {' or '.join(near)}? " if near else ""
             listed = valid if len(valid) <= 12 else [*valid[:12], f"and {len(valid) - 12} more"]
-            raise ProfileError(f"what-if: {key} has no field {shown(name, 40)} "
-                               f"({hint}valid: {', '.join(listed)})")
-    return dataclasses.replace(getattr(hw, key), **value)
+            raise ProfileError(f"{key} has no field {shown(name, 40)} ({hint}valid: {', '.join(listed)})")
+    return dataclasses.replace(part, **value)
 
 
-def _apply_change(hw: Hardware, key: str, value: Any) -> Hardware:
-    """One what-if change (see :meth:`Hardware.what_if`)."""
+def _apply_change(fields: dict[str, Any], key: str, value: Any) -> None:
+    """One what-if change (see :meth:`Hardware.what_if`) to a profile's ``fields``; a scaled link
+    field is checked here, so that the message names the tier."""
     if key.endswith("_scale"):
         value = _scale(key, value)
+    device = fields["device"]
     if key in _LINK_SCALES:
         tier_name, field_name = _LINK_SCALES[key]
-        tier = getattr(hw, tier_name)
-        new_tier = dataclasses.replace(tier, **{field_name: getattr(tier, field_name) * value})
-        return dataclasses.replace(hw, **{tier_name: new_tier})
-    if key == "peak_scale":
-        peaks = {k: v * value for k, v in hw.device.peak_flops_per_s.items()}
-        device = dataclasses.replace(hw.device, peak_flops_per_s=peaks)
-        return dataclasses.replace(hw, device=device)
-    if key == "memory_bandwidth_scale":
-        bw = hw.device.memory_bandwidth_bytes_per_s * value
-        device = dataclasses.replace(hw.device, memory_bandwidth_bytes_per_s=bw)
-        return dataclasses.replace(hw, device=device)
-    if key == "memory_bytes":
-        return dataclasses.replace(hw, device=dataclasses.replace(hw.device, memory_bytes=value))
-    if key in _PARTS:
-        return dataclasses.replace(hw, **{key: _changed_part(hw, key, value)})
-    if key in {f.name for f in dataclasses.fields(Hardware)}:
-        return dataclasses.replace(hw, **{key: value})
-    valid = sorted([*_LINK_SCALES, "peak_scale", "memory_bandwidth_scale", "memory_bytes",
-                    *(f.name for f in dataclasses.fields(Hardware))])
-    raise ProfileError(f"what-if: unknown field '{key}' (valid: {', '.join(valid)})")
+        tier = fields[tier_name]
+        old = getattr(tier, field_name)
+        new = check_value(f"{tier_name}.{field_name} ({old:g} x {value:g})", field_name, old * value)
+        fields[tier_name] = dataclasses.replace(tier, **{field_name: new})
+    elif key == "peak_scale":
+        peaks = {k: v * value for k, v in device.peak_flops_per_s.items()}
+        fields["device"] = dataclasses.replace(device, peak_flops_per_s=peaks)
+    elif key == "memory_bandwidth_scale":
+        bw = device.memory_bandwidth_bytes_per_s * value
+        fields["device"] = dataclasses.replace(device, memory_bandwidth_bytes_per_s=bw)
+    elif key == "memory_bytes":
+        fields["device"] = dataclasses.replace(device, memory_bytes=value)
+    elif key in _PARTS:
+        fields[key] = _changed_part(fields[key], key, value)
+    else:
+        fields[key] = value

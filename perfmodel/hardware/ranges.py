@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from ..errors import ProfileError
 from ..limits import shown
 
-__all__ = ["Range", "RANGES", "check_value", "describe", "given_text"]
+__all__ = [
+    "Range", "RANGES", "check_value", "in_range", "describe", "given_text", "kind_text", "check_text",
+    "check_schema_version", "SCHEMA_VERSION",
+]
+
+#: The schema of hardware profiles this perfmodel reads (``schema_version``).
+SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,34 @@ def check_value(where: str, name: str, value: object) -> float:
     if not math.isfinite(x) or (r is not None and not r.holds(x)):
         raise ProfileError(f"{where}: expected {describe(name)}, got {given_text(value)}")
     return x
+
+
+def in_range(where: str, **values: float) -> None:
+    """Each value is in its field's physical range (:data:`RANGES`); ``where`` names the table."""
+    for k, v in values.items():
+        check_value(f"{where}: field '{k}'", k, v)
+
+
+def check_text(where: str, value: object) -> str:
+    """``value`` if it is a non-empty string (a profile's name, description, source, currency)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ProfileError(f"{where}: expected a non-empty string, got {kind_text(value)}")
+    return value
+
+
+def check_schema_version(where: str, value: object) -> int:
+    """``value`` if it is the integer :data:`SCHEMA_VERSION`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value != SCHEMA_VERSION:
+        raise ProfileError(f"{where}: expected the integer {SCHEMA_VERSION} (the schema this perfmodel reads), "
+                           f"got {kind_text(value)}")
+    return value
+
+
+def kind_text(value: object) -> str:
+    """What was given: :func:`given_text`, with a plain number's type named (``int 2``)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{type(value).__name__} {shown(value, 40)}"
+    return given_text(value)
 
 
 def given_text(value: object) -> str:
