@@ -7,9 +7,11 @@ bounds and raise a :class:`~perfmodel.errors.UsageError` that names the valid ra
 
 from __future__ import annotations
 
+import numbers
+
 from .errors import UsageError
 
-__all__ = ["MAX_GPUS", "MAX_BATCH", "MAX_IMAGE_SIZE", "MAX_SEED", "check_count", "shown"]
+__all__ = ["MAX_GPUS", "MAX_BATCH", "MAX_IMAGE_SIZE", "MAX_SEED", "check_count", "as_integer", "is_integer", "shown"]
 
 #: The most GPUs any plan may use (the CLI's ``--gpus`` bound).
 MAX_GPUS = 1_000_000
@@ -27,9 +29,24 @@ def shown(value: object, width: int = 24) -> str:
     return text if len(text) <= width else f"{text[:width - 4]}... ({len(text)} characters)"
 
 
+def is_integer(value: object) -> bool:
+    """Whether ``value`` is an integer: a Python or NumPy one (``np.int64``), not a bool (nor
+    ``np.bool_``) and not a float, even an integral one (``8.0``)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def as_integer(what: str, value: object, error: type[UsageError] = UsageError) -> int:
+    """``value`` as a Python ``int`` if it :func:`is_integer`, else ``error`` naming ``what`` (its
+    range is checked by the caller)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise error(f"{what} must be an integer, got {shown(value)}")
+    return int(value)
+
+
 def check_count(what: str, value: object, maximum: int, minimum: int = 1,
                 error: type[UsageError] = UsageError) -> int:
-    """``value`` if it is an integer in ``[minimum, maximum]``, else ``error`` naming the range."""
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise error(f"{what} must be an integer from {minimum:,} to {maximum:,}, got {shown(value)}")
-    return value
+    """``value`` as a Python ``int`` if it :func:`is_integer` in ``[minimum, maximum]``, else
+    ``error`` naming the range."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and minimum <= int(value) <= maximum:
+        return int(value)
+    raise error(f"{what} must be an integer from {minimum:,} to {maximum:,}, got {shown(value)}")

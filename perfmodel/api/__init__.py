@@ -12,7 +12,6 @@ lists), ``cache`` (one-GPU baselines), ``rows`` / ``frames`` / ``sweeps`` / ``sc
 from __future__ import annotations
 
 from ..limits import MAX_BATCH
-from ..strategies.predict import one_gpu_step
 from .charts import scale_chart, sweep_chart
 from .frames import plan_frame, predict_frame
 from .gpus import MAX_GPU_POINTS, parse_gpu_list
@@ -31,7 +30,6 @@ __all__ = [
     "scale_chart",
     "sweep",
     "sweep_chart",
-    "one_gpu_step",
     "SCALE_STRATEGIES",
     "MAX_GPU_POINTS",
     "MAX_BATCH",

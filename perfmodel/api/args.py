@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import UsageError, did_you_mean
-from ..hardware import PRECISIONS, Hardware
+from ..hardware import PRECISIONS
 from ..limits import MAX_BATCH, MAX_GPUS, MAX_IMAGE_SIZE, check_count, shown
-from ..network import Network
 from ..search.enumerate import KINDS
+from ..strategies.inputs import check_hardware, check_model, check_strategy, check_top
 from ..strategies.memory import OPTIMIZERS
-from ..strategies.spec import Strategy
 
 __all__ = [
     "check_model",
@@ -24,43 +22,15 @@ __all__ = [
     "check_image_size",
     "check_batches",
     "check_top",
+    "check_progress",
     "names",
     "check_kinds",
 ]
 
 
-def check_model(model: object) -> str | Network:
-    """A zoo model name or a :class:`Network`."""
-    if isinstance(model, Network) or (isinstance(model, str) and model.strip()):
-        return model
-    raise UsageError(f"model must be a zoo name such as 'resnet50' or a Network, got {shown(model, 40)}")
-
-
 def check_gpus(gpus: object, what: str = "gpus") -> int:
     """A GPU count: an integer (not a bool) from 1 to ``MAX_GPUS``."""
     return check_count(what, gpus, MAX_GPUS)
-
-
-def check_strategy(strategy: object, optional: bool = False) -> str | Strategy | None:
-    """A plan spec (``"dp=8"``) or a :class:`Strategy` (None when ``optional``)."""
-    if strategy is None and optional:
-        return None
-    if isinstance(strategy, Strategy) or (isinstance(strategy, str) and strategy.strip()):
-        return strategy
-    raise UsageError(
-        f"strategy must be a spec string such as 'dp=8' or 'pp=4,mb=8', or a Strategy, got "
-        f"{type(strategy).__name__} {shown(strategy, 40)}"
-    )
-
-
-def check_hardware(hardware: object) -> str | Path | Hardware:
-    """A shipped profile name, a TOML path or a :class:`Hardware`."""
-    if isinstance(hardware, (Hardware, Path)) or (isinstance(hardware, str) and hardware.strip()):
-        return hardware
-    raise UsageError(
-        f"hardware must be a profile name (see perfmodel.hardware.profile_names()), a .toml path "
-        f"or a Hardware, got {type(hardware).__name__} {shown(hardware, 40)}"
-    )
 
 
 def check_precision(precision: object) -> str:
@@ -89,9 +59,12 @@ def check_batches(batch_per_gpu: object, global_batch: object) -> tuple[int | No
     return bpg, gb
 
 
-def check_top(top: object) -> int:
-    """How many plans to keep: an integer from 1 to 1,000."""
-    return check_count("top", top, 1000)
+def check_progress(progress: object) -> Callable[[int, int], None] | None:
+    """None or a callable taking (points done, points in all), checked before any point is priced."""
+    if progress is None or callable(progress):
+        return progress  # type: ignore[return-value]
+    raise UsageError(f"progress must be None or a callable taking (done, total), got {type(progress).__name__} "
+                     f"{shown(progress, 40)}")
 
 
 def names(value: object, what: str, valid: Sequence[str], one: str) -> list[str]:

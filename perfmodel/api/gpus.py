@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
 from ..errors import UsageError
-from ..limits import MAX_GPUS, shown
+from ..limits import MAX_GPUS, is_integer, shown
 
 __all__ = ["parse_gpu_list", "MAX_GPU_POINTS"]
 
@@ -19,23 +21,25 @@ def parse_gpu_list(spec: str | int | Iterable[int]) -> list[int]:
     """GPU counts from ``1,2,4,8``, ``1-8`` (every count), ``8-64:8`` (step 8) or ``1-1024:log2``.
 
     ``A-B:log2`` doubles from ``A`` while the count stays <= ``B``. Items combine with commas;
-    the result is sorted with duplicates removed. Raises :class:`UsageError` naming the bad item.
+    the result is sorted with duplicates removed. Also one count or a list (tuple, set, range,
+    1-D NumPy array) of counts, each a Python or NumPy integer (not a bool or a float). Raises
+    :class:`UsageError` naming the bad item.
     """
-    if isinstance(spec, bool):
-        raise UsageError(f"GPU list must be counts like 1,2,4,8 or 1-1024:log2, got {spec!r}")
-    if isinstance(spec, int):
-        spec = [spec]
+    if isinstance(spec, np.ndarray) and spec.ndim == 1:
+        spec = spec.tolist()  # Python scalars
+    if is_integer(spec):
+        spec = [spec]  # type: ignore[list-item]
     if not isinstance(spec, (str, list, tuple, range, set, frozenset)):
         raise UsageError(f"GPU list must be counts like 1,2,4,8 or 1-1024:log2, got {type(spec).__name__} "
                          f"{shown(spec, 40)}")
     if not isinstance(spec, str):
         values = list(spec)
         for v in values:
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _MAX_GPUS:
+            if not is_integer(v) or not 1 <= v <= _MAX_GPUS:
                 raise UsageError(f"GPU counts must be integers from 1 to {_MAX_GPUS:,}, got {shown(v, 40)}")
         if not values:
             raise UsageError("GPU list is empty (example: 1,2,4,8 or 1-1024:log2)")
-        return sorted(set(values))
+        return sorted({int(v) for v in values})
     text = spec.strip()
     if not text:
         raise UsageError("GPU list is empty (example: 1,2,4,8 or 1-1024:log2)")

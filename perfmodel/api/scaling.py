@@ -29,7 +29,7 @@ from ..strategies.predict import (
 )
 from ..strategies.prediction import Prediction
 from ..strategies.spec import Strategy
-from .args import check_optimizer, check_precision, names
+from .args import check_optimizer, check_precision, check_progress, names
 from .gpus import parse_gpu_list
 from .loading import available_kinds, load_hardware, load_model
 from .rows import gap_row, resolve_batches, software_attrs, text_columns
@@ -91,6 +91,7 @@ def scale(
     with the ``reason``. Returns one row per (strategy, gpus); ``df.attrs`` holds the setting and the baseline.
     """
     counts = parse_gpu_list(gpus_list)
+    progress = check_progress(progress)
     bpg, gb = resolve_batches(batch_per_gpu, global_batch)
     kinds_asked = names(strategies, "strategies", SCALE_STRATEGIES, "strategy")
     precision = check_precision(precision)

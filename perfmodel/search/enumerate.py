@@ -5,13 +5,36 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+from ..errors import UsageError, did_you_mean
+from ..limits import shown
 from ..network import Network
 from ..strategies.spec import Strategy
 
-__all__ = ["divisors", "factorisations", "spatial_grids", "candidates", "variants", "no_candidate_reasons", "KINDS"]
+__all__ = [
+    "divisors", "factorisations", "spatial_grids", "candidates", "variants", "no_candidate_reasons", "KINDS",
+    "check_kinds",
+]
 
 #: Strategy kinds the search can be restricted to.
 KINDS = ("dp", "ps", "sp", "pp", "hybrid", "mp", "filter", "channel")
+
+
+def check_kinds(kinds: object) -> tuple[str, ...]:
+    """Strategy kinds of :data:`KINDS` to search, from a list (tuple, set) of them or one comma list
+    (``"dp"``, ``"dp,pp"``); else :class:`~perfmodel.errors.UsageError` naming the unknown ones."""
+    if isinstance(kinds, str):
+        kinds = [k.strip() for k in kinds.split(",") if k.strip()]
+    elif not isinstance(kinds, (list, tuple, set, frozenset)):
+        raise UsageError(f"kinds must be strategy kinds as a list or a comma list (valid: {', '.join(KINDS)}), "
+                         f"got {type(kinds).__name__} {shown(kinds, 40)}")
+    if not kinds:
+        raise UsageError(f"no strategy kinds to search (valid: {', '.join(KINDS)})")
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise UsageError(f"unknown strategy kind{'s' if len(bad) > 1 else ''} {', '.join(shown(b, 40) for b in bad)} "
+                         f"(valid: {', '.join(KINDS)}){did_you_mean(str(bad[0]), KINDS)}")
+    ordered = sorted(kinds, key=KINDS.index) if isinstance(kinds, (set, frozenset)) else kinds
+    return tuple(dict.fromkeys(ordered))
 
 
 def divisors(n: int) -> list[int]:

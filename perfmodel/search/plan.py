@@ -10,13 +10,15 @@ from typing import Any
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
-from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError, did_you_mean
-from ..hardware import Hardware, load_hardware
-from ..limits import MAX_BATCH, shown
-from ..network import Network, get_model
+from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
+from ..hardware import Hardware
+from ..limits import MAX_BATCH, MAX_GPUS, as_integer, check_count, shown
+from ..network import Network
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.baseline import Baseline
+from ..strategies.inputs import check_top, get_model, hardware_of
 from ..strategies.predict import (
+    DEFAULT_BATCH_PER_GPU,
     Context,
     Prediction,
     assumptions,
@@ -30,18 +32,13 @@ from ..strategies.spec import Strategy
 from ..strategies.split_search import EXHAUSTIVE_SPLITS, LOCAL_MOVE_LINKS
 from ..units import GIB
 from .accumulate import fewest_micro_batches
-from .enumerate import KINDS, candidates, no_candidate_reasons, variants
+from .enumerate import KINDS, candidates, check_kinds, no_candidate_reasons, variants
 from .same_parts import SPARE_SHAPES, rank_distinct
 
 __all__ = [
     "PlanResult", "plan", "default_global_batch", "default_batches", "DEFAULT_BATCH_PER_GPU", "distinct_shapes",
     "shape_key", "Pricer",
 ]
-
-#: Default samples per GPU when no global batch is given: 32, the per-GPU batch of Goyal et
-#: al., "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour" (2017), section 5.
-DEFAULT_BATCH_PER_GPU = 32
-
 
 #: How many of the best structures get their allreduce algorithms and schedules tried.
 VARIANT_LEADERS = 12
@@ -124,7 +121,7 @@ def plan(
     optimizer: str = "sgd",
     image_size: int | None = None,
     top: int = 5,
-    kinds: tuple[str, ...] = KINDS,
+    kinds: tuple[str, ...] | str = KINDS,
     cudnn_major: int = DEFAULT_CUDNN_MAJOR,
     memory_format: str = DEFAULT_MEMORY_FORMAT,
     fusion: str = DEFAULT_FUSION,
@@ -140,20 +137,14 @@ def plan(
     ``memory_format``: the activations' layout (:mod:`perfmodel.cost.layout`); ``fusion``: the
     batch-norm/add/ReLU chains the run's framework fuses (:mod:`perfmodel.cost.fusion`); ``amp_runtime``:
     the mixed-precision runtime of a 16-bit run (:mod:`perfmodel.strategies.amp_runtime`).
+    ``kinds``: strategy kinds as a tuple (list, set) or a comma list (``"dp"``, ``"dp,pp"``); counts
+    (``gpus``, ``global_batch``, ``top``, ``image_size``) Python or NumPy integers, not bools or floats.
     """
     t0 = time.perf_counter()
-    if not isinstance(gpus, int) or gpus < 1:
-        raise UsageError(f"GPU count must be a positive integer, got {gpus!r}")
-    if top < 1:
-        raise UsageError(f"--top must be >= 1, got {top}")
-    if not kinds:
-        raise UsageError(f"no strategy kinds to search (valid: {', '.join(KINDS)})")
-    bad = [k for k in kinds if k not in KINDS]
-    if bad:
-        raise UsageError(f"unknown strategy kind{'s' if len(bad) > 1 else ''} {', '.join(shown(b, 40) for b in bad)} "
-                         f"(valid: {', '.join(KINDS)}){did_you_mean(str(bad[0]), KINDS)}")
-    net = model if isinstance(model, Network) else get_model(model, image_size)
-    hw = load_hardware(hardware)
+    gpus, top, kinds = check_count("gpus", gpus, MAX_GPUS), check_top(top), check_kinds(kinds)
+    global_batch = None if global_batch is None else as_integer("global_batch", global_batch)
+    net = get_model(model, image_size)
+    hw = hardware_of(hardware)
     if gpus > hw.max_gpus:
         raise UsageError(
             f"{gpus} GPUs exceed {hw.name}'s {hw.max_gpus} ({hw.gpus_per_node} per node x {hw.max_nodes} nodes)"

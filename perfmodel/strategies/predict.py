@@ -5,21 +5,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import BatchSplitError, StrategyError, UsageError
-from ..hardware import Hardware, load_hardware
-from ..limits import MAX_BATCH, shown
-from ..network import Network, get_model
+from ..hardware import Hardware
+from ..limits import MAX_BATCH, MAX_GPUS, as_integer, check_count, shown
+from ..network import Network
 from .amp_runtime import DEFAULT_AMP_RUNTIME
 from .baseline import Baseline
 from .compose import price
 from .context import Context, context, weight_group
 from .dimension import OPTIMIZER_LAUNCHES, Priced
+from .inputs import get_model, hardware_of, plan_of
 from .prediction import EXCLUDED, Prediction, assumptions, baseline_text
-from .spec import Strategy, parse_strategy
+from .spec import Strategy
 from .wording import exchange_assumption, stage_split_assumption
 
 __all__ = [
@@ -41,7 +43,13 @@ __all__ = [
     "unbounded_count",
     "resolve_batch",
     "weight_group",
+    "DEFAULT_BATCH_PER_GPU",
 ]
+
+#: Default samples per GPU when no batch is given (``predict``, ``plan``, the CLI, the notebook
+#: API): 32, the per-GPU batch of Goyal et al., "Accurate, Large Minibatch SGD: Training ImageNet
+#: in 1 Hour" (2017), section 5.
+DEFAULT_BATCH_PER_GPU = 32
 
 #: Even accumulation counts the one-GPU baseline also prices, at most (:func:`_other_counts`).
 EVEN_COUNTS = 4
@@ -211,19 +219,35 @@ def predict(
     ``global_batch``. The speedup is against one GPU of the same profile training the same
     global batch (:func:`one_gpu_baseline`, accumulating gradients when they do not fit it at
     once), whatever the plan's kind; a one-GPU data plan is its own baseline (1.0x). The
-    baseline is :attr:`Prediction.baseline`.
+    baseline is :attr:`Prediction.baseline`. With neither batch given, the batch is
+    :data:`DEFAULT_BATCH_PER_GPU` per GPU, said in the assumptions (``global_batch``).
+
+    Counts (``gpus``, the batches, ``image_size``) are Python or NumPy integers, not bools or
+    floats; every other argument is checked before the batches, each wrong one a
+    :class:`~perfmodel.errors.UsageError` naming it.
     """
-    if not isinstance(gpus, int) or gpus < 1:
-        raise UsageError(f"GPU count must be a positive integer, got {gpus!r}")
-    net = model if isinstance(model, Network) else get_model(model, image_size)
-    hw = load_hardware(hardware)
-    s = strategy if isinstance(strategy, Strategy) else parse_strategy(strategy, gpus)
+    gpus = check_count("gpus", gpus, MAX_GPUS)
+    net = get_model(model, image_size)
+    hw = hardware_of(hardware)
+    s = plan_of(strategy, gpus)
     if s.gpus != gpus:
         raise StrategyError(f"strategy {s.spec()} uses {s.gpus} GPUs, not {gpus}")
-    B = resolve_batch(gpus, batch_per_gpu, global_batch)
     ctx = context(net, hw, precision, optimizer, cudnn_major=cudnn_major, memory_format=memory_format, fusion=fusion,
                   amp_runtime=amp_runtime)
-    return predict_in(ctx, s, B)
+    defaulted = batch_per_gpu is None and global_batch is None
+    bpg = _optional_integer("batch_per_gpu", DEFAULT_BATCH_PER_GPU if defaulted else batch_per_gpu)
+    p = predict_in(ctx, s, resolve_batch(gpus, bpg, _optional_integer("global_batch", global_batch)))
+    if defaulted:  # an assumption the caller did not state: say it, as the CLI does
+        said = f"{p.global_batch} samples per step (default: {DEFAULT_BATCH_PER_GPU} per GPU; set batch_per_gpu or " \
+               "global_batch)"
+        p = replace(p, assumptions={**p.assumptions, "global_batch": said})
+    return p
+
+
+def _optional_integer(what: str, value: object) -> int | None:
+    """None, or ``value`` as a Python ``int`` (:func:`~perfmodel.limits.as_integer`; its range is
+    :func:`resolve_batch`'s to check)."""
+    return None if value is None else as_integer(what, value)
 
 
 def predict_in(

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..errors import StrategyError, did_you_mean
-from ..limits import MAX_BATCH, MAX_GPUS, shown
+from ..limits import MAX_BATCH, MAX_GPUS, check_count, is_integer, shown
 
 __all__ = ["Strategy", "parse_strategy", "COMM_CHOICES", "SCHEDULES", "DECOMPOSITIONS", "OVERLAPS"]
 
@@ -55,10 +55,17 @@ class Strategy:
     def __post_init__(self) -> None:
         for k in ("dp", "pp", "mp", "filter", "channel", "mb"):
             v = getattr(self, k)
-            if not isinstance(v, int) or v < 1:
+            if type(v) is not int:  # a NumPy integer is taken as the Python one; a bool or float is not
+                if not is_integer(v):
+                    raise StrategyError(f"strategy: {k} must be a positive integer, got {v!r}")
+                v = int(v)
+                object.__setattr__(self, k, v)
+            if v < 1:
                 raise StrategyError(f"strategy: {k} must be a positive integer, got {v!r}")
-        if any(not isinstance(v, int) or v < 1 for v in self.sp):
-            raise StrategyError(f"strategy: sp extents must be positive integers, got {self.sp}")
+        if not all(type(v) is int and v >= 1 for v in self.sp):  # the common case checked fast
+            if any(not is_integer(v) or v < 1 for v in self.sp):
+                raise StrategyError(f"strategy: sp extents must be positive integers, got {self.sp}")
+            object.__setattr__(self, "sp", tuple(int(v) for v in self.sp))
         if self.schedule not in SCHEDULES:
             raise StrategyError(f"strategy: schedule '{self.schedule}' is not one of {', '.join(SCHEDULES)}"
                                 f"{did_you_mean(str(self.schedule), SCHEDULES)}")
@@ -162,7 +169,13 @@ def _int(key: str, value: str) -> int:
 
 
 def parse_strategy(text: str, gpus: int | None = None) -> Strategy:
-    """Parse a spec like ``pp=4,dp=2,mb=8``; with ``gpus``, check the degrees multiply to it."""
+    """Parse a spec like ``pp=4,dp=2,mb=8``; with ``gpus`` (a Python or NumPy integer), check the
+    degrees multiply to it."""
+    if gpus is not None:
+        gpus = check_count("gpus", gpus, MAX_GPUS)
+    if not isinstance(text, str):
+        raise StrategyError(f"strategy: a spec must be a string such as 'dp=8', got {type(text).__name__} "
+                            f"{shown(text, 40)}")
     if not text or not text.replace(",", "").strip():
         raise StrategyError("strategy: empty spec (example: dp=8 or pp=4,dp=2,mb=8)")
     fields: dict[str, object] = {}
