@@ -8,6 +8,7 @@ bounds and raise a :class:`~perfmodel.errors.UsageError` that names the valid ra
 from __future__ import annotations
 
 import numbers
+from typing import TypeGuard
 
 from .errors import UsageError
 
@@ -29,7 +30,7 @@ def shown(value: object, width: int = 24) -> str:
     return text if len(text) <= width else f"{text[:width - 4]}... ({len(text)} characters)"
 
 
-def is_integer(value: object) -> bool:
+def is_integer(value: object) -> TypeGuard[numbers.Integral]:
     """Whether ``value`` is an integer: a Python or NumPy one (``np.int64``), not a bool (nor
     ``np.bool_``) and not a float, even an integral one (``8.0``)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -38,7 +39,7 @@ def is_integer(value: object) -> bool:
 def as_integer(what: str, value: object, error: type[UsageError] = UsageError) -> int:
     """``value`` as a Python ``int`` if it :func:`is_integer`, else ``error`` naming ``what`` (its
     range is checked by the caller)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_integer(value):
         raise error(f"{what} must be an integer, got {shown(value)}")
     return int(value)
 
@@ -47,6 +48,6 @@ def check_count(what: str, value: object, maximum: int, minimum: int = 1,
                 error: type[UsageError] = UsageError) -> int:
     """``value`` as a Python ``int`` if it :func:`is_integer` in ``[minimum, maximum]``, else
     ``error`` naming the range."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and minimum <= int(value) <= maximum:
+    if is_integer(value) and minimum <= int(value) <= maximum:
         return int(value)
     raise error(f"{what} must be an integer from {minimum:,} to {maximum:,}, got {shown(value)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..strategies.baseline import Baseline
-from ..strategies.predict import Context, data_plan_counts, one_gpu_baseline, unbounded_count
+from ..strategies.predict import Context, data_plan_counts, is_own_baseline, one_gpu_baseline, unbounded_count
 from ..strategies.spec import Strategy
 
 __all__ = ["Baselines"]
@@ -24,7 +24,7 @@ class Baselines:
         """The baseline of plan ``s`` (``fits``: in memory) at ``batch`` samples on one GPU,
         ``per_gpu_batch`` when that is one GPU's share of the plan's global batch (weak scaling)."""
         hw = ctx.hw
-        own = s.spec() if s.gpus == 1 and s.kind == "data" and not s.recompute else None
+        own = s.spec() if is_own_baseline(s) else None
         key = (
             id(ctx.net),
             repr(hw.device),

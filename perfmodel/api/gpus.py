@@ -35,7 +35,7 @@ def parse_gpu_list(spec: str | int | Iterable[int]) -> list[int]:
     if not isinstance(spec, str):
         values = list(spec)
         for v in values:
-            if not is_integer(v) or not 1 <= v <= _MAX_GPUS:
+            if not is_integer(v) or not 1 <= int(v) <= _MAX_GPUS:
                 raise UsageError(f"GPU counts must be integers from 1 to {_MAX_GPUS:,}, got {shown(v, 40)}")
         if not values:
             raise UsageError("GPU list is empty (example: 1,2,4,8 or 1-1024:log2)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -14,8 +13,8 @@ from ..export.plan import check_model_exportable, refusal, user_module
 from ..hardware import profile_names
 from ..network import get_model
 from ..report import to_json
-from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies import Prediction, predict
+from ..strategies.predict import default_batch_said
 from ..strategies.spec import parse_strategy
 from ..validation.measure import TORCH_MISSING
 from .common import (
@@ -112,16 +111,12 @@ def export_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: s
     with. Spatial, filter/channel, mp and parameter-server plans cannot be exported yet (exit 1).
     """
     check_writable(output, PROGRAM_SUFFIXES)
-    defaulted = batch_per_gpu is None and global_batch is None
-    if defaulted:
-        batch_per_gpu = DEFAULT_BATCH_PER_GPU
     check_exportable(parse_strategy(strategy, gpus))  # before pricing: say what is missing first
     check_model_exportable(model)
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
                 cudnn_major, memory_format)
-    if defaulted:  # an assumption the user did not state: say it, as predict does
-        said = f"{p.global_batch} samples per step (default: {DEFAULT_BATCH_PER_GPU} per GPU; set -b or -B)"
-        p = replace(p, assumptions={**p.assumptions, "global_batch": said})
+    if batch_per_gpu is None and global_batch is None:  # the default, said in the command line's words
+        p = default_batch_said(p, "-b or -B")
     e = export_prediction(p, hardware, output, model)
     if fmt == "json":
         emit(to_json({"output": str(output), "plan": e.to_dict(), "assumptions": p.assumptions}))

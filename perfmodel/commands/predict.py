@@ -13,6 +13,7 @@ from ..report import render_frame, to_json
 from ..report.answers import answers_for
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies import Prediction, predict
+from ..strategies.predict import default_batch_said
 from ..units import GIB, fmt_rate
 from .answer_options import training_options, training_request
 from .common import (
@@ -104,14 +105,10 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     """
     check_writable(chart)
     check_writable(trace, (".json",))
-    defaulted = batch_per_gpu is None and global_batch is None
-    if defaulted:
-        batch_per_gpu = DEFAULT_BATCH_PER_GPU
     p = predict(model, gpus, strategy, hardware, precision, batch_per_gpu, global_batch, optimizer, image_size,
-                cudnn_major, memory_format, fusion, amp_runtime)
-    if defaulted:  # an assumption the user did not state: say it
-        said = f"{p.global_batch} samples per step (default: {DEFAULT_BATCH_PER_GPU} per GPU; set -b or -B)"
-        p = replace(p, assumptions={**p.assumptions, "global_batch": said})
+                cudnn_major, memory_format, fusion, amp_runtime)  # neither batch: the default, said
+    if batch_per_gpu is None and global_batch is None:
+        p = default_batch_said(p, "-b or -B")  # in the command line's words
     ones = _unit_splits(strategy)
     if ones:  # review 8b #13: 'mp=1' was priced as dp without a word
         said = f"{', '.join(ones)} split{'s' if len(ones) == 1 else ''} nothing: priced as {p.strategy.spec()}"

@@ -40,10 +40,12 @@ __all__ = [
     "one_gpu_baseline",
     "one_gpu_step",
     "data_plan_counts",
+    "is_own_baseline",
     "unbounded_count",
     "resolve_batch",
     "weight_group",
     "DEFAULT_BATCH_PER_GPU",
+    "default_batch_said",
 ]
 
 #: Default samples per GPU when no batch is given (``predict``, ``plan``, the CLI, the notebook
@@ -168,7 +170,7 @@ def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None, also: 
     above its GPU count (resnet50, dp=8, global batch 1e8: 8.06x against 56,755 micro-batches).
     ``per_gpu_batch``: ``batch`` is one GPU's share of the plan's global batch (weak scaling's
     baseline), not the whole of it."""
-    if s is not None and s.gpus == 1 and s.kind == "data" and not s.recompute:
+    if s is not None and is_own_baseline(s):
         return Baseline(ctx.hw.name, batch, s.mb, price(ctx, s, batch).time_s)
     one = one_gpu_step(ctx, batch, [*also, *data_plan_counts([s] if s is not None else [], per_gpu_batch)])
     if s is not None and not plan_fits:
@@ -177,6 +179,11 @@ def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None, also: 
         if one is None or t < one[0]:
             return Baseline(ctx.hw.name, batch, same, t, fits=False)
     return None if one is None else Baseline(ctx.hw.name, batch, one[1], one[0])
+
+
+def is_own_baseline(s: Strategy) -> bool:
+    """Whether plan ``s`` is its own one-GPU baseline: a data plan on one GPU (1.0x exactly)."""
+    return s.gpus == 1 and s.kind == "data" and not s.recompute
 
 
 def data_plan_counts(plans: Iterable[Strategy], per_gpu_batch: bool = False) -> list[int]:
@@ -237,11 +244,14 @@ def predict(
     defaulted = batch_per_gpu is None and global_batch is None
     bpg = _optional_integer("batch_per_gpu", DEFAULT_BATCH_PER_GPU if defaulted else batch_per_gpu)
     p = predict_in(ctx, s, resolve_batch(gpus, bpg, _optional_integer("global_batch", global_batch)))
-    if defaulted:  # an assumption the caller did not state: say it, as the CLI does
-        said = f"{p.global_batch} samples per step (default: {DEFAULT_BATCH_PER_GPU} per GPU; set batch_per_gpu or " \
-               "global_batch)"
-        p = replace(p, assumptions={**p.assumptions, "global_batch": said})
-    return p
+    return default_batch_said(p, "batch_per_gpu or global_batch") if defaulted else p
+
+
+def default_batch_said(p: Prediction, options: str) -> Prediction:
+    """``p`` with its assumptions saying its batch is the default, an assumption the caller did not
+    state (``options``: how to set one, in the caller's words: ``-b or -B`` on the command line)."""
+    said = f"{p.global_batch} samples per step (default: {DEFAULT_BATCH_PER_GPU} per GPU; set {options})"
+    return replace(p, assumptions={**p.assumptions, "global_batch": said})
 
 
 def _optional_integer(what: str, value: object) -> int | None:
