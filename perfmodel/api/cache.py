@@ -20,9 +20,9 @@ class Baselines:
     def __init__(self) -> None:
         self._memo: dict[tuple[Any, ...], Baseline | None] = {}
 
-    def get(self, ctx: Context, batch: int, s: Strategy, fits: bool, per_gpu_batch: bool) -> Baseline | None:
+    def get(self, ctx: Context, batch: int, s: Strategy, fits: bool, per_replica: bool) -> Baseline | None:
         """The baseline of plan ``s`` (``fits``: in memory) at ``batch`` samples on one GPU,
-        ``per_gpu_batch`` when that is one GPU's share of the plan's global batch (weak scaling)."""
+        ``per_replica`` when that is one replica's share of the plan's global batch (weak scaling)."""
         hw = ctx.hw
         own = s.spec() if is_own_baseline(s) else None
         key = (
@@ -41,9 +41,9 @@ class Baselines:
             ctx.amp_runtime,
             batch,
             own,
-            tuple(data_plan_counts([s], per_gpu_batch)),
-            None if fits else unbounded_count(s, batch, per_gpu_batch),
+            tuple(data_plan_counts([s], per_replica)),
+            None if fits else unbounded_count(s, batch, per_replica),
         )
         if key not in self._memo:
-            self._memo[key] = one_gpu_baseline(ctx, batch, s, plan_fits=fits, per_gpu_batch=per_gpu_batch)
+            self._memo[key] = one_gpu_baseline(ctx, batch, s, plan_fits=fits, per_replica=per_replica)
         return self._memo[key]

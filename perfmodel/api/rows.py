@@ -13,7 +13,7 @@ from ..cost.layout import memory_format_assumption
 from ..report.answers import frame_columns
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
-from ..strategies.predict import Context, price
+from ..strategies.predict import Context, price, replica_batch
 from ..strategies.spec import Strategy
 from ..strategies.wording import kernels_assumption
 from .args import check_batches
@@ -49,13 +49,15 @@ def price_row(
     per_gpu_baseline: bool = True,
 ) -> dict[str, Any]:
     """Price ``s`` and say everything a frame row needs (SI units); the speedup is against one GPU
-    at ``batch_per_gpu`` samples where given and ``per_gpu_baseline`` (weak scaling), else at the
-    global batch (:func:`~perfmodel.strategies.predict.one_gpu_baseline`, as ``predict``)."""
+    at one replica's batch (``batch_per_gpu`` samples for data parallelism, global / ``dp`` for a plan
+    whose GPUs share samples: :func:`~perfmodel.strategies.predict.replica_batch`) where
+    ``batch_per_gpu`` is given and ``per_gpu_baseline`` (weak scaling), else at the global batch
+    (:func:`~perfmodel.strategies.predict.one_gpu_baseline`, as ``predict``)."""
     B = batch_per_gpu * gpus if batch_per_gpu is not None else global_batch
     assert B is not None
     r = price(ctx, s, B)
     weak = batch_per_gpu is not None and per_gpu_baseline
-    b1 = batch_per_gpu if weak and batch_per_gpu is not None else B
+    b1 = replica_batch(s, B) if weak else B
     mem = float(sum(r.memory.values()))
     one = base.get(ctx, b1, s, mem <= ctx.hw.device.memory_bytes, weak)
     thr = B / r.time_s
@@ -68,6 +70,7 @@ def price_row(
         "samples_per_s": thr,
         "speedup_x": speedup,
         "efficiency_%": 100 * speedup / gpus,
+        "baseline_batch": b1,
         "memory_per_gpu_bytes": mem,
         "memory_capacity_bytes": float(ctx.hw.device.memory_bytes),
         "fits": mem <= ctx.hw.device.memory_bytes,

@@ -26,6 +26,7 @@ from ..strategies.predict import (
     data_plan_counts,
     one_gpu_step,
     predict_in,
+    replica_batch,
 )
 from ..strategies.prediction import Prediction
 from ..strategies.spec import Strategy
@@ -52,6 +53,7 @@ SCALE_COLUMNS = (
     "speedup_x",
     "ideal_x",
     "efficiency_%",
+    "baseline_batch",
     "memory_per_gpu_bytes",
     "dominant",
     "reason",
@@ -79,7 +81,9 @@ def scale(
     """Predicted speedup against GPU count: for each strategy kind and count, its best plan.
 
     Weak scaling with ``batch_per_gpu`` (the default, 32 samples per GPU): the global batch
-    grows with the GPUs and the baseline is one GPU at that per-GPU batch. Strong scaling
+    grows with the GPUs and the baseline is one GPU at one replica's batch: that per-GPU batch for
+    data parallelism, global / ``dp`` for a plan whose GPUs share samples (column
+    ``baseline_batch``; :func:`~perfmodel.strategies.predict.replica_batch`). Strong scaling
     with ``global_batch``: the batch is fixed and the baseline is one GPU training on all of
     it (accumulating gradients if it does not fit). ``best`` searches every kind.
     ``gpus_list`` is what :func:`parse_gpu_list` takes; ``strategies`` names from
@@ -146,6 +150,7 @@ def _plan_rows(
                                    "ideal_x": float(g)}
             best, s = _best_of(ctx, ctx.net, g, B, kinds, name, optimizer)
             row.update(best)
+            row["baseline_batch"] = B if bpg is None else replica_batch(s, B) if s is not None else bpg
             rows.append(row)
             chosen += [s] if s is not None else []
             done += 1
@@ -156,16 +161,22 @@ def _plan_rows(
 
 def _set_speedups(ctx: Context, rows: list[dict[str, Any]], chosen: list[Strategy], b1: int,
                   weak: bool) -> tuple[float, int] | None:
-    """The sweep's one baseline, priced after the plans so that it also runs their accumulation counts,
-    and every row's speedup against it; a 1-GPU data row slower than it becomes it (1 GPU = the serial
-    run). ``None``: one sample does not fit."""
-    one = one_gpu_step(ctx, b1, also=data_plan_counts(chosen, per_gpu_batch=weak))
+    """The sweep's baselines, priced after the plans so that they also run their accumulation counts,
+    and every row's speedup against its own (one GPU at the row's ``baseline_batch``: ``b1``, or under
+    weak scaling one replica's batch of a plan whose GPUs share samples); a 1-GPU data row slower than
+    its baseline becomes it (1 GPU = the serial run). Returns ``b1``'s; ``None``: one sample does not fit."""
+    ones: dict[int, tuple[float, int] | None] = {}
+    for b in sorted({int(row["baseline_batch"]) for row in rows} | {b1}):
+        same = [s for s in chosen if (replica_batch(s, s.gpus * b1) if weak else b1) == b]
+        ones[b] = one_gpu_step(ctx, b, also=data_plan_counts(same, per_replica=weak))
     for row in rows:
+        b = int(row["baseline_batch"])
+        one = ones[b]
         if one is not None and row["gpus"] == 1 and row["plan_kind"] == "data" and one[0] < row["step_s"]:
-            row.update(_plan_row(ctx, predict_in(ctx, Strategy(mb=one[1]), b1, baseline=False)))
-        speedup = math.nan if one is None or row["reason"] is not None else row["samples_per_s"] / (b1 / one[0])
+            row.update(_plan_row(ctx, predict_in(ctx, Strategy(mb=one[1]), b, baseline=False)))
+        speedup = math.nan if one is None or row["reason"] is not None else row["samples_per_s"] / (b / one[0])
         row.update({"speedup_x": speedup, "efficiency_%": 100 * speedup / row["gpus"]})
-    return one
+    return ones[b1]
 
 
 def _best_of(

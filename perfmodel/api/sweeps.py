@@ -85,9 +85,10 @@ def sweep(
     for the best plan of ``kinds`` (default: every installed kind), which takes a full
     :func:`~perfmodel.search.plan`. Points that cannot run get NaN and a
     ``reason``; a fixed plan that does not fit in memory is still priced (``fits`` False).
-    ``speedup_x`` is against one GPU of the same (what-if) profile at ``batch_per_gpu`` samples (weak
-    scaling), or at the global batch when ``global_batch`` is given (strong scaling), accumulating when
-    that does not fit; ``speedup_against="global-batch"`` takes the global batch always, as
+    ``speedup_x`` is against one GPU of the same (what-if) profile at one replica's batch (weak
+    scaling: ``batch_per_gpu`` samples for data parallelism, global / ``dp`` for plans whose GPUs share
+    samples; column ``baseline_batch``), or at the global batch when ``global_batch`` is given (strong
+    scaling), accumulating when that does not fit; ``speedup_against="global-batch"`` takes the global batch always, as
     :func:`~perfmodel.strategies.predict` does (``"per-gpu-batch"``: the default's weak baseline
     where ``batch_per_gpu`` is given). Said in ``df.attrs["speedup_against"]``.
     """

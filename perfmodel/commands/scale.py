@@ -54,7 +54,8 @@ class GpuList(click.ParamType):  # type: ignore[type-arg]
 
 
 def baseline_object(attrs: Mapping[Any, Any]) -> dict[str, Any] | None:
-    """The one baseline every row's speedup uses, as plan's and predict's JSON carry it."""
+    """The sweep's baseline, as plan's and predict's JSON carry it: every row's under strong scaling,
+    data parallelism's under weak scaling (each row says its own in ``baseline_batch``)."""
     if not attrs.get("baseline_micro_batches"):
         return None
     return {
@@ -80,6 +81,7 @@ def scale_table(df: pd.DataFrame) -> pd.DataFrame:
             "speedup_x": df["speedup_x"],
             "ideal_x": df["ideal_x"],
             "efficiency_%": df["efficiency_%"],
+            **({"baseline_samples": df["baseline_batch"]} if _own_baselines(df) else {}),
             "mem_GiB": df["memory_per_gpu_bytes"] / GIB,
             "headroom_GiB": df["memory_headroom_bytes"] / GIB,
             "80%_low_samples/s": df["samples_per_s_low"],
@@ -89,6 +91,14 @@ def scale_table(df: pd.DataFrame) -> pd.DataFrame:
             "note": df["reason"],
         }
     )
+
+
+def _own_baselines(df: pd.DataFrame) -> bool:
+    """Whether some row's speedup is against one GPU at another batch than the baseline line's
+    (weak scaling's plans whose GPUs share samples: one replica's batch, global / dp)."""
+    a = df.attrs
+    rows = df[df["reason"].isna()] if "reason" in df else df
+    return "baseline_batch" in df and bool((rows["baseline_batch"] != a.get("baseline_batch")).any())
 
 
 def _progress() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
@@ -257,6 +267,9 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(render_frame(scale_table(df)))
         emit("")
         emit(f"speedup baseline: {a['baseline']}")
+        if _own_baselines(df):
+            emit("  plans whose GPUs share samples (dp < GPUs): 1 GPU at one replica's batch, global / dp "
+                 "(column baseline_samples), so that a larger batch per kernel is not counted as parallelism")
         said = ("cudnn", "memory_format", "fusion", "mixed_precision", "kernels")  # the lines below
         emit("\n".join(f"{k}: {v}" for k, v in a["assumptions"].items() if k not in said))
         emit(f"cudnn: {a['cudnn']}")

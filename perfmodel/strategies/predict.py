@@ -38,6 +38,7 @@ __all__ = [
     "baseline_text",
     "largest_batch_on_one_gpu",
     "one_gpu_baseline",
+    "replica_batch",
     "one_gpu_step",
     "data_plan_counts",
     "is_own_baseline",
@@ -157,7 +158,7 @@ def _other_counts(batch: int, fewest: int) -> list[int]:
 
 
 def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None, also: Iterable[int] = (),
-                     plan_fits: bool = True, per_gpu_batch: bool = False) -> Baseline | None:
+                     plan_fits: bool = True, per_replica: bool = False) -> Baseline | None:
     """One GPU of the profile training ``batch`` samples per step (accumulating gradients as
     :func:`one_gpu_step` does, ``also`` the accumulation counts it prices besides); ``None`` if
     one sample does not fit. A one-GPU data plan ``s`` is its own baseline (one GPU is exactly
@@ -168,13 +169,13 @@ def one_gpu_baseline(ctx: Context, batch: int, s: Strategy | None = None, also: 
     GPU also runs its micro-batches (:func:`unbounded_count` of them) without it, where that is faster:
     else the infeasible plan, skipping the accumulation the feasible baseline pays, shows a speedup
     above its GPU count (resnet50, dp=8, global batch 1e8: 8.06x against 56,755 micro-batches).
-    ``per_gpu_batch``: ``batch`` is one GPU's share of the plan's global batch (weak scaling's
-    baseline), not the whole of it."""
+    ``per_replica``: ``batch`` is one replica's share of the plan's global batch (global / ``dp``:
+    weak scaling's baseline), not the whole of it."""
     if s is not None and is_own_baseline(s):
         return Baseline(ctx.hw.name, batch, s.mb, price(ctx, s, batch).time_s)
-    one = one_gpu_step(ctx, batch, [*also, *data_plan_counts([s] if s is not None else [], per_gpu_batch)])
+    one = one_gpu_step(ctx, batch, [*also, *data_plan_counts([s] if s is not None else [], per_replica)])
     if s is not None and not plan_fits:
-        same = unbounded_count(s, batch, per_gpu_batch)
+        same = unbounded_count(s, batch, per_replica)
         t = price(ctx, Strategy(mb=same), batch).time_s
         if one is None or t < one[0]:
             return Baseline(ctx.hw.name, batch, same, t, fits=False)
@@ -186,17 +187,26 @@ def is_own_baseline(s: Strategy) -> bool:
     return s.gpus == 1 and s.kind == "data" and not s.recompute
 
 
-def data_plan_counts(plans: Iterable[Strategy], per_gpu_batch: bool = False) -> list[int]:
+def data_plan_counts(plans: Iterable[Strategy], per_replica: bool = False) -> list[int]:
     """The one-GPU accumulation count of each data plan (``dp=G,mb=k``: ``G k`` over the global batch,
-    ``k`` over one GPU's share of it with ``per_gpu_batch``, weak scaling's baseline) of ``plans``."""
-    return [s.mb if per_gpu_batch else s.dp * s.mb for s in plans if s.kind == "data" and not s.recompute]
+    ``k`` over one replica's share of it with ``per_replica``, weak scaling's baseline) of ``plans``."""
+    return [s.mb if per_replica else s.dp * s.mb for s in plans if s.kind == "data" and not s.recompute]
 
 
-def unbounded_count(s: Strategy, batch: int, per_gpu_batch: bool = False) -> int:
+def unbounded_count(s: Strategy, batch: int, per_replica: bool = False) -> int:
     """Micro-batches of plan ``s``'s size in ``batch`` samples: its ``dp x mb`` over the global batch,
-    ``dp x mb / gpus`` (at least one) over one GPU's share of it (``per_gpu_batch``); at most ``batch``."""
-    n = s.dp * s.mb
-    return min(batch, max(1, math.ceil(n / s.gpus)) if per_gpu_batch else n)
+    its ``mb`` over one replica's share of it (``per_replica``); at most ``batch``."""
+    return min(batch, s.mb if per_replica else s.dp * s.mb)
+
+
+def replica_batch(s: Strategy, global_batch: int) -> int:
+    """Samples one of plan ``s``'s replicas trains per step (``global_batch / dp``): weak scaling's
+    one-GPU baseline batch. Data parallelism's is one GPU's share; a plan whose ``k`` GPUs share each
+    sample's work (filter, channel, spatial, pipeline) is measured against one GPU training what its
+    ``k`` GPUs train together, else the speedup counts the larger batch as parallelism (vgg16, A100
+    amp, 1 sample per GPU: filter=4 on 4 GPUs 5.46x against one GPU at 1 sample, whose step is
+    bound by the weights it reads and updates, which a filter split divides by 4)."""
+    return max(1, global_batch // s.dp)
 
 
 def predict(
