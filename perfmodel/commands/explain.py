@@ -144,6 +144,12 @@ def explain_cmd(
         emit("term,value_s,expression" + (",what_if_s" if new is not None else ""))
         for k, v in f.terms.items():
             emit(f'{k},{f.term_values[k]!r},"{str(v)}"' + (f",{new[k]!r}" if new is not None else ""))
+        if f.definitions:  # the named parts the terms read, after a blank line (not terms: they do not add up)
+            emit("")
+            emit("part,value_s,expression" + (",what_if_s" if new is not None else ""))
+            again = f.what_if_values(what_if) if new is not None else {}
+            for d, v in f.definitions.items():
+                emit(f'{d},{f.values[d]!r},"{str(v)}"' + (f",{again[d]!r}" if new is not None else ""))
         return
     _table(f, s.spec(), gpus, precision, B, full, what_if, new, _kept_choices(ctx, s))
     emit(ans.lines()[0])
@@ -163,6 +169,14 @@ def _kept_choices(ctx: Context, s: Strategy) -> str:
     if not kept:
         return ""
     return f"kept as chosen at the profile's values: {', '.join(kept)}; at the values set another choice may be faster"
+
+
+def _cut(expr: object, limit: int | None) -> str:
+    """``expr`` as text, cut at ``limit`` characters (None: whole) with a note of its length."""
+    text = str(expr)
+    if limit and len(text) > limit:
+        text = text[:limit] + f" ... ({len(text):,} characters; --full prints all)"
+    return text
 
 
 def _table(
@@ -195,13 +209,16 @@ def _table(
             emit(f"T_{k} = 0")
             emit(f"    (zero in predict's breakdown too: {f.legend.get(k, 'nothing of this part in this plan')})")
             continue
-        text = str(v)
-        if limit and len(text) > limit:
-            text = text[:limit] + f" ... ({len(text):,} characters; --full prints all)"
-        emit(f"T_{k} = {text}")
+        emit(f"T_{k} = {_cut(v, limit)}")
         emit(f"    = {f.term_values[k] * 1e3:.4f} ms")
         if k in f.legend:
             emit(f"    ({f.legend[k]})")
+    if f.definitions:
+        emit("")
+        emit("where (parts several terms read, each written once):")
+        for d, v in f.definitions.items():
+            emit(f"{d} = {_cut(v, limit)}")
+            emit(f"    = {f.values[d] * 1e3:.4f} ms ({f.meaning_of(str(d))})")
     emit("")
     emit(f"T_step = {f.iteration_time_s * 1e3:.4f} ms (predict: {p.iteration_time_s * 1e3:.4f} ms)")
     if new is not None:
@@ -222,7 +239,8 @@ def _table(
     emit("")
     emit("symbols (value, meaning):")
     for sym, val in sorted(f.values.items(), key=lambda kv: str(kv[0])):
-        emit(f"  {str(sym):<22} {val:<14.6g} {f.meaning_of(str(sym))}")
+        if sym not in f.definitions:
+            emit(f"  {str(sym):<22} {val:<14.6g} {f.meaning_of(str(sym))}")
     emit("")
     emit(
         "Per layer: T_layer = max(ops*h, sum over its GEMM kernels of max(b*W/(R*eta), b*W_dw/R_fp32,"

@@ -21,7 +21,15 @@ import numpy as np
 from ..cost.formulas import Num, ssum
 from .amp_step import stage_amp_step
 from .context import Context, weight_group
-from .data import Drain, ExchangeTerms, bucket_copies_s, drain_stage, gradient_exchange, stage_backward_s
+from .data import (
+    Drain,
+    ExchangeTerms,
+    bucket_copies_s,
+    buckets,
+    drain_stage,
+    gradient_exchange,
+    stage_backward_s,
+)
 from .dataparallel import dataparallel_parts
 from .dimension import Valuation, step_tail_terms
 from .parameter_server import parameter_server_comm_s, parameter_server_links
@@ -80,6 +88,10 @@ def chain_terms(
         stages = Drain()
     if s.dp * s.sp_degree > 1 and (s.is_ps or s.comm == "dataparallel"):
         terms["gradient_bucket_copies"] = bucket_copies_s(ctx, s, q.val.v)
+    if s.dp * s.sp_degree > 1:  # the exchange's delays are measured from the body's end
+        named = q.val.define("E_body", body, "when the step's body ends: the terms above the gradient exchange's, s")
+        ends = [named if e is body else e for e in ends]
+        body = named
     exposed, details, ddp = _gradient_exchange(ctx, s, q, ranges, ends, body, stages)
     if ddp is not None:
         terms["gradient_bucket_copies"] = ddp.copies
@@ -149,8 +161,8 @@ def _pipeline(
     cf, cb, st_f, st_b, ex = [], [], [], [], []
     for i, (a, z) in enumerate(ranges):
         halo, redist = _exchanges(ctx, q, a, z, f"_{i}", f" of stage {i}")
-        cf.append(ssum(q.compute_f[a:z]))
-        cb.append(ssum(q.compute_b[a:z]))
+        cf.append(val.define(f"F_{i}", ssum(q.compute_f[a:z]), f"stage {i}'s forward compute per micro-batch, s"))
+        cb.append(val.define(f"B_{i}", ssum(q.compute_b[a:z]), f"stage {i}'s backward compute per micro-batch, s"))
         st_f.append(cf[i] + (halo + redist) / 2)
         st_b.append(cb[i] + (halo + redist) / 2)
         ex.append((halo, redist))
@@ -200,7 +212,8 @@ def _gradient_exchange(
         )
         return val.M * ssum(list(parts.values())), {"dataparallel": {k: val.M * v for k, v in parts.items()}}, None
     lp = val.lp if val.symbolic else None
-    x = gradient_exchange(ctx, s, q.bwd, ranges, ends, body, stages, lp, val.v)
+    bwd = _bucket_segments(ctx, q.bwd, ranges, val) if val.symbolic else q.bwd
+    x = gradient_exchange(ctx, s, bwd, ranges, ends, body, stages, lp, val.v)
     if s.dp * s.sp_degree <= 1:
         return x.exposed, {}, None
     group = weight_group(s, ctx.hw.gpus_per_node)
@@ -209,3 +222,24 @@ def _gradient_exchange(
         "gradient_group": {"gpus": group.size, "per_node": group.per_node, "algorithm": s.comm},
     }
     return x.exposed, details, x
+
+
+def _bucket_segments(ctx: Context, bwd: PerLayer, ranges: list[tuple[int, int]], val: Valuation) -> list[Num]:
+    """Per layer backward seconds with each DDP bucket's layers summed into one part (``explain``):
+    ``G_<stage>_<k>``, the backward of the layers whose gradients fill stage's bucket ``k``
+    (:func:`.data.buckets`), on one layer of them and 0 on the others. The exchange reads the
+    layers only through those sums, so its value is the same and its formula names each sum once."""
+    grad = ctx.cc.params * ctx.param_bytes
+    out: list[Num] = list(bwd)
+    for st, (a, z) in enumerate(ranges):
+        lo = 0  # backward order: index 0 is layer z - 1
+        for k, (i, _) in enumerate(buckets(grad[a:z][::-1])):
+            layers = range(z - 1 - i, z - lo)
+            seg = ssum([bwd[j] for j in layers])
+            for j in layers:
+                out[j] = 0.0
+            out[z - 1 - i] = val.define(f"G_{st}_{k}", seg,
+                                        f"backward of the {len(layers)} layers whose gradients fill "
+                                        f"bucket {k} of stage {st}, s")
+            lo = i + 1
+    return out

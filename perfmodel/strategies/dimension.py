@@ -101,6 +101,12 @@ class Valuation:
         ``meaning``, in ``explain``."""
         return value
 
+    def define(self, name: str, expr: Num, meaning: str) -> Num:
+        """A part of the step that several terms share: ``expr`` here; in ``explain`` a symbol
+        ``name`` defined as ``expr`` (printed once, re-evaluated by a what-if), so a formula does
+        not repeat it in every term that reads it."""
+        return expr
+
 
 def optimizer_step_s(params: Num, optimizer: str, v: ComputeValues, amp: AmpStep | None = None,
                      micro_batches: Num = 1.0, param_bytes: int = GRAD_BYTES_PER_PARAM) -> Num:

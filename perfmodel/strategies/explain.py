@@ -112,7 +112,8 @@ def _explain_chain(
         terms = chain_terms(ctx, s, step, bounds, int(details["critical_stage"]), int(details["drain_stage"])).terms
     else:
         terms = chain_terms(ctx, s, step, np.array([0, len(ctx.net.links)])).terms
-    return finish(terms, values, pred, legend=chain_legend(ctx, s, details), meaning=val.meaning)
+    return finish(terms, values, pred, legend=chain_legend(ctx, s, details), meaning=val.meaning,
+                  definitions=val.definitions)
 
 
 def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str, str]:

@@ -136,6 +136,9 @@ class SymbolValuation(Valuation):
 
     values: dict[sp.Symbol, float] = field(default_factory=dict)
     meaning: dict[str, str] = field(default_factory=dict)
+    #: the shared parts :meth:`define` named, in the order they were defined (a later one may
+    #: read an earlier one)
+    definitions: dict[sp.Symbol, Any] = field(default_factory=dict)
 
     @property
     def symbolic(self) -> bool:
@@ -144,6 +147,15 @@ class SymbolValuation(Valuation):
     def count(self, name: str, value: float, meaning: str) -> Any:
         sym = sp.Symbol(name, positive=True)
         self.values[sym] = float(value)
+        self.meaning[name] = meaning
+        return sym
+
+    def define(self, name: str, expr: Any, meaning: str) -> Any:
+        if not isinstance(expr, sp.Basic) or expr.is_Atom:
+            return expr  # a number or one symbol: nothing to share
+        sym = sp.Symbol(name, positive=True)
+        self.definitions[sym] = expr
+        self.values[sym] = _lambdify(expr)(self.values)
         self.meaning[name] = meaning
         return sym
 
@@ -176,6 +188,11 @@ class StepFormula:
     functions: dict[str, Callable[..., float]] = field(default_factory=dict, repr=False, compare=False)
     all_values: dict[sp.Symbol, float] = field(default_factory=dict, repr=False, compare=False)
     numeric_terms: tuple[str, ...] = ()
+    #: shared parts the terms read by name (:meth:`SymbolValuation.define`), in order, and their
+    #: compiled forms; a what-if re-evaluates them before the terms
+    definitions: dict[sp.Symbol, Any] = field(default_factory=dict)
+    definition_functions: dict[sp.Symbol, Callable[..., float]] = field(default_factory=dict, repr=False,
+                                                                         compare=False)
 
     @property
     def total(self) -> sp.Expr:
@@ -200,6 +217,8 @@ class StepFormula:
                 new[by_name[name]] = v
         if self.resimulate is not None:
             new.update(self.resimulate(new))
+        for sym, expr in self.definitions.items():
+            new[sym] = _value(self.definition_functions.get(sym), expr, new)
         return new
 
     def evaluate(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> dict[str, float]:
@@ -222,12 +241,26 @@ class StepFormula:
                 k: {"expression": _short(v), "value_s": self.term_values[k], "legend": self.legend.get(k, "")}
                 for k, v in self.terms.items()
             },
-            "symbols": {str(s): {"value": v, "meaning": self.meaning_of(str(s))} for s, v in self.values.items()},
+            "definitions": {
+                str(d): {"expression": _short(e), "value_s": self.values[d], "meaning": self.meaning_of(str(d))}
+                for d, e in self.definitions.items()
+            },
+            "symbols": {str(s): {"value": v, "meaning": self.meaning_of(str(s))} for s, v in self.values.items()
+                        if s not in self.definitions},
             "notes": list(self.notes),
             "numeric_terms": list(self.numeric_terms),
             "iteration_time_s": self.iteration_time_s,
             "predict_iteration_time_s": self.prediction.iteration_time_s,
         }
+
+
+def _reachable(terms: dict[str, Any], definitions: dict[sp.Symbol, Any]) -> dict[sp.Symbol, Any]:
+    """The definitions the terms read, directly or through a later definition, in their order."""
+    read = set().union(*(v.free_symbols for v in terms.values() if isinstance(v, sp.Basic)))
+    for sym, expr in reversed(definitions.items()):
+        if sym in read:
+            read |= expr.free_symbols
+    return {sym: expr for sym, expr in definitions.items() if sym in read}
 
 
 def _short(expr: sp.Expr, limit: int = 600) -> str:
@@ -315,9 +348,11 @@ def finish(
     notes: list[str] | None = None,
     resimulate: Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]] | None = None,
     also: set[sp.Symbol] | None = None,
+    definitions: dict[sp.Symbol, Any] | None = None,
 ) -> StepFormula:
     """Evaluate the terms, in the order of ``predict``'s breakdown; the symbols kept are those
-    of the terms and ``also`` (read by a simulation).
+    of the terms, of the shared parts they read (``definitions``, valued in ``values``) and
+    ``also`` (read by a simulation).
 
     A breakdown entry the symbolic pricing did not give (a term priced by a function that
     takes numbers only) enters as a symbol ``T_<key>`` valued at predict's number, said in
@@ -341,7 +376,9 @@ def finish(
                      "a what-if leaves it unchanged.")
     fns = {k: _lambdify(v) for k, v in ordered.items()}
     term_values = {k: fns[k](values) for k in ordered}
-    used = set().union(*(v.free_symbols for v in ordered.values() if isinstance(v, sp.Basic))) | (also or set())
+    definitions = _reachable(ordered, definitions or {})
+    exprs = [*ordered.values(), *definitions.values()]
+    used = set().union(*(v.free_symbols for v in exprs if isinstance(v, sp.Basic))) | (also or set())
     return StepFormula(
         ordered,
         term_values,
@@ -355,4 +392,6 @@ def finish(
         functions=fns,
         all_values=dict(values),
         numeric_terms=tuple(numeric),
+        definitions=definitions,
+        definition_functions={d: _lambdify(e) for d, e in definitions.items()},
     )
