@@ -14,7 +14,7 @@ from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import NoFeasiblePlanError, UsageError, did_you_mean
 from ..hardware import PRECISIONS, load_hardware
 from ..network import get_model
-from ..report import render_frame, to_json
+from ..report import assumption_columns, render_frame, to_json
 from ..report.answers import answers_for, interval_notes
 from ..search import plan
 from ..search.plan import default_global_batch
@@ -216,7 +216,7 @@ def _setting(p: Prediction) -> dict[str, Any]:
     return {"model": p.model, "gpus": p.gpus, "optimizer": p.optimizer, "cudnn_major": p.cudnn_major,
             "memory_format": p.memory_format, "fusion": p.fusion, "amp_runtime": p.amp_runtime,
             "iteration_time_s": p.iteration_time_s, "throughput_samples_per_s": p.throughput_samples_per_s,
-            "memory_per_gpu_bytes": p.memory_per_gpu_bytes}
+            "memory_per_gpu_bytes": p.memory_per_gpu_bytes, **assumption_columns(p.assumptions)}
 
 
 def _split(text: str) -> list[str]:

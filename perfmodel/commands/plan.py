@@ -10,7 +10,7 @@ import click
 from ..export.plan import check_model_exportable
 from ..hardware import load_hardware
 from ..network import get_model
-from ..report import fmt_rate, render_frame, to_json
+from ..report import assumption_columns, fmt_rate, render_frame, to_json
 from ..report.answers import Answers, answers_for, interval_notes
 from ..search import KINDS, PlanResult, plan
 from ..search.plan import DEFAULT_BATCH_PER_GPU
@@ -191,7 +191,7 @@ def plan_cmd(
                             "cudnn_major": p.cudnn_major, "memory_format": p.memory_format, "fusion": p.fusion,
                             "amp_runtime": p.amp_runtime, "iteration_time_s": p.iteration_time_s,
                             "throughput_samples_per_s": p.throughput_samples_per_s,
-                            "memory_per_gpu_bytes": p.memory_per_gpu_bytes}
+                            "memory_per_gpu_bytes": p.memory_per_gpu_bytes, **assumption_columns(p.assumptions)}
                            for row, p in zip(rows, r.plans, strict=True)], "csv"))
     else:
         emit(render_plan(r, _with_answers(plan_rows(r), answers)) + exported)

@@ -9,7 +9,7 @@ import click
 
 from ..hardware import load_hardware
 from ..network import get_model
-from ..report import render_frame, to_json
+from ..report import assumption_columns, render_frame, to_json
 from ..report.answers import answers_for
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies import Prediction, predict
@@ -126,7 +126,7 @@ def predict_cmd(model: str, gpus: int, strategy: str, hardware: str, precision: 
     if fmt == "json":
         emit(to_json({**p.to_dict(), **ans.fields()}))
     elif fmt == "csv":
-        emit(render_frame([{**prediction_row(p), **ans.flat_fields()}], "csv"))
+        emit(render_frame([{**prediction_row(p), **ans.flat_fields(), **assumption_columns(p.assumptions)}], "csv"))
     else:
         text = render_prediction(p).split("\n")
         emit("\n".join(text[:3] + ans.lines() + text[3:]))

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..api import SCALE_STRATEGIES, load_hardware, load_model, parse_gpu_list, scale
 from ..errors import UsageError
-from ..report import render_frame, to_json
+from ..report import assumption_columns, render_frame, to_json
 from ..report.answers import interval_notes
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..strategies.amp_step import amp_assumption
@@ -255,7 +255,7 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         keys = ("model", "hardware", "precision", "optimizer", "cudnn_major", "memory_format", "fusion",
                 "amp_runtime")
         setting = {k: a[k] for k in keys}
-        emit(render_frame(df.assign(**setting), "csv"))
+        emit(render_frame(df.assign(**setting, **assumption_columns(a["assumptions"])), "csv"))
     else:
         batch = (
             f"global batch {a['global_batch']} (strong scaling)"

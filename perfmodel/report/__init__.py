@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .render import FORMATS, fmt_rate, render_frame, to_json
+from .render import FORMATS, assumption_columns, fmt_rate, render_frame, to_json
 
-__all__ = ["FORMATS", "fmt_rate", "render_frame", "to_json"]
+__all__ = ["FORMATS", "assumption_columns", "fmt_rate", "render_frame", "to_json"]

@@ -14,7 +14,7 @@ from ..units import fmt_rate
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["render_frame", "to_json", "FORMATS", "fmt_rate"]
+__all__ = ["render_frame", "to_json", "FORMATS", "fmt_rate", "assumption_columns"]
 
 FORMATS = ("table", "json", "csv")
 
@@ -37,6 +37,12 @@ def _clean(x: Any) -> Any:
 def to_json(obj: Any) -> str:
     """JSON with non-finite numbers as null (the output contract never carries NaN or inf)."""
     return json.dumps(_clean(obj), indent=2, allow_nan=False)
+
+
+def assumption_columns(assumptions: Mapping[str, Any]) -> dict[str, str]:
+    """An answer's assumptions as CSV columns (``assumption_<key>``), so that a row read alone
+    still says its profile and source, precision, optimizer and what is excluded."""
+    return {f"assumption_{k}": str(v) for k, v in assumptions.items()}
 
 
 def render_frame(
