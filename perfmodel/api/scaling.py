@@ -16,7 +16,7 @@ from ..hardware import DEFAULT_HARDWARE, Hardware
 from ..network import Network
 from ..report.answers import FRAME_COLUMNS, frame_columns
 from ..search.enumerate import KINDS, candidates, no_candidate_reasons
-from ..search.plan import plan
+from ..search.plan import plan_in
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.predict import (
     Context,
@@ -106,7 +106,7 @@ def scale(
                   amp_runtime=amp_runtime)
     b1 = bpg if bpg is not None else gb
     assert b1 is not None
-    rows, chosen = _plan_rows(ctx, counts, kinds_asked, bpg, gb, optimizer, progress)
+    rows, chosen = _plan_rows(ctx, counts, kinds_asked, bpg, gb, progress)
     one = _set_speedups(ctx, rows, chosen, b1, weak=bpg is not None)
     df = text_columns(pd.DataFrame(rows)).reindex(columns=list(SCALE_COLUMNS))
     df.attrs.update(
@@ -134,7 +134,7 @@ def scale(
 
 
 def _plan_rows(
-    ctx: Context, counts: list[int], kinds_asked: list[str], bpg: int | None, gb: int | None, optimizer: str,
+    ctx: Context, counts: list[int], kinds_asked: list[str], bpg: int | None, gb: int | None,
     progress: Progress | None,
 ) -> tuple[list[dict[str, Any]], list[Strategy]]:
     """Per strategy kind and GPU count, the best plan's row (no speedup yet), and the plans chosen."""
@@ -148,7 +148,7 @@ def _plan_rows(
             assert B is not None
             row: dict[str, Any] = {"strategy": name, "gpus": g, "global_batch": B, "batch_per_gpu": B / g,
                                    "ideal_x": float(g)}
-            best, s = _best_of(ctx, ctx.net, g, B, kinds, name, optimizer)
+            best, s = _best_of(ctx, ctx.net, g, B, kinds, name)
             row.update(best)
             row["baseline_batch"] = B if bpg is None else replica_batch(s, B) if s is not None else bpg
             rows.append(row)
@@ -186,7 +186,6 @@ def _best_of(
     B: int,
     kinds: tuple[str, ...],
     name: str,
-    optimizer: str,
 ) -> tuple[dict[str, Any], Strategy | None]:
     """The best plan of ``kinds`` on ``g`` GPUs at global batch ``B`` (its row, without the speedup, and
     the plan), or a gap with the reason (and no plan)."""
@@ -198,8 +197,7 @@ def _best_of(
     if g > B and name in ("dp", "ps"):
         return gap_row(f"global batch {B} < {g} GPUs: data parallelism needs a sample per GPU"), None
     try:
-        r = plan(net, g, hw, ctx.precision, B, optimizer, top=1, kinds=kinds, cudnn_major=ctx.cudnn_major,
-                 memory_format=ctx.memory_format, fusion=ctx.fusion, amp_runtime=ctx.amp_runtime)
+        r = plan_in(ctx, g, B, kinds, top=1)  # one context: the kinds at a count share their priced plans
     except NoFeasiblePlanError as e:
         return gap_row(
             f"no {name} plan fits in {hw.device.memory_bytes / 2**30:.0f} GiB "

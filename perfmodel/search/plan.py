@@ -37,7 +37,7 @@ from .same_parts import SPARE_SHAPES, rank_distinct
 
 __all__ = [
     "PlanResult", "plan", "default_global_batch", "default_batches", "DEFAULT_BATCH_PER_GPU", "distinct_shapes",
-    "shape_key", "Pricer",
+    "shape_key", "Pricer", "plan_in",
 ]
 
 #: How many of the best structures get their allreduce algorithms and schedules tried.
@@ -170,6 +170,12 @@ def plan(
         f"{last} (no default batch fits either: {DEFAULT_BATCH_PER_GPU} per GPU halved down to 1 sample per step)",
         last.min_memory_bytes,
     )
+
+
+def plan_in(ctx: Context, gpus: int, global_batch: int, kinds: tuple[str, ...] = KINDS, top: int = 5) -> PlanResult:
+    """:func:`plan` on a built context at ``global_batch`` (``gpus`` within the profile's): the
+    searches of one sweep share the context's priced plans (:func:`~perfmodel.strategies.compose.price`)."""
+    return _search(ctx, gpus, global_batch, check_top(top), check_kinds(kinds), time.perf_counter(), "")
 
 
 def default_batches(gpus: int) -> list[int]:

@@ -40,7 +40,24 @@ __all__ = ["price", "price_chain", "chain_memory", "split_memory_bytes", "numeri
 
 
 def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
-    """Step terms, memory and details of plan ``s`` at ``global_batch`` (no 1-GPU baseline)."""
+    """Step terms, memory and details of plan ``s`` at ``global_batch`` (no 1-GPU baseline),
+    memoised per context (:attr:`~.context.Context.priced`, at most :data:`PRICED_MEMO` plans)."""
+    key = (s, int(global_batch))
+    hit = ctx.priced.get(key)
+    if hit is None:
+        hit = _price(ctx, s, global_batch)
+        if len(ctx.priced) >= PRICED_MEMO:
+            ctx.priced.clear()
+        ctx.priced[key] = hit
+    return hit  # type: ignore[no-any-return]
+
+
+#: Plans one context keeps priced (:func:`price`): a scale sweep to 1024 GPUs prices about 3,000.
+PRICED_MEMO = 8192
+
+
+def _price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
+    """:func:`price` without the memo."""
     net, hw = ctx.net, ctx.hw
     n_links = len(net.links)
     if global_batch > MAX_BATCH:

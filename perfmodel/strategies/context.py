@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,9 @@ class Context:
     memo: dict[tuple[float, tuple[int, int, int]], tuple[LayerTimes, dict[str, np.ndarray]]] = field(
         default_factory=dict, repr=False
     )
+    #: priced plans by (plan, global batch), :func:`~.compose.price`'s memo: the searches of one
+    #: sweep (scale's kinds at a GPU count, its baselines) price many of the same plans
+    priced: dict[tuple[Strategy, int], Any] = field(default_factory=dict, repr=False)
 
     @property
     def elem_bytes(self) -> int:
