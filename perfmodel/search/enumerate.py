@@ -160,6 +160,8 @@ def no_candidate_reasons(
         if kind in ("dp", "ps"):
             reasons[kind] = (f"{kind} needs 2 or more GPUs" if kind == "ps" and gpus == 1 else
                              f"{kind}={gpus} needs a global batch that is a multiple of {gpus}")
+        elif gpus == 1:  # every split but data parallelism needs a second GPU
+            reasons[kind] = f"{kind} splits a step over 2 or more GPUs (on 1 GPU only dp=1 runs)"
         elif kind == "pp":
             reasons[kind] = (f"pp={gpus} needs {gpus} pipeline stages, and {net.name} has {links} chain links"
                              f"{f' (at most {max_pp} stages)' if gpus > max_pp else ''}")
