@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +12,7 @@ import click
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
-from ..errors import NoFeasiblePlanError, UsageError, did_you_mean
+from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError, did_you_mean
 from ..hardware import PRECISIONS, load_hardware
 from ..network import get_model
 from ..report import assumption_columns, render_frame, to_json
@@ -110,8 +111,14 @@ def compare(
         raise UsageError("give at most one of --batch-per-gpu and --global-batch")
     B = global_batch if batch_per_gpu is None else batch_per_gpu * gpus
     preds: list[Prediction] = []
-    gaps: list[tuple[NoPlan, NoFeasiblePlanError]] = []
+    gaps: list[tuple[NoPlan, PerfmodelError]] = []
     for i, (hw, prec) in enumerate((hw, prec) for hw in hardware for prec in precisions):
+        prof = load_hardware(hw)
+        if gpus > prof.max_gpus:  # a row saying so; the profiles that hold them still compared
+            e = UsageError(f"{gpus} GPUs exceed {hw}'s {prof.max_gpus} ({prof.gpus_per_node} per node x "
+                           f"{prof.max_nodes} nodes)")
+            gaps.append((NoPlan(i, hw, prec, str(e), B or default_global_batch(gpus), math.nan), e))
+            continue
         if strategy != "best":
             preds.append(predict(model, gpus, strategy, hw, prec, None, B or default_global_batch(gpus),
                                  optimizer, image_size, cudnn_major, memory_format, fusion, amp_runtime))
@@ -152,8 +159,9 @@ def with_gaps(c: Comparison, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
     out = list(rows)
     for g in c.no_plan:
         row: dict[str, Any] = dict.fromkeys(rows[0])
-        row.update(hardware=g.hardware, precision=g.precision, strategy="no plan fits", fits="no",
-                   global_batch=g.global_batch, mem_GiB=g.min_memory_bytes / GIB)
+        row.update(hardware=g.hardware, precision=g.precision, fits="no", global_batch=g.global_batch,
+                   strategy="no plan fits" if math.isfinite(g.min_memory_bytes) else "too few GPUs",
+                   mem_GiB=g.min_memory_bytes / GIB)
         known = {"model": c.model, "gpus": c.gpus, "memory_per_gpu_bytes": g.min_memory_bytes}
         row.update({k: v for k, v in known.items() if k in row})
         out.insert(g.position, row)
@@ -185,7 +193,7 @@ def render_compare(c: Comparison, rows: list[dict[str, Any]] | None = None) -> s
              "speedup baselines (one per profile and precision):"]
     lines += [f"  {p.hardware} {p.precision}: {p.speedup_baseline}" for p in c.predictions]
     if c.no_plan:
-        lines += ["", "no plan fits (memory in mem_GiB is the smallest any plan needs):"]
+        lines += ["", "no plan (where one would fit, mem_GiB is the smallest memory any plan needs):"]
         lines += [f"  {g.hardware} {g.precision}: {g.reason}" for g in c.no_plan]
     lines += ["", "assumptions:", *assumption_lines(c)]
     return "\n".join(lines)
