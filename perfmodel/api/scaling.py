@@ -136,10 +136,11 @@ def scale(
 def _plan_rows(
     ctx: Context, counts: list[int], kinds_asked: list[str], bpg: int | None, gb: int | None,
     progress: Progress | None,
-) -> tuple[list[dict[str, Any]], list[Strategy]]:
-    """Per strategy kind and GPU count, the best plan's row (no speedup yet), and the plans chosen."""
+) -> tuple[list[dict[str, Any]], list[tuple[int, Strategy]]]:
+    """Per strategy kind and GPU count, the best plan's row (no speedup yet), and the plans chosen
+    with their rows' baseline batches."""
     rows: list[dict[str, Any]] = []
-    chosen: list[Strategy] = []
+    chosen: list[tuple[int, Strategy]] = []
     total, done = len(kinds_asked) * len(counts), 0
     for name in kinds_asked:
         kinds = available_kinds() if name == "best" else (name,)
@@ -152,14 +153,14 @@ def _plan_rows(
             row.update(best)
             row["baseline_batch"] = B if bpg is None else replica_batch(s, B) if s is not None else bpg
             rows.append(row)
-            chosen += [s] if s is not None else []
+            chosen += [(row["baseline_batch"], s)] if s is not None else []
             done += 1
             if progress is not None:
                 progress(done, total)
     return rows, chosen
 
 
-def _set_speedups(ctx: Context, rows: list[dict[str, Any]], chosen: list[Strategy], b1: int,
+def _set_speedups(ctx: Context, rows: list[dict[str, Any]], chosen: list[tuple[int, Strategy]], b1: int,
                   weak: bool) -> tuple[float, int] | None:
     """The sweep's baselines, priced after the plans so that they also run their accumulation counts,
     and every row's speedup against its own (one GPU at the row's ``baseline_batch``: ``b1``, or under
@@ -167,7 +168,7 @@ def _set_speedups(ctx: Context, rows: list[dict[str, Any]], chosen: list[Strateg
     its baseline becomes it (1 GPU = the serial run). Returns ``b1``'s; ``None``: one sample does not fit."""
     ones: dict[int, tuple[float, int] | None] = {}
     for b in sorted({int(row["baseline_batch"]) for row in rows} | {b1}):
-        same = [s for s in chosen if (replica_batch(s, s.gpus * b1) if weak else b1) == b]
+        same = [s for batch, s in chosen if batch == b]
         ones[b] = one_gpu_step(ctx, b, also=data_plan_counts(same, per_replica=weak))
     for row in rows:
         b = int(row["baseline_batch"])
