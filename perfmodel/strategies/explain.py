@@ -113,7 +113,7 @@ def _explain_chain(
     else:
         terms = chain_terms(ctx, s, step, np.array([0, len(ctx.net.links)])).terms
     return finish(terms, values, pred, legend=chain_legend(ctx, s, details), meaning=val.meaning,
-                  definitions=val.definitions)
+                  definitions=val.definitions, definition_functions=val.definition_functions)
 
 
 def chain_legend(ctx: Context, s: Strategy, details: dict[str, Any]) -> dict[str, str]:

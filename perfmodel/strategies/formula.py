@@ -136,9 +136,10 @@ class SymbolValuation(Valuation):
 
     values: dict[sp.Symbol, float] = field(default_factory=dict)
     meaning: dict[str, str] = field(default_factory=dict)
-    #: the shared parts :meth:`define` named, in the order they were defined (a later one may
-    #: read an earlier one)
+    #: the shared parts :meth:`define` named, in order (a later one may read an earlier one), and
+    #: each compiled once (:func:`_lambdify`): what-ifs re-evaluate them
     definitions: dict[sp.Symbol, Any] = field(default_factory=dict)
+    definition_functions: dict[sp.Symbol, Callable[..., float]] = field(default_factory=dict)
 
     @property
     def symbolic(self) -> bool:
@@ -154,8 +155,8 @@ class SymbolValuation(Valuation):
         if not isinstance(expr, sp.Basic) or expr.is_Atom:
             return expr  # a number or one symbol: nothing to share
         sym = sp.Symbol(name, positive=True)
-        self.definitions[sym] = expr
-        self.values[sym] = _lambdify(expr)(self.values)
+        self.definitions[sym], self.definition_functions[sym] = expr, _lambdify(expr)
+        self.values[sym] = self.definition_functions[sym](self.values)
         self.meaning[name] = meaning
         return sym
 
@@ -349,10 +350,11 @@ def finish(
     resimulate: Callable[[dict[sp.Symbol, float]], dict[sp.Symbol, float]] | None = None,
     also: set[sp.Symbol] | None = None,
     definitions: dict[sp.Symbol, Any] | None = None,
+    definition_functions: dict[sp.Symbol, Callable[..., float]] | None = None,
 ) -> StepFormula:
-    """Evaluate the terms, in the order of ``predict``'s breakdown; the symbols kept are those
-    of the terms, of the shared parts they read (``definitions``, valued in ``values``) and
-    ``also`` (read by a simulation).
+    """Evaluate the terms, in the order of ``predict``'s breakdown; the symbols kept are those of the terms,
+    of the shared parts they read (``definitions``, valued in ``values``, compiled where given in
+    ``definition_functions``) and ``also`` (read by a simulation).
 
     A breakdown entry the symbolic pricing did not give (a term priced by a function that
     takes numbers only) enters as a symbol ``T_<key>`` valued at predict's number, said in
@@ -393,5 +395,6 @@ def finish(
         all_values=dict(values),
         numeric_terms=tuple(numeric),
         definitions=definitions,
-        definition_functions={d: _lambdify(e) for d, e in definitions.items()},
+        definition_functions={d: (definition_functions or {}).get(d) or _lambdify(e)
+                              for d, e in definitions.items()},
     )
