@@ -15,8 +15,8 @@ from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError, did_you_mean
 from ..hardware import PRECISIONS, load_hardware
 from ..network import get_model
-from ..report import assumption_columns, render_frame, to_json
-from ..report.answers import answers_for, interval_notes
+from ..report import render_frame, to_json
+from ..report.answers import answers_for, interval_notes, standalone_columns
 from ..search import plan
 from ..search.plan import default_global_batch
 from ..strategies import Prediction, predict
@@ -219,14 +219,6 @@ def assumption_lines(c: Comparison) -> list[str]:
     return lines
 
 
-def _setting(p: Prediction) -> dict[str, Any]:
-    """What a CSV row needs to stand alone: the model and setting it was priced for, and its SI values."""
-    return {"model": p.model, "gpus": p.gpus, "optimizer": p.optimizer, "cudnn_major": p.cudnn_major,
-            "memory_format": p.memory_format, "fusion": p.fusion, "amp_runtime": p.amp_runtime,
-            "iteration_time_s": p.iteration_time_s, "throughput_samples_per_s": p.throughput_samples_per_s,
-            "memory_per_gpu_bytes": p.memory_per_gpu_bytes, **assumption_columns(p.assumptions)}
-
-
 def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
@@ -288,7 +280,7 @@ def compare_cmd(model: str, gpus: int, hardware: tuple[str, ...], strategy: str,
             row.update(a.fields())
         emit(to_json(d))
     elif fmt == "csv":
-        emit(render_frame(with_gaps(c, [{**r, **a.flat_fields(), **_setting(p)}
+        emit(render_frame(with_gaps(c, [{**r, **a.flat_fields(), **standalone_columns(p)}
                                         for r, a, p in zip(compare_rows(c), answers, c.predictions, strict=True)]),
                           "csv"))
     else:

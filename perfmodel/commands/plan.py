@@ -10,8 +10,8 @@ import click
 from ..export.plan import check_model_exportable
 from ..hardware import load_hardware
 from ..network import get_model
-from ..report import assumption_columns, fmt_rate, render_frame, to_json
-from ..report.answers import Answers, answers_for, interval_notes
+from ..report import fmt_rate, render_frame, to_json
+from ..report.answers import Answers, answers_for, interval_notes, standalone_columns
 from ..search import KINDS, PlanResult, plan
 from ..search.plan import DEFAULT_BATCH_PER_GPU
 from ..units import GIB
@@ -186,13 +186,7 @@ def plan_cmd(
         emit(to_json(d))
     elif fmt == "csv":
         rows = _with_answers(plan_rows(r), answers, flat=True)
-        emit(render_frame([{**row, "model": p.model, "hardware": p.hardware, "gpus": p.gpus,  # a row stands alone
-                            "global_batch": p.global_batch, "optimizer": p.optimizer, "precision": p.precision,
-                            "cudnn_major": p.cudnn_major, "memory_format": p.memory_format, "fusion": p.fusion,
-                            "amp_runtime": p.amp_runtime, "iteration_time_s": p.iteration_time_s,
-                            "throughput_samples_per_s": p.throughput_samples_per_s,
-                            "memory_per_gpu_bytes": p.memory_per_gpu_bytes, **assumption_columns(p.assumptions)}
-                           for row, p in zip(rows, r.plans, strict=True)], "csv"))
+        emit(render_frame([{**row, **standalone_columns(p)} for row, p in zip(rows, r.plans, strict=True)], "csv"))
     else:
         emit(render_plan(r, _with_answers(plan_rows(r), answers)) + exported)
         notes = [(f"rank {i}", a.interval.group, a.interval.runs) for i, a in enumerate(answers, 1)]

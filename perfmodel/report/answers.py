@@ -18,9 +18,10 @@ from ..strategies.predict import Prediction, context
 from ..strategies.train_cost import TrainingEstimate, default_dataset_size, training_estimate
 from ..validation.intervals import DEFAULT_LEVEL, Interval, group_key, interval_for
 from ..validation.memory_margin import activation_error
-from .render import fmt_rate
+from .render import assumption_columns, fmt_rate
 
-__all__ = ["Answers", "TrainingRequest", "answers_for", "price_of", "frame_columns", "FRAME_COLUMNS", "interval_notes"]
+__all__ = ["Answers", "TrainingRequest", "answers_for", "price_of", "frame_columns", "FRAME_COLUMNS", "interval_notes",
+           "standalone_columns"]
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,16 @@ def frame_columns(
         "interval_runs": iv.runs,
         "memory_headroom_bytes": hw.device.memory_bytes - memory_bytes,
     }
+
+
+def standalone_columns(p: Prediction) -> dict[str, Any]:
+    """What a CSV row needs to stand alone: the model and setting it was priced for, its SI values and
+    its assumptions (:func:`~.render.assumption_columns`)."""
+    return {"model": p.model, "hardware": p.hardware, "gpus": p.gpus, "global_batch": p.global_batch,
+            "optimizer": p.optimizer, "precision": p.precision, "cudnn_major": p.cudnn_major,
+            "memory_format": p.memory_format, "fusion": p.fusion, "amp_runtime": p.amp_runtime,
+            "iteration_time_s": p.iteration_time_s, "throughput_samples_per_s": p.throughput_samples_per_s,
+            "memory_per_gpu_bytes": p.memory_per_gpu_bytes, **assumption_columns(p.assumptions)}
 
 
 def interval_notes(rows: list[tuple[str, str, int]]) -> list[str]:
