@@ -40,7 +40,7 @@ from .spec import Strategy
 #: Per-layer seconds: a numpy array (numbers) or a list of expressions (symbols).
 PerLayer = Sequence[Num] | np.ndarray
 
-__all__ = ["ChainStep", "ChainTerms", "chain_terms"]
+__all__ = ["ChainStep", "ChainTerms", "bucket_segments", "chain_terms"]
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def _gradient_exchange(
         )
         return val.M * ssum(list(parts.values())), {"dataparallel": {k: val.M * v for k, v in parts.items()}}, None
     lp = val.lp if val.symbolic else None
-    bwd = _bucket_segments(ctx, q.bwd, ranges, val) if val.symbolic else q.bwd
+    bwd = bucket_segments(q.bwd, ctx.cc.params * ctx.param_bytes, ranges, val) if val.symbolic else q.bwd
     x = gradient_exchange(ctx, s, bwd, ranges, ends, body, stages, lp, val.v)
     if s.dp * s.sp_degree <= 1:
         return x.exposed, {}, None
@@ -224,22 +224,23 @@ def _gradient_exchange(
     return x.exposed, details, x
 
 
-def _bucket_segments(ctx: Context, bwd: PerLayer, ranges: list[tuple[int, int]], val: Valuation) -> list[Num]:
+def bucket_segments(bwd: PerLayer, grad_bytes: np.ndarray, ranges: Sequence[tuple[int, int]], val: Valuation,
+                    whose: str = "stage") -> list[Num]:
     """Per layer backward seconds with each DDP bucket's layers summed into one part (``explain``):
-    ``G_<stage>_<k>``, the backward of the layers whose gradients fill stage's bucket ``k``
-    (:func:`.data.buckets`), on one layer of them and 0 on the others. The exchange reads the
-    layers only through those sums, so its value is the same and its formula names each sum once."""
-    grad = ctx.cc.params * ctx.param_bytes
+    ``G_<stage>_<k>``, the backward of the layers whose gradients (``grad_bytes`` per layer) fill
+    the stage's bucket ``k`` (:func:`.data.buckets`), on one layer of them and 0 on the others
+    (``whose``: what a range is, in the parts' meanings). The exchange reads the layers only
+    through those sums, so its value is the same and its formula names each sum once."""
     out: list[Num] = list(bwd)
     for st, (a, z) in enumerate(ranges):
         lo = 0  # backward order: index 0 is layer z - 1
-        for k, (i, _) in enumerate(buckets(grad[a:z][::-1])):
+        for k, (i, _) in enumerate(buckets(grad_bytes[a:z][::-1])):
             layers = range(z - 1 - i, z - lo)
             seg = ssum([bwd[j] for j in layers])
             for j in layers:
                 out[j] = 0.0
             out[z - 1 - i] = val.define(f"G_{st}_{k}", seg,
                                         f"backward of the {len(layers)} layers whose gradients fill "
-                                        f"bucket {k} of stage {st}, s")
+                                        f"bucket {k} of {whose} {st}, s")
             lo = i + 1
     return out

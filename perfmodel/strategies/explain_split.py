@@ -83,7 +83,8 @@ def explain_split(ctx: Context, s: Strategy, values: dict[sp.Symbol, float], pre
         "bytes; the k tensors of one collective in one pass are one summand with k latencies and N = sum |y| "
         "elements (N_ag_fwd, ...). Exchanges are not overlapped with compute."
     ]
-    return finish(terms, values, pred, legend=legend, meaning=val.meaning, notes=notes)
+    return finish(terms, values, pred, legend=legend, meaning=val.meaning, notes=notes,
+                  definitions=val.definitions, definition_functions=val.definition_functions)
 
 
 #: The two tiers a message of an mp plan crosses: (across nodes?, (bandwidth, latency, name)).

@@ -18,6 +18,7 @@ from ..cost.collectives import Group, LinkParams, collective_expr
 from ..cost.compute import ComputeValues
 from ..cost.formulas import Num, smax, ssum
 from .amp_step import amp_step
+from .chain_terms import bucket_segments
 from .context import Context, weight_group
 from .data import bucket_reducer, shard_copies_s, stage_exchange
 from .dimension import Valuation, step_tail_terms
@@ -161,8 +162,12 @@ def split_terms(
     if halo is not None:
         terms["halo_exchange"] = halo
     body = ssum(list(terms.values()))
+    grads = _plus(bwd, layer_b)
+    if s.dp > 1 and val.symbolic:  # name the parts the exchange's terms share (explain)
+        body = val.define("E_body", body, "when the step's body ends: the terms above the gradient exchange's, s")
+        grads = bucket_segments(grads, params * ctx.param_bytes, [(0, len(params))], val)
     exposed, total_comm, dp_group, slowed = replica_exchange(
-        ctx, s, n, params, _plus(bwd, layer_b), body, val.lp if val.symbolic else None, val.v
+        ctx, s, n, params, grads, body, val.lp if val.symbolic else None, val.v
     )
     if s.dp > 1:
         terms["gradient_bucket_copies"] = shard_copies_s(ctx.net, params, val.v, ctx.param_bytes)
