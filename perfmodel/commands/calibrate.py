@@ -16,6 +16,7 @@ from ..report import to_json
 from ..validation import Measurement, calibrate_profile, load_measurements, mape, profile_toml
 from ..validation.compare import compare_rows
 from ..validation.devices import ran_on_cpu
+from ..validation.repeats import without_repeats
 from .common import emit, report_format_option
 
 __all__ = ["calibrate_cmd"]
@@ -121,8 +122,8 @@ def _gpu_rows(file: Path, hardware: str, base: Hardware) -> list[Measurement]:
     """The rows of ``file`` that name ``hardware`` and ran on a GPU (a usage error if none)."""
     ms = load_measurements([file])
     keys = {hardware, base.name}
-    rows = [
-        m for m in ms.rows if m.hardware in keys or Path(m.hardware).name == Path(hardware).name
+    rows = [  # a row equal to an earlier one in every column is fitted once
+        m for m in without_repeats(ms.rows) if m.hardware in keys or Path(m.hardware).name == Path(hardware).name
     ]
     cpu = sum(ran_on_cpu(m) for m in rows)
     rows = [m for m in rows if not ran_on_cpu(m)]

@@ -117,7 +117,8 @@ def render_summary(v: Validation) -> str:
         ]
     lines += [
         "",
-        f"rows {s.rows}: predicted {s.predicted}, without prediction {s.unpredictable}, scored {s.scored}",
+        f"rows {s.rows}: predicted {s.predicted}, without prediction {s.unpredictable}, scored {s.scored}"
+        + (f", repeats {s.repeats} (equal to an earlier row in every column: not scored)" if s.repeats else ""),
         f"throughput MAPE {_pct(s.throughput_mape_pct)} over {s.scored} scored rows "
         f"(multi-GPU rows only: {_pct(s.throughput_mape_multi_gpu_pct)})",
     ]

@@ -16,6 +16,7 @@ from .calibrate_group import GroupCalibration, calibrate_per_group, row_id, spee
 from .devices import CPU_REASON, CPU_ROLE, ran_on_cpu
 from .measurements import Measurement, MeasurementSet, resolve_hardware
 from .pricing import RowPrice, price_row
+from .repeats import REPEAT_ROLE, exact_repeats, repeat_reason, without_repeats
 from .software_era import cudnn_major_of, cudnn_release_of, fusion_of, memory_format_of
 
 __all__ = [
@@ -194,6 +195,8 @@ class Summary:
     max_abs_error_pct: float | None
     worst_row: str | None
     groups: tuple[GroupSummary, ...]
+    #: rows equal to an earlier row in every column (shown, neither scored nor fitted)
+    repeats: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "groups"}
@@ -235,10 +238,10 @@ def validate(ms: MeasurementSet, calibrate: str = "none") -> Validation:
         )
     calibration: Calibration | GroupCalibration | None = None
     if calibrate == "single-gpu":
-        calibration = calibrate_single_gpu(ms.rows)
+        calibration = calibrate_single_gpu(without_repeats(ms.rows))
         rows = compare_rows(ms.rows, calibration.profiles, single_gpu_fit=True)
     elif calibrate == "single-gpu-per-group":
-        calibration = calibrate_per_group(ms.rows)
+        calibration = calibrate_per_group(without_repeats(ms.rows))
         rows = compare_rows(ms.rows, single_gpu_fit=True, scales=calibration.scales)
     else:
         rows = compare_rows(ms.rows)
@@ -252,13 +255,20 @@ def compare_rows(
     scales: Mapping[tuple[str, int], float] | None = None,
 ) -> tuple[RowResult, ...]:
     """Price each row (on ``profiles[row.hardware]`` when given, its compute seconds times
-    ``scales[row_id(row)]`` when given) and attach speedups."""
+    ``scales[row_id(row)]`` when given) and attach speedups; a row equal to an earlier one in
+    every column is shown with its price but neither scored nor fitted (:mod:`.repeats`)."""
     profiles = profiles or {}
     scales = scales or {}
     results: list[RowResult] = []
     priced: dict[tuple[Any, ...], RowPrice | str] = {}
     hws: dict[str, Hardware] = {}
-    for m in rows:
+    repeats = exact_repeats(rows)
+    for n, m in enumerate(rows):
+        if n in repeats:
+            first = results[repeats[n]]
+            results.append(RowResult(m, first.predicted_throughput, repeat_reason(first.measurement), REPEAT_ROLE,
+                                     first.calibrated, first.fits_in_memory))
+            continue
         role = "calibration" if single_gpu_fit and m.gpus == 1 else "scored"
         role = CPU_ROLE if ran_on_cpu(m) else role
         scale = scales.get(row_id(m), 1.0)
@@ -307,7 +317,7 @@ def _fitted(hw: Hardware, precision: str) -> bool:
 def _with_speedups(results: list[RowResult]) -> tuple[RowResult, ...]:
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, r in enumerate(results):
-        if r.predicted_throughput is not None and r.role != CPU_ROLE:
+        if r.predicted_throughput is not None and r.role not in (CPU_ROLE, REPEAT_ROLE):
             groups.setdefault(speedup_key(r.measurement), []).append(i)
     out = list(results)
     for idx in groups.values():
@@ -385,4 +395,5 @@ def summarize(rows: Sequence[RowResult], mode: str = "none") -> Summary:
         max_abs_error_pct=_max_abs([r.error_pct for r in scored]),
         worst_row=None if worst is None else worst.measurement.where(),
         groups=tuple(gs),
+        repeats=sum(r.role == REPEAT_ROLE for r in rows),
     )
