@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import PerfmodelError, closest_names
+from .errors import PerfmodelError, suggestion
 
 __all__ = ["main", "cli"]
 
@@ -49,9 +49,8 @@ class _Group(click.Group):
     def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
         name = args[0] if args else ""
         if name and not name.startswith("-") and self.get_command(ctx, name) is None:
-            close = closest_names(name, self.list_commands(ctx))
-            hint = f" Did you mean {', '.join(close)}?" if close else ""
-            ctx.fail(f"No such command '{name}'.{hint}")
+            hint = suggestion(name, self.list_commands(ctx))
+            ctx.fail(f"No such command '{name}'." + (f" {hint[0].upper()}{hint[1:]}" if hint else ""))
         found, command, rest = super().resolve_command(ctx, args)
         if command is not None:
             _refuse_repeats(command, click.Context(command, parent=ctx, info_name=found), rest)

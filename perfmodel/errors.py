@@ -33,6 +33,7 @@ __all__ = [
     "PartitionError",
     "NoFeasiblePlanError",
     "closest_names",
+    "suggestion",
     "did_you_mean",
 ]
 
@@ -68,10 +69,7 @@ class UnknownNameError(DataError):
 
     def __init__(self, what: str, name: str, valid: Iterable[str]) -> None:
         valid = sorted(valid)
-        close = closest_names(name[:200], valid)
-        hint = f"valid: {', '.join(valid)}" if valid else "there are none"
-        if close:
-            hint = f"did you mean {', '.join(close)}?"
+        hint = suggestion(name, valid, f"valid: {', '.join(valid)}" if valid else "there are none")
         if what == "model" and name.endswith((".py", ".PY")):  # a file without the ':Name' of what to trace
             hint = f"a Python file needs the module's name after a colon, e.g. '{name[:80]}:MyNet'"
         # a huge name is cut: the message stays one readable line
@@ -121,7 +119,13 @@ def closest_names(name: str, valid: Iterable[str], n: int = 3) -> list[str]:
     return out[:n]
 
 
-def did_you_mean(name: str, valid: Iterable[str]) -> str:
-    """``"; did you mean a, b?"`` naming the valid names closest to ``name``, or ``""`` when none is close."""
+def suggestion(name: str, valid: Iterable[str], otherwise: str = "") -> str:
+    """``"did you mean a, b?"`` naming the valid names closest to ``name``, or ``otherwise`` when none is close."""
     close = closest_names(name[:200], valid)
-    return f"; did you mean {', '.join(close)}?" if close else ""
+    return f"did you mean {', '.join(close)}?" if close else otherwise
+
+
+def did_you_mean(name: str, valid: Iterable[str]) -> str:
+    """``"; did you mean a, b?"`` (:func:`suggestion`), or ``""`` when no valid name is close."""
+    hint = suggestion(name, valid)
+    return f"; {hint}" if hint else ""

@@ -249,7 +249,7 @@ def test_cli_mp_says_the_schedule_is_simulated(capsys: pytest.CaptureFixture[str
 
 
 @pytest.mark.parametrize("value, message", [
-    ("beta_intr=1e11", "unknown symbol 'beta_intr' (did you mean beta_intra"),
+    ("beta_intr=1e11", "; did you mean beta_intra"),
     ("b=4", "unknown symbol 'b'"),
     ("beta_intra", "expected NAME=VALUE"),
     ("beta_intra=fast", "'fast' is not a number"),

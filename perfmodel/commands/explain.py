@@ -9,7 +9,7 @@ import click
 from ..cost.fusion import fusion_assumption
 from ..cost.grouped import loop_candidates
 from ..cost.kernels import network_kernels
-from ..errors import UsageError, closest_names
+from ..errors import UsageError, did_you_mean
 from ..hardware import load_hardware
 from ..limits import shown
 from ..network import get_model
@@ -47,9 +47,8 @@ def _parse_set(items: tuple[str, ...]) -> dict[str, float]:
         if not sep or not name:
             raise UsageError(f"--set '{item}': expected NAME=VALUE, e.g. beta_intra=1.2e11")
         if name not in HARDWARE_SYMBOLS:
-            near = closest_names(name, HARDWARE_SYMBOLS)
-            hint = f"did you mean {' or '.join(near)}? " if near else ""
-            raise UsageError(f"--set: unknown symbol '{name}' ({hint}valid: {', '.join(HARDWARE_SYMBOLS)})")
+            raise UsageError(f"--set: unknown symbol '{name}' (valid: {', '.join(HARDWARE_SYMBOLS)})"
+                             + did_you_mean(name, HARDWARE_SYMBOLS))
         if name in out:
             raise UsageError(f"--set {name} is given twice ({out[name]:g} and {text}); give each symbol once")
         try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ProfileError, closest_names, did_you_mean
+from ..errors import ProfileError, did_you_mean
 from ..limits import shown
 from ..units import GIB
 from .params import CollectiveParams, KernelParams
@@ -320,10 +320,9 @@ def _changed_part(part: Any, key: str, value: Any) -> Any:
                            f"({', '.join(valid)}), got {given_text(value)}")
     for name in value:
         if name not in valid:
-            near = closest_names(name, valid) if isinstance(name, str) else []
-            hint = f"did you mean {' or '.join(near)}? " if near else ""
+            hint = did_you_mean(name, valid) if isinstance(name, str) else ""
             listed = valid if len(valid) <= 12 else [*valid[:12], f"and {len(valid) - 12} more"]
-            raise ProfileError(f"{key} has no field {shown(name, 40)} ({hint}valid: {', '.join(listed)})")
+            raise ProfileError(f"{key} has no field {shown(name, 40)} (valid: {', '.join(listed)}){hint}")
     return dataclasses.replace(part, **value)
 
 

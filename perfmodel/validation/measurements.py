@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import MeasurementError, PerfmodelError, closest_names
+from ..errors import MeasurementError, PerfmodelError, closest_names, suggestion
 from ..hardware import PRECISIONS, Hardware, load_hardware, profile_names
 from ..io import MAX_CSV_BYTES, open_bounded_text
 from ..limits import MAX_BATCH, MAX_GPUS, MAX_IMAGE_SIZE, shown
@@ -280,8 +280,7 @@ def _fields(v: Mapping[str, str], p: _RowParser, fail: _Fail) -> dict[str, Any]:
     """The checked meaning of a row's cells (every column but the throughput and free text)."""
     model = v["model"]
     if model not in p.models and not is_import_spec(model):  # a file or ONNX model is read when priced
-        close = closest_names(model, sorted(p.models))
-        hint = f"did you mean {', '.join(close)}?" if close else "see `perfmodel models`"
+        hint = suggestion(model, sorted(p.models), "see `perfmodel models`")
         raise fail("model", f"unknown model {shown(model, 60)}; {hint}")
     hardware = _hardware(v["hardware"], p.base, p.hw_cache, fail)
     gpus = _int(v["gpus"], "gpus", fail, required=True, maximum=MAX_GPUS)
@@ -306,9 +305,9 @@ def _fields(v: Mapping[str, str], p: _RowParser, fail: _Fail) -> dict[str, Any]:
         raise fail("optimizer", f"{shown(optimizer, 40)} is not one of {', '.join(_OPTIMIZERS)}")
     step = step_scope(v.get("step", ""))
     if step is None:
-        close = closest_names(v["step"].strip().lower(), list(STEP_SCOPES))
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise fail("step", f"{shown(v['step'], 40)} is not one of {', '.join(STEP_SCOPES)}{hint}")
+        hint = suggestion(v["step"].strip().lower(), STEP_SCOPES)
+        raise fail("step", f"{shown(v['step'], 40)} is not one of {', '.join(STEP_SCOPES)}"
+                   + (f" ({hint})" if hint else ""))
     return dict(model=model, hardware=hardware, gpus=gpus, precision=precision, batch_per_gpu=bpg,
                 global_batch=gb, strategy=strategy, strategy_text=text, image_size=image_size,
                 optimizer=optimizer, step=step)
@@ -338,9 +337,7 @@ def _hardware(name: str, base: Path | None, cache: dict[str, str], fail: _Fail) 
                 cache[name] = str(c)
                 return str(c)
         raise fail("hardware", f"profile file '{name}' not found")
-    close = closest_names(name, shipped)
-    hint = f"did you mean {', '.join(close)}?" if close else f"valid: {', '.join(shipped)}"
-    raise fail("hardware", f"unknown hardware '{name}'; {hint}")
+    raise fail("hardware", f"unknown hardware '{name}'; {suggestion(name, shipped, 'valid: ' + ', '.join(shipped))}")
 
 
 def _number(text: str, column: str, fail: _Fail) -> float:
