@@ -122,7 +122,8 @@ def explain_cmd(
     ctx = context(net, load_hardware(hardware), precision, optimizer, cudnn_major=cudnn_major,
                   memory_format=memory_format, fusion=fusion, amp_runtime=amp_runtime)
     f = explain_plan(ctx, s, B)
-    new = f.evaluate(what_if) if what_if else None
+    at = f.what_if_values(what_if) if what_if else None  # the parts' values too (CSV)
+    new = f.evaluate(at=at) if at is not None else None
     if new is not None and not all(math.isfinite(v) for v in new.values()):
         setting = ", ".join(f"{k}={v:g}" for k, v in what_if.items())
         raise UsageError(f"--set {setting}: the step time is not a finite number (choose values nearer the profile's)")
@@ -146,9 +147,8 @@ def explain_cmd(
         if f.definitions:  # the named parts the terms read, after a blank line (not terms: they do not add up)
             emit("")
             emit("part,value_s,expression" + (",what_if_s" if new is not None else ""))
-            again = f.what_if_values(what_if) if new is not None else {}
             for d, v in f.definitions.items():
-                emit(f'{d},{f.values[d]!r},"{str(v)}"' + (f",{again[d]!r}" if new is not None else ""))
+                emit(f'{d},{f.values[d]!r},"{str(v)}"' + (f",{at[d]!r}" if at is not None else ""))
         return
     _table(f, s.spec(), gpus, precision, B, full, what_if, new, _kept_choices(ctx, s))
     emit(ans.lines()[0])

@@ -222,12 +222,11 @@ class StepFormula:
             new[sym] = _value(self.definition_functions.get(sym), expr, new)
         return new
 
-    def evaluate(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> dict[str, float]:
-        """Each term's seconds with hardware symbols set to ``changes`` (names or symbols).
-
-        A symbol the formula does not contain changes nothing.
-        """
-        vals = self.what_if_values(changes or {})
+    def evaluate(self, changes: Mapping[str | sp.Symbol, float] | None = None,
+                 at: dict[sp.Symbol, float] | None = None) -> dict[str, float]:
+        """Each term's seconds with hardware symbols set to ``changes`` (names or symbols), or at the
+        values ``at`` a :meth:`what_if_values` gave. A symbol the formula does not contain changes nothing."""
+        vals = at if at is not None else self.what_if_values(changes or {})
         return {k: _value(self.functions.get(k), v, vals) for k, v in self.terms.items()}
 
     def time_s(self, changes: Mapping[str | sp.Symbol, float] | None = None) -> float:
