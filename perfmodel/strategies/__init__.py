@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .context import Context, context, weight_group
-from .dimension import Priced
 from .predict import (
     EXCLUDED,
     Prediction,
@@ -15,6 +14,7 @@ from .predict import (
     predict_in,
     price,
 )
+from .priced import Priced
 from .spec import Strategy, parse_strategy
 
 __all__ = [

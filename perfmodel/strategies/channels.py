@@ -18,7 +18,8 @@ from ..network.graph import Network
 from ..network.layers import MATMUL_KINDS, Layer, numel
 from .context import Context, split_batch, weight_group
 from .data import BUCKET_BYTES
-from .dimension import Priced, Valuation, memory_parts
+from .dimension import Valuation, memory_parts
+from .priced import Priced
 from .spec import Strategy
 from .split_terms import BREAKDOWN_KEYS, Exchange, exchange_s, replica_exchange, split_terms
 

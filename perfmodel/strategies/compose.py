@@ -28,10 +28,11 @@ from .channels import price_channel_split
 from .context import Context, split_batch, transient_bytes
 from .data import BUCKET_BYTES, Drain, drain_stage, gradient_exchange, stage_backward_s
 from .dataparallel import check_dataparallel
-from .dimension import Priced, Valuation, memory_parts, step_tail_terms
+from .dimension import Valuation, memory_parts, step_tail_terms
 from .model_parallel import price_model_parallel
 from .parameter_server import parameter_server_exchange
 from .pipeline import StageSplit, stage_candidates, stage_split
+from .priced import Priced
 from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
 from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, exchange_floor_s, fill_drain_s, split_pool, tail_s
@@ -49,7 +50,7 @@ def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         if len(ctx.priced) >= PRICED_MEMO:
             ctx.priced.clear()
         ctx.priced[key] = hit
-    return hit  # type: ignore[no-any-return]
+    return hit
 
 
 #: Plans one context keeps priced (:func:`price`): a scale sweep to 1024 GPUs prices about 3,000.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -21,6 +20,7 @@ from ..network.counts import CompiledCounts
 from ..units import BYTES_PER_ELEMENT
 from .amp_runtime import DEFAULT_AMP_RUNTIME, check_amp_runtime, runtime_of
 from .memory import grad_bytes_per_param, input_batch_bytes, input_bytes_per_element, optimizer_bytes_per_param
+from .priced import Priced
 from .spec import Strategy
 
 __all__ = ["Context", "context", "split_batch", "transient_bytes", "weight_group"]
@@ -60,7 +60,7 @@ class Context:
     )
     #: priced plans by (plan, global batch), :func:`~.compose.price`'s memo: the searches of one
     #: sweep (scale's kinds at a GPU count, its baselines) price many of the same plans
-    priced: dict[tuple[Strategy, int], Any] = field(default_factory=dict, repr=False)
+    priced: dict[tuple[Strategy, int], Priced] = field(default_factory=dict, repr=False)
 
     @property
     def elem_bytes(self) -> int:

@@ -13,7 +13,7 @@ The interface every dimension module follows (:mod:`.data`, :mod:`.parameter_ser
 * **memory**: what one GPU holds, through :func:`memory_parts`.
 
 :mod:`.compose` composes them into *named terms*: seconds that add up to the step, so the
-breakdown is the list of terms and the step time is their sum (:class:`Priced`), never a
+breakdown is the list of terms and the step time is their sum (:class:`.priced.Priced`), never a
 total patched to match. Shared by every dimension: :func:`optimizer_step_s` (numbers or
 symbols) and :func:`memory_parts`.
 
@@ -29,7 +29,6 @@ over ``Num`` (numbers or symbols; its counts named by :meth:`Valuation.count`), 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..cost.collectives import LinkParams
 from ..cost.compute import GRAD_BYTES_PER_PARAM, ComputeValues
@@ -43,33 +42,11 @@ from .memory import (
     weight_bytes_per_param,
 )
 
-__all__ = ["OPTIMIZER_LAUNCHES", "Priced", "Valuation", "memory_parts", "optimizer_step_s", "step_tail_terms"]
+__all__ = ["OPTIMIZER_LAUNCHES", "Valuation", "memory_parts", "optimizer_step_s", "step_tail_terms"]
 
 #: Kernel launches of one optimizer step: torch.optim's ``foreach`` implementation (the
 #: default since PyTorch 2.0) updates lists of tensors in a handful of fused launches.
 OPTIMIZER_LAUNCHES = 10
-
-
-@dataclass(frozen=True)
-class Priced:
-    """A plan's step as named terms (seconds), its memory per GPU by part (bytes) and details.
-
-    ``time_s`` is the sum of the terms: a term is computed once, and the parts add up to
-    the step by construction.
-    """
-
-    breakdown: dict[str, float]
-    memory: dict[str, float]
-    details: dict[str, Any]
-
-    @property
-    def time_s(self) -> float:
-        return float(sum(self.breakdown.values()))
-
-    @classmethod
-    def of(cls, terms: dict[str, Any], memory: dict[str, Any], details: dict[str, Any]) -> Priced:
-        """Terms and memory as floats."""
-        return cls({k: float(v) for k, v in terms.items()}, {k: float(v) for k, v in memory.items()}, details)
 
 
 @dataclass(frozen=True)

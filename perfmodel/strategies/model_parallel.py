@@ -72,7 +72,7 @@ from ..partition.plan import DEFAULT_EPSILON, DEFAULT_SEED, Partition
 from .amp_step import AmpStep, part_amp_step
 from .context import Context, split_batch, transient_bytes, weight_group
 from .data import BUCKET_BYTES, bucket_reducer, buckets
-from .dimension import Priced, Valuation, memory_parts, step_tail_terms
+from .dimension import Valuation, memory_parts, step_tail_terms
 from .mp_candidates import (
     CANDIDATE_WORDS,
     GRANULARITY,
@@ -86,6 +86,7 @@ from .mp_candidates import (
 )
 from .mp_schedule import Schedule, simulate
 from .mp_segments import Segments, segments
+from .priced import Priced
 from .spec import Strategy
 
 __all__ = ["GRANULARITY", "price_model_parallel", "mp_partition", "mp_terms", "mp_gradient_exchange", "mp_sends"]

@@ -18,9 +18,10 @@ from .amp_runtime import DEFAULT_AMP_RUNTIME
 from .baseline import Baseline
 from .compose import price
 from .context import Context, context, weight_group
-from .dimension import OPTIMIZER_LAUNCHES, Priced
+from .dimension import OPTIMIZER_LAUNCHES
 from .inputs import get_model, hardware_of, plan_of
 from .prediction import EXCLUDED, Prediction, assumptions, baseline_text
+from .priced import Priced
 from .spec import Strategy
 from .wording import exchange_assumption, stage_split_assumption
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..cost.compute import ComputeValues
-from ..strategies.dimension import Priced
+from ..strategies.priced import Priced
 
 __all__ = ["FULL_STEP", "FORWARD_BACKWARD", "STEP_SCOPES", "step_scope", "without_optimizer_update"]
 
