@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfmodel.network.importers.strides import attention_out_strides, rows_copy, view_strides
@@ -35,7 +35,7 @@ def _permuted_views(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], 
     return tuple(sizes), tuple(int(s) for s in t.stride()), new
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # torch in the generator
 @given(_permuted_views())
 def test_view_strides_are_torchs(case: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]) -> None:
     """``view`` succeeds with these strides exactly when torch's does (else ``reshape`` copies)."""
