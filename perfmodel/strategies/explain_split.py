@@ -205,7 +205,10 @@ def explain_mp(
     )
 
     def exposed(body: Any) -> Any:
-        return _mp_exchange(q, body, meaning) if s.dp > 1 else 0
+        if s.dp <= 1:
+            return 0
+        return _mp_exchange(q, val.define("E_body", body, "when the schedule's body ends on the busiest GPU: the "
+                                          "terms above the gradient exchange's, s"), meaning)
 
     legend["gradient_exchange_exposed"] = (
         f"{s.comm} allreduce of each part's gradients over the dp = {s.dp} replicas in 25 MiB buckets, each "
@@ -215,14 +218,14 @@ def explain_mp(
     )
     u_params = q.hg.layer_values(ctx.cc.params)
     largest = float(max(u_params[q.assignment == d].sum() for d in range(K)))
+    resimulate, sim_symbols = _mp_resimulate(q)
+    values.update(resimulate(values))  # the simulated symbols, valued before a part reads them
     terms = mp_terms(s, ctx.optimizer, val, f_d, b_d, sends, q.idle, exposed, largest,
                      part_amp_step(ctx, q.hg.unit_layer, u_params, q.assignment), ctx.param_bytes)
     legend["optimizer_step"] = (f"the update of the largest part's weights: {param_dtype(ctx.param_bytes)} traffic "
                                 "over the memory bandwidth, launches and the step's fixed cost"
                                 + amp_update_words(ctx.precision, ctx.amp_runtime))
     legend["amp_casts"] = AMP_CASTS_WORDS
-    resimulate, sim_symbols = _mp_resimulate(q)
-    values.update(resimulate(values))
     notes = [
         f"mp={K}: the step's critical path is simulated (the GPipe schedule of {seg.count} segments "
         f"on {K} GPUs, {len(seg.msg_elems)} messages per micro-batch), so it has no closed form: "
@@ -232,5 +235,5 @@ def explain_mp(
     ]
     return finish(
         terms, values, pred, legend=legend, meaning={**meaning, **val.meaning}, notes=notes, resimulate=resimulate,
-        also=sim_symbols,
+        also=sim_symbols, definitions=val.definitions, definition_functions=val.definition_functions,
     )
