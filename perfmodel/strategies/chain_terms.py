@@ -224,13 +224,13 @@ def _gradient_exchange(
     return x.exposed, details, x
 
 
-def bucket_segments(bwd: PerLayer, grad_bytes: np.ndarray, ranges: Sequence[tuple[int, int]], val: Valuation,
-                    whose: str = "stage") -> list[Num]:
+def bucket_segments(bwd: PerLayer, grad_bytes: np.ndarray, ranges: Sequence[tuple[int, int]],
+                    val: Valuation) -> list[Num]:
     """Per layer backward seconds with each DDP bucket's layers summed into one part (``explain``):
     ``G_<stage>_<k>``, the backward of the layers whose gradients (``grad_bytes`` per layer) fill
     the stage's bucket ``k`` (:func:`.data.buckets`), on one layer of them and 0 on the others
-    (``whose``: what a range is, in the parts' meanings). The exchange reads the layers only
-    through those sums, so its value is the same and its formula names each sum once."""
+    (a split's one stage is stage 0). The exchange reads the layers only through those sums, so
+    its value is the same and its formula names each sum once."""
     out: list[Num] = list(bwd)
     for st, (a, z) in enumerate(ranges):
         lo = 0  # backward order: index 0 is layer z - 1
@@ -241,6 +241,6 @@ def bucket_segments(bwd: PerLayer, grad_bytes: np.ndarray, ranges: Sequence[tupl
                 out[j] = 0.0
             out[z - 1 - i] = val.define(f"G_{st}_{k}", seg,
                                         f"backward of the {len(layers)} layers whose gradients fill "
-                                        f"bucket {k} of {whose} {st}, s")
+                                        f"bucket {k} of stage {st}, s")
             lo = i + 1
     return out
