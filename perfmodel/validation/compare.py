@@ -233,18 +233,17 @@ def validate(ms: MeasurementSet, calibrate: str = "none") -> Validation:
     saw, are the scored predictions.
     """
     if calibrate not in CALIBRATION_MODES:
-        raise UsageError(
-            f"unknown calibration '{calibrate}' (valid: {', '.join(CALIBRATION_MODES)})"
-        )
+        raise UsageError(f"unknown calibration '{calibrate}' (valid: {', '.join(CALIBRATION_MODES)})")
     calibration: Calibration | GroupCalibration | None = None
+    repeats = exact_repeats(ms.rows)  # found once: the fits and the comparison leave out the same rows
     if calibrate == "single-gpu":
-        calibration = calibrate_single_gpu(without_repeats(ms.rows))
-        rows = compare_rows(ms.rows, calibration.profiles, single_gpu_fit=True)
+        calibration = calibrate_single_gpu(without_repeats(ms.rows, repeats))
+        rows = compare_rows(ms.rows, calibration.profiles, single_gpu_fit=True, repeats=repeats)
     elif calibrate == "single-gpu-per-group":
-        calibration = calibrate_per_group(without_repeats(ms.rows))
-        rows = compare_rows(ms.rows, single_gpu_fit=True, scales=calibration.scales)
+        calibration = calibrate_per_group(without_repeats(ms.rows, repeats))
+        rows = compare_rows(ms.rows, single_gpu_fit=True, scales=calibration.scales, repeats=repeats)
     else:
-        rows = compare_rows(ms.rows)
+        rows = compare_rows(ms.rows, repeats=repeats)
     return Validation(ms.files, rows, summarize(rows, calibrate), calibration, ms.columns)
 
 
@@ -253,16 +252,18 @@ def compare_rows(
     profiles: Mapping[str, Hardware] | None = None,
     single_gpu_fit: bool = False,
     scales: Mapping[tuple[str, int], float] | None = None,
+    repeats: Mapping[int, int] | None = None,
 ) -> tuple[RowResult, ...]:
     """Price each row (on ``profiles[row.hardware]`` when given, its compute seconds times
     ``scales[row_id(row)]`` when given) and attach speedups; a row equal to an earlier one in
-    every column is shown with its price but neither scored nor fitted (:mod:`.repeats`)."""
+    every column is shown with its price but neither scored nor fitted (:mod:`.repeats`; ``repeats``:
+    their :func:`~.repeats.exact_repeats`, when the caller has found them)."""
     profiles = profiles or {}
     scales = scales or {}
     results: list[RowResult] = []
     priced: dict[tuple[Any, ...], RowPrice | str] = {}
     hws: dict[str, Hardware] = {}
-    repeats = exact_repeats(rows)
+    repeats = exact_repeats(rows) if repeats is None else repeats
     for n, m in enumerate(rows):
         if n in repeats:
             first = results[repeats[n]]

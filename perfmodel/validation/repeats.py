@@ -7,7 +7,7 @@ twice in a MAPE and in a calibration fit, so ``validate`` and ``calibrate`` keep
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .measurements import Measurement
 
@@ -35,9 +35,9 @@ def exact_repeats(rows: Sequence[Measurement]) -> dict[int, int]:
     return out
 
 
-def without_repeats(rows: Sequence[Measurement]) -> list[Measurement]:
-    """``rows`` less the exact repeats (:func:`exact_repeats`), in order."""
-    repeats = exact_repeats(rows)
+def without_repeats(rows: Sequence[Measurement], repeats: Mapping[int, int] | None = None) -> list[Measurement]:
+    """``rows`` less the exact repeats (``repeats``: their :func:`exact_repeats`, found here if None), in order."""
+    repeats = exact_repeats(rows) if repeats is None else repeats
     return [m for i, m in enumerate(rows) if i not in repeats]
 
 
