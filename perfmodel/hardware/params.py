@@ -3,7 +3,7 @@ and of NCCL's collectives (``[collectives]``), each field checked against its ra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..errors import ProfileError
 from .ranges import in_range
@@ -74,28 +74,17 @@ class KernelParams:
         return g if gemm and g is not None else self.tile_half_intensity
 
     def __post_init__(self) -> None:
-        if isinstance(self.sm_count, bool) or not isinstance(self.sm_count, int) or self.sm_count < 1:
-            raise ProfileError(f"efficiency.kernels: 'sm_count' must be a positive integer, got {self.sm_count!r}")
-        t = self.threads_per_sm
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise ProfileError(f"efficiency.kernels: 'threads_per_sm' must be a positive integer, got {t!r}")
-        in_range("efficiency.kernels", tile_half_intensity=self.tile_half_intensity,
-                  winograd_gain=self.winograd_gain, winograd_min_channels=self.winograd_min_channels,
-                  winograd_transform_flops=self.winograd_transform_flops,
-                  wgrad_efficiency=self.wgrad_efficiency,
-                  wgrad_efficiency_tensor_cores=self.wgrad_efficiency_tensor_cores,
-                  wgrad_split_efficiency=self.wgrad_split_efficiency,
-                  wgrad_split_efficiency_tensor_cores=self.wgrad_split_efficiency_tensor_cores,
-                  depthwise_efficiency=self.depthwise_efficiency, host_op_s=self.host_op_s,
-                  step_overhead_s=self.step_overhead_s, memory_latency_s=self.memory_latency_s,
-                  sector_slots_per_sm=self.sector_slots_per_sm,
-                  depthwise_output_flops=self.depthwise_output_flops,
-                  depthwise_wgrad_flops=self.depthwise_wgrad_flops, wgrad_max_split=self.wgrad_max_split,
-                  wgrad_tile_passes=self.wgrad_tile_passes, dgrad_atomic_flops=self.dgrad_atomic_flops)
-        if self.tile_half_intensity_tensor_cores is not None:
-            in_range("efficiency.kernels", tile_half_intensity_tensor_cores=self.tile_half_intensity_tensor_cores)
-        if self.tile_half_intensity_gemm is not None:
-            in_range("efficiency.kernels", tile_half_intensity_gemm=self.tile_half_intensity_gemm)
+        for k in _COUNTS:
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ProfileError(f"efficiency.kernels: '{k}' must be a positive integer, got {v!r}")
+        # every other field is a number in its range (RANGES), checked in field order; None: not set
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _COUNTS}
+        in_range("efficiency.kernels", **{k: v for k, v in values.items() if v is not None})
+
+
+#: The fields of :class:`KernelParams` that are whole counts, checked apart from the ranged numbers.
+_COUNTS = ("sm_count", "threads_per_sm")
 
 
 @dataclass(frozen=True)
