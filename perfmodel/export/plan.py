@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..cost.compute import HALF_PRECISIONS
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import BatchSplitError, StrategyError
-from ..network.importers import is_import_spec
+from ..network.importers import absolute_spec, is_import_spec
 from ..strategies import Prediction
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.data import BUCKET_BYTES
@@ -127,7 +126,7 @@ def user_module(model: str) -> str:
     path, sep, name = model.rpartition(":")
     if not sep or not path.endswith(".py") or not name.isidentifier():
         return ""
-    return f"{Path(path).resolve()}:{name}"
+    return absolute_spec(model)
 
 
 def check_model_exportable(model: str, input_shape: tuple[int, ...] = ()) -> None:
