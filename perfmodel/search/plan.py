@@ -16,6 +16,7 @@ from ..limits import MAX_BATCH, MAX_GPUS, as_integer, check_count, shown
 from ..network import Network
 from ..strategies.amp_runtime import DEFAULT_AMP_RUNTIME
 from ..strategies.baseline import Baseline
+from ..strategies.compose import tiles_and_fits
 from ..strategies.inputs import check_top, get_model, hardware_of
 from ..strategies.predict import (
     DEFAULT_BATCH_PER_GPU,
@@ -280,18 +281,21 @@ class Pricer:
         self.n_cand += 1
         ctx, B = self.ctx, self.B
         try:
-            r = price(ctx, s, B)
-            if s.sp_degree > 1 and not r.details.get("spatial_links"):
-                # every link fell back to sample decomposition: that is data parallelism, unless
-                # GPUs would idle (below one sample each) or it does not fit (tiles hold less)
-                below = math.ceil(B // s.dp / s.mb) < s.sp_degree
-                if s.decomp != "auto" or not (below or sum(r.memory.values()) > self.cap):
-                    self.rejected += 1
-                    self.errors.append(f"{s.spec()} tiles no link: each splits samples instead, which is "
-                                       f"data parallelism (kind dp)")
-                    return None
-                s = s.with_(decomp="spatial")
+            if s.sp_degree > 1 and s.pp > 1 and s.filter == s.channel == 1:
+                # a pipeline's split search is the dear part of its price: settle the fallback first
+                tiles, fits = tiles_and_fits(ctx, s, B)
+                if not tiles:
+                    if not self._tiles_instead(s, not fits):
+                        return None
+                    s = s.with_(decomp="spatial")
                 r = price(ctx, s, B)
+            else:
+                r = price(ctx, s, B)
+                if s.sp_degree > 1 and not r.details.get("spatial_links"):
+                    if not self._tiles_instead(s, sum(r.memory.values()) > self.cap):
+                        return None
+                    s = s.with_(decomp="spatial")
+                    r = price(ctx, s, B)
         except PerfmodelError as e:
             self.rejected += 1
             self.errors.append(str(e))
@@ -307,6 +311,19 @@ class Pricer:
             except PerfmodelError:
                 self.rejected += 1
         return B / r.time_s, mem, s, r.time_s
+
+    def _tiles_instead(self, s: Strategy, over: bool) -> bool:
+        """Whether spatial plan ``s``, whose every link fell back to sample decomposition (``over``:
+        then over the GPU's memory), is priced tiled instead (``decomp=spatial``); else it is data
+        parallelism, rejected: tiling is taken where GPUs would idle (below one sample each) or
+        the plan does not fit (tiles hold less)."""
+        below = math.ceil(self.B // s.dp / s.mb) < s.sp_degree
+        if s.decomp == "auto" and (below or over):
+            return True
+        self.rejected += 1
+        self.errors.append(f"{s.spec()} tiles no link: each splits samples instead, which is "
+                           f"data parallelism (kind dp)")
+        return False
 
     def consider(self, s: Strategy) -> None:
         """Price ``s``; if it does not fit, also the fewest micro-batches with which it does."""

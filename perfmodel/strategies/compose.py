@@ -15,7 +15,7 @@ The terms are built by :func:`.chain_terms.chain_terms`, on numbers here and on 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
 from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, exchange_floor_s, fill_drain_s, split_pool, tail_s
 
-__all__ = ["price", "price_chain", "chain_memory", "split_memory_bytes", "numeric_step"]
+__all__ = ["price", "price_chain", "tiles_and_fits", "chain_memory", "split_memory_bytes", "numeric_step"]
 
 
 def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
@@ -59,6 +59,16 @@ PRICED_MEMO = 8192
 
 def _price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     """:func:`price` without the memo."""
+    _check_plan(ctx, s, global_batch)
+    if s.mp > 1:
+        return _finite(ctx, s, price_model_parallel(ctx, s, global_batch))
+    if s.filter > 1 or s.channel > 1:
+        return _finite(ctx, s, price_channel_split(ctx, s, global_batch))
+    return _finite(ctx, s, price_chain(ctx, s, global_batch))
+
+
+def _check_plan(ctx: Context, s: Strategy, global_batch: int) -> None:
+    """Raise the error that keeps ``s`` off ``ctx``'s network and hardware at ``global_batch``."""
     net, hw = ctx.net, ctx.hw
     n_links = len(net.links)
     if global_batch > MAX_BATCH:
@@ -73,11 +83,6 @@ def _price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
         raise StrategyError(f"pp={s.pp} stages but {net.name} has only {n_links} chain links (valid: pp <= {n_links})")
     if s.comm == "dataparallel":
         check_dataparallel(s, hw.gpus_per_node)
-    if s.mp > 1:
-        return _finite(ctx, s, price_model_parallel(ctx, s, global_batch))
-    if s.filter > 1 or s.channel > 1:
-        return _finite(ctx, s, price_channel_split(ctx, s, global_batch))
-    return _finite(ctx, s, price_chain(ctx, s, global_batch))
 
 
 def _finite(ctx: Context, s: Strategy, priced: Priced) -> Priced:
@@ -92,27 +97,46 @@ def _finite(ctx: Context, s: Strategy, priced: Priced) -> Priced:
     return priced
 
 
-def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
-    """Step terms, memory and details of a chain plan ``s`` at ``global_batch``."""
-    net = ctx.net
+class _ChainSetup(NamedTuple):
+    """A chain plan's batch and layers: samples per replica, the largest micro-batch, the layers
+    at the mean micro-batch (time) and at the largest (memory), the transient bytes."""
+
+    per_replica: int
+    m: int
+    layers: ChainLayers
+    mem_layers: ChainLayers
+    workspace: float
+
+
+def _chain_setup(ctx: Context, s: Strategy, global_batch: int) -> _ChainSetup:
+    """:class:`_ChainSetup` of chain plan ``s`` at ``global_batch``."""
     if s.is_ps and (s.pp > 1 or s.sp_degree > 1):
         raise StrategyError("parameter servers (comm=ps-*) are modelled for data parallelism only (use dp=N)")
     per_replica, m = split_batch(global_batch, s)
-    details: dict[str, Any] = {"micro_batch": m, "samples_per_replica": per_replica}
     # micro-batches of floor or ceil(per_replica / mb) samples: time at their mean (exactly
     # per_replica samples per step), memory at the largest
     m_t = per_replica / s.mb
     if s.sp_degree > 1:
         layers = spatial_layers(ctx, s, m_t)
         mem_layers = layers if m_t == m else spatial_layers(ctx, s, m)
-        details["spatial_links"] = [lk.name for lk, t in zip(net.links, layers.spatial_links, strict=True) if t]
-        details["sample_links"] = [lk.name for lk, t in zip(net.links, layers.spatial_links, strict=True) if not t]
     else:
         layers = sample_layers(ctx, m_t)
         mem_layers = layers if m_t == m else sample_layers(ctx, m)
     workspace = transient_bytes(ctx, m, s.sp if s.sp_degree > 1 else (1, 1, 1)) + ctx.hw.framework_reserve_bytes
+    return _ChainSetup(per_replica, m, layers, mem_layers, workspace)
+
+
+def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
+    """Step terms, memory and details of a chain plan ``s`` at ``global_batch``."""
+    net = ctx.net
+    c = _chain_setup(ctx, s, global_batch)
+    layers = c.layers
+    details: dict[str, Any] = {"micro_batch": c.m, "samples_per_replica": c.per_replica}
+    if s.sp_degree > 1:
+        details["spatial_links"] = [lk.name for lk, t in zip(net.links, layers.spatial_links, strict=True) if t]
+        details["sample_links"] = [lk.name for lk, t in zip(net.links, layers.spatial_links, strict=True) if not t]
     if s.pp > 1:
-        split = _best_split(ctx, s, layers, mem_layers, per_replica, workspace, details)
+        split = _best_split(ctx, s, c, details)
         bounds, crit = split.bounds, split.timing.critical_stage
         details["critical_stage"] = crit
     else:
@@ -123,8 +147,26 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     details.update(step.details)
     details["bucket_bytes"] = BUCKET_BYTES
     details["sp_group_in_node"] = layers.in_node
-    memory = chain_memory(ctx, s, mem_layers, bounds, per_replica, workspace)
+    memory = chain_memory(ctx, s, c.mem_layers, bounds, c.per_replica, c.workspace)
     return Priced.of(step.terms, memory, details)
+
+
+def tiles_and_fits(ctx: Context, s: Strategy, global_batch: int) -> tuple[bool, bool]:
+    """(whether chain plan ``s`` tiles any link, whether it fits in a GPU's memory) as
+    :func:`price` would report them (``spatial_links`` not empty; the memory within the
+    device's), without a pipeline's split search: the search takes a split that fits where one
+    does, so the plan fits if any split of its pool does. Raises what :func:`price` raises for
+    the plan's shape and batch."""
+    _check_plan(ctx, s, global_batch)
+    c = _chain_setup(ctx, s, global_batch)
+    cap = ctx.hw.device.memory_bytes
+    if s.pp > 1:
+        pool = _split_pool(ctx, s, c)[0]
+        fits = bool((split_memory_bytes(ctx, s, c.mem_layers, pool, c.per_replica, c.workspace) <= cap).any())
+    else:
+        whole = np.array([0, len(ctx.net.links)])
+        fits = sum(chain_memory(ctx, s, c.mem_layers, whole, c.per_replica, c.workspace).values()) <= cap
+    return any(c.layers.spatial_links), fits
 
 
 def numeric_step(ctx: Context, s: Strategy, layers: ChainLayers) -> ChainStep:
@@ -139,12 +181,9 @@ def _largest_stage_params(ctx: Context, bounds: np.ndarray) -> float:
     return max(float(link_params[bounds[i] : bounds[i + 1]].sum()) for i in range(len(bounds) - 1))
 
 
-def _best_split(
-    ctx: Context, s: Strategy, layers: ChainLayers, mem_layers: ChainLayers, per_replica: int, workspace: float,
-    details: dict[str, Any],
-) -> StageSplit:
-    """The fastest split that fits in memory (the fastest if none fits; :mod:`.split_search`);
-    ``balance=`` pins it."""
+def _split_pool(ctx: Context, s: Strategy, c: _ChainSetup) -> tuple[np.ndarray, list[tuple[int, ...]], bool]:
+    """(the stage bounds searched, one row per split; the reference splits seeding a pool that is
+    not every split; whether it is every split): ``balance=``'s one split where it pins it."""
     n_links = len(ctx.net.links)
     if s.balance and sum(s.balance) != n_links:
         k = len(s.balance)
@@ -152,11 +191,20 @@ def _best_split(
         raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links} "
                             f"(valid: {k} positive counts summing to {n_links}, e.g. balance={even})")
     if s.balance:
+        return np.concatenate([[0], np.cumsum(s.balance)])[None, :], [], True
+    exhaustive = math.comb(n_links - 1, s.pp - 1) <= EXHAUSTIVE_SPLITS
+    candidates = [] if exhaustive else stage_candidates(ctx, s, c.layers)
+    return split_pool(n_links, s.pp, candidates), candidates, exhaustive
+
+
+def _best_split(ctx: Context, s: Strategy, c: _ChainSetup, details: dict[str, Any]) -> StageSplit:
+    """The fastest split that fits in memory (the fastest if none fits; :mod:`.split_search`);
+    ``balance=`` pins it."""
+    layers = c.layers
+    pool, candidates, exhaustive = _split_pool(ctx, s, c)
+    if s.balance:
         best = stage_split(ctx, s, layers, s.balance)
     else:
-        exhaustive = math.comb(n_links - 1, s.pp - 1) <= EXHAUSTIVE_SPLITS
-        candidates = [] if exhaustive else stage_candidates(ctx, s, layers)
-        pool = split_pool(n_links, s.pp, candidates)
         splits: dict[int, StageSplit] = {}
 
         def split(j: int) -> StageSplit:
@@ -164,7 +212,7 @@ def _best_split(
                 splits[j] = stage_split(ctx, s, layers, tuple(int(x) for x in np.diff(pool[j])))
             return splits[j]
 
-        fits = split_memory_bytes(ctx, s, mem_layers, pool, per_replica, workspace) <= ctx.hw.device.memory_bytes
+        fits = split_memory_bytes(ctx, s, c.mem_layers, pool, c.per_replica, c.workspace) <= ctx.hw.device.memory_bytes
         body = fill_drain_s(ctx, s, layers, pool)
         tail_base, tail = tail_s(ctx, s, pool)
         floor = exchange_floor_s(ctx, s, pool)
@@ -174,7 +222,7 @@ def _best_split(
                                                      lambda j: float(body[j]) + tail(j) + floor(j)))
         best = split(row)
         if not exhaustive:  # the pool's seeds
-            details["balance_candidates"] = [list(c) for c in candidates]
+            details["balance_candidates"] = [list(b) for b in candidates]
         details["balance_search"] = {"splits": len(pool), "priced_in_full": priced, "exhaustive": exhaustive,
                                      "gap_bound_s": gap}
     link_params = ctx.link_sum(ctx.cc.params)
