@@ -12,9 +12,11 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.hardware import load_hardware
 from perfmodel.network.zoo import get_model
 from perfmodel.search.plan import Priced, Pricer, plan_in
-from perfmodel.strategies.compose import price, tiles_and_fits
+from perfmodel.strategies.compose import memory_ceiling_bytes, price, split_memory_bytes, tiles_and_fits
 from perfmodel.strategies.context import context
+from perfmodel.strategies.spatial import sample_layers, spatial_layers
 from perfmodel.strategies.spec import Strategy, parse_strategy
+from perfmodel.strategies.split_search import split_pool
 
 #: (model, profile, plan, global batches): spatial pipelines on both sides of both answers
 CASES = [
@@ -50,6 +52,22 @@ def test_cases_reach_every_answer() -> None:
     seen = {_reported((m, p), spec, b)[1] for m, p, spec, bs in CASES for b in bs}
     assert {t for t, _ in seen} == {True, False}
     assert {f for _, f in seen} == {True, False}
+
+
+@pytest.mark.parametrize("spec", ["pp=4,mb=8", "pp=4,dp=2,mb=8,schedule=1f1b", "pp=3,mb=2,recompute=true",
+                                  "pp=5,mb=3,schedule=1f1b,recompute=true", "pp=2,sp=2x2,mb=4,decomp=auto"])
+def test_memory_ceiling_is_above_every_split(spec: str) -> None:
+    """The ceiling the early check trusts is at least every contiguous split's memory (and above
+    the smallest: a bound, not the answer)."""
+    net = get_model("resnet18")
+    ctx = context(net, load_hardware("v100-16gb-dgx1"), "amp", "adam")
+    s = parse_strategy(spec)
+    m, workspace = 6, 3.0e8
+    layers = spatial_layers(ctx, s, m) if s.sp_degree > 1 else sample_layers(ctx, m)
+    every = split_memory_bytes(ctx, s, layers, split_pool(len(net.links), s.pp, []), m * s.mb, workspace)
+    ceiling = memory_ceiling_bytes(ctx, s, layers, m * s.mb, workspace)
+    assert every.max() <= ceiling
+    assert every.min() < ceiling
 
 
 def test_probe_raises_what_price_raises() -> None:

@@ -37,7 +37,8 @@ from .spatial import ChainLayers, sample_layers, spatial_layers
 from .spec import Strategy
 from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, exchange_floor_s, fill_drain_s, split_pool, tail_s
 
-__all__ = ["price", "price_chain", "tiles_and_fits", "chain_memory", "split_memory_bytes", "numeric_step"]
+__all__ = ["price", "price_chain", "tiles_and_fits", "chain_memory", "split_memory_bytes", "memory_ceiling_bytes",
+           "numeric_step"]
 
 
 def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
@@ -156,13 +157,29 @@ def tiles_and_fits(ctx: Context, s: Strategy, global_batch: int) -> tuple[bool, 
     :func:`price` would report them (``spatial_links`` not empty; the memory within the
     device's), without a pipeline's split search: the search takes a split that fits where one
     does, so the plan fits if any split of its pool does. Raises what :func:`price` raises for
-    the plan's shape and batch."""
+    the plan's shape and batch. Memoised per context like :func:`price`."""
+    key = (s, int(global_batch))
+    hit = ctx.tiled.get(key)
+    if hit is None:
+        hit = _tiles_and_fits(ctx, s, global_batch)
+        if len(ctx.tiled) >= PRICED_MEMO:
+            ctx.tiled.clear()
+        ctx.tiled[key] = hit
+    return hit
+
+
+def _tiles_and_fits(ctx: Context, s: Strategy, global_batch: int) -> tuple[bool, bool]:
+    """:func:`tiles_and_fits` without the memo."""
     _check_plan(ctx, s, global_batch)
     c = _chain_setup(ctx, s, global_batch)
     cap = ctx.hw.device.memory_bytes
     if s.pp > 1:
-        pool = _split_pool(ctx, s, c)[0]
-        fits = bool((split_memory_bytes(ctx, s, c.mem_layers, pool, c.per_replica, c.workspace) <= cap).any())
+        _check_balance(ctx, s)
+        # every split fits under the ceiling (with room for the sums' rounding): no pool needed
+        fits = memory_ceiling_bytes(ctx, s, c.mem_layers, c.per_replica, c.workspace) * (1 + 1e-9) <= cap
+        if not fits:
+            pool = _split_pool(ctx, s, c)[0]
+            fits = bool((split_memory_bytes(ctx, s, c.mem_layers, pool, c.per_replica, c.workspace) <= cap).any())
     else:
         whole = np.array([0, len(ctx.net.links)])
         fits = sum(chain_memory(ctx, s, c.mem_layers, whole, c.per_replica, c.workspace).values()) <= cap
@@ -184,17 +201,23 @@ def _largest_stage_params(ctx: Context, bounds: np.ndarray) -> float:
 def _split_pool(ctx: Context, s: Strategy, c: _ChainSetup) -> tuple[np.ndarray, list[tuple[int, ...]], bool]:
     """(the stage bounds searched, one row per split; the reference splits seeding a pool that is
     not every split; whether it is every split): ``balance=``'s one split where it pins it."""
+    _check_balance(ctx, s)
+    n_links = len(ctx.net.links)
+    if s.balance:
+        return np.concatenate([[0], np.cumsum(s.balance)])[None, :], [], True
+    exhaustive = math.comb(n_links - 1, s.pp - 1) <= EXHAUSTIVE_SPLITS
+    candidates = [] if exhaustive else stage_candidates(ctx, s, c.layers)
+    return split_pool(n_links, s.pp, candidates), candidates, exhaustive
+
+
+def _check_balance(ctx: Context, s: Strategy) -> None:
+    """Raise if ``balance=`` does not cover the chain's links."""
     n_links = len(ctx.net.links)
     if s.balance and sum(s.balance) != n_links:
         k = len(s.balance)
         even = ":".join(str(n_links // k + (i < n_links % k)) for i in range(k))
         raise StrategyError(f"balance {':'.join(map(str, s.balance))} covers {sum(s.balance)} links, not {n_links} "
                             f"(valid: {k} positive counts summing to {n_links}, e.g. balance={even})")
-    if s.balance:
-        return np.concatenate([[0], np.cumsum(s.balance)])[None, :], [], True
-    exhaustive = math.comb(n_links - 1, s.pp - 1) <= EXHAUSTIVE_SPLITS
-    candidates = [] if exhaustive else stage_candidates(ctx, s, c.layers)
-    return split_pool(n_links, s.pp, candidates), candidates, exhaustive
 
 
 def _best_split(ctx: Context, s: Strategy, c: _ChainSetup, details: dict[str, Any]) -> StageSplit:
@@ -298,20 +321,40 @@ def split_memory_bytes(
 ) -> np.ndarray:
     """:func:`chain_memory`'s total for each split (rows of stage ``bounds``, links) at once: its
     busiest stage's bytes, the parts being linear in the stage's weights and activations."""
+    per_param, cs, cp, link_in, in_flight, first0 = _stage_memory_parts(ctx, s, layers, per_replica)
+    lo, hi = bounds[:, :-1], bounds[:, 1:]
+    saved = cs[hi] - cs[lo]
+    acts = in_flight * link_in[lo] + saved if s.recompute else in_flight * saved
+    first = np.zeros(s.pp)
+    first[0] = first0
+    total = (cp[hi] - cp[lo]) * per_param + first + acts + workspace
+    out: np.ndarray = total.max(axis=1)
+    return out
+
+
+def memory_ceiling_bytes(ctx: Context, s: Strategy, layers: ChainLayers, per_replica: int, workspace: float) -> float:
+    """Bytes no stage of any split of ``s`` exceeds (:func:`split_memory_bytes`): every link's
+    weights and activations on one stage that also holds the first stage's input batch and
+    micro-batches in flight (no stage holds more in flight than the first) and, under
+    recomputation, the largest link input."""
+    per_param, cs, cp, link_in, in_flight, first0 = _stage_memory_parts(ctx, s, layers, per_replica)
+    acts = in_flight[0] * link_in.max() + cs[-1] if s.recompute else in_flight[0] * cs[-1]
+    return float(cp[-1] * per_param + first0 + acts + workspace)
+
+
+def _stage_memory_parts(
+    ctx: Context, s: Strategy, layers: ChainLayers, per_replica: int
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """A stage's memory parts for :func:`split_memory_bytes`: (bytes per parameter; saved bytes
+    and parameters summed over the links before each bound; each link's input bytes one GPU
+    holds; micro-batches in flight per stage; the input batch's bytes on the first stage)."""
     e, net = ctx.elem_bytes, ctx.net
     exchanged = s.dp * s.sp_degree > 1 and s.comm in ("ring", "tree", "hierarchical")
     per_param = sum(memory_parts(1.0, ctx.precision, ctx.optimizer, exchanged, 0.0, 0.0, 0.0, ctx.amp_runtime).values())
-    csum = {k: np.concatenate([[0.0], np.cumsum(ctx.link_sum(v))]) for k, v in
-            (("saved", layers.saved), ("params", ctx.cc.params))}
-    lo, hi = bounds[:, :-1], bounds[:, 1:]
-    saved = csum["saved"][hi] - csum["saved"][lo]
+    cs = np.concatenate([[0.0], np.cumsum(ctx.link_sum(layers.saved))])
+    cp = np.concatenate([[0.0], np.cumsum(ctx.link_sum(ctx.cc.params))])
     link_in = np.array([layers.held(a) * ctx.cut_elems[a - 1] * e if a > 0 else 0.0 for a in range(len(net.links))])
     stage = np.arange(s.pp)
     in_flight = np.full(s.pp, s.mb) if s.schedule == "gpipe" else np.minimum(s.pp - stage, s.mb)
-    acts = in_flight * link_in[lo] + saved if s.recompute else in_flight * saved
     inputs_held = layers.held(0) * (per_replica / layers.m if s.schedule == "gpipe" else min(s.pp, s.mb))
-    first = np.zeros(s.pp)
-    first[0] = ctx.input_bytes(inputs_held)
-    total = (csum["params"][hi] - csum["params"][lo]) * per_param + first + acts + workspace
-    out: np.ndarray = total.max(axis=1)
-    return out
+    return per_param, cs, cp, link_in, in_flight, ctx.input_bytes(inputs_held)

@@ -61,6 +61,8 @@ class Context:
     #: priced plans by (plan, global batch), :func:`~.compose.price`'s memo: the searches of one
     #: sweep (scale's kinds at a GPU count, its baselines) price many of the same plans
     priced: dict[tuple[Strategy, int], Priced] = field(default_factory=dict, repr=False)
+    #: (tiles any link, fits) of spatial plans by (plan, global batch): :func:`~.compose.tiles_and_fits`'s memo
+    tiled: dict[tuple[Strategy, int], tuple[bool, bool]] = field(default_factory=dict, repr=False)
 
     @property
     def elem_bytes(self) -> int:
