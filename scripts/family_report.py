@@ -15,6 +15,7 @@ multi-GPU rows scored); and the speedup MAPE without calibration.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections import defaultdict
 from importlib import resources
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from perfmodel.errors import PerfmodelError
 from perfmodel.validation import Validation, load_measurements, validate
 
 FAMILIES = (
@@ -83,16 +85,23 @@ def report(files: list[str]) -> list[Row]:
 
 
 def main(argv: list[str]) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("files", nargs="*", metavar="FILE", help="measured-run CSV files (default: the shipped sets)")
+    args = ap.parse_args(argv)
     data = Path(str(resources.files("perfmodel.data")))
-    files = argv or [str(data / f) for f in ("published_runs.csv", "holdout_runs.csv", "families_runs.csv",
-                                            "families_holdout_runs.csv", "jcjohnson_runs.csv",
-                                            "u39kun_runs.csv", "hopper_runs.csv", "unet3d_runs.csv",
-                                            "unet3d_tf_runs.csv")]
+    files = args.files or [str(data / f) for f in ("published_runs.csv", "holdout_runs.csv", "families_runs.csv",
+                                                  "families_holdout_runs.csv", "jcjohnson_runs.csv",
+                                                  "u39kun_runs.csv", "hopper_runs.csv", "unet3d_runs.csv",
+                                                  "unet3d_tf_runs.csv")]
     for f in files:
+        try:
+            rows = report([f])
+        except PerfmodelError as e:
+            sys.exit(f"error: {e}")
         print(f"== {Path(f).name}")
         print(f"{'family':<24}{'rows':>6}{'throughput MAPE %':>19}{'pooled cal. %':>15}{'per-group cal. %':>18}"
               f"{'speedup %':>11}")
-        for fam, n, e, c, g, s in report([f]):
+        for fam, n, e, c, g, s in rows:
             cells = ["-" if x is None else f"{x:.1f}" for x in (c, g, s)]
             print(f"{fam:<24}{n:>6}{e:>19.1f}{cells[0]:>15}{cells[1]:>18}{cells[2]:>11}")
 
