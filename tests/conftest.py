@@ -28,6 +28,8 @@ import pytest
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+from perfmodel.strategies.context import clear_contexts  # noqa: E402  (numpy: after the thread settings)
+
 #: ``-n auto`` starts one worker per available core, at most this many: each worker imports torch
 #: and sympy and collects the whole suite (~10 s of CPU), and the longest test (the what_if
 #: notebook, ~15 s) bounds the wall time anyway.
@@ -41,3 +43,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         return None  # xdist's own implementation reads it
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(MAX_AUTO_WORKERS, cores))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_contexts() -> None:
+    """Each test prices in contexts of its own: the ones ``context`` keeps from an earlier test in
+    the process (whatever it patched) are forgotten."""
+    clear_contexts()

@@ -13,7 +13,7 @@ from perfmodel.hardware import load_hardware
 from perfmodel.network.zoo import get_model
 from perfmodel.search.plan import Priced, Pricer, plan_in
 from perfmodel.strategies.compose import memory_ceiling_bytes, price, split_memory_bytes, tiles_and_fits
-from perfmodel.strategies.context import context
+from perfmodel.strategies.context import clear_contexts, context
 from perfmodel.strategies.spatial import sample_layers, spatial_layers
 from perfmodel.strategies.spec import Strategy, parse_strategy
 from perfmodel.strategies.split_search import split_pool
@@ -120,6 +120,7 @@ def test_search_ranks_as_with_every_plan_priced(
     ctx = context(get_model(model), load_hardware(profile), "amp", "sgd")
     fast = plan_in(ctx, gpus, batch, ("hybrid", "sp", "pp"), top=5)
     monkeypatch.setattr(importlib.import_module("perfmodel.search.plan"), "Pricer", _FullPricer)
+    clear_contexts()  # a context of its own, none of the first search's priced plans
     slow = plan_in(context(get_model(model), load_hardware(profile), "amp", "sgd"), gpus, batch,
                    ("hybrid", "sp", "pp"), top=5)
     assert [p.strategy for p in fast.plans] == [p.strategy for p in slow.plans]

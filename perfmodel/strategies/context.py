@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,7 +24,7 @@ from .memory import grad_bytes_per_param, input_batch_bytes, input_bytes_per_ele
 from .priced import Priced
 from .spec import Strategy
 
-__all__ = ["Context", "context", "split_batch", "transient_bytes", "weight_group"]
+__all__ = ["Context", "context", "clear_contexts", "split_batch", "transient_bytes", "weight_group"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,11 +138,35 @@ def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_
         raise UsageError(f"unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})")
     check_fusion_setting(fusion, precision, memory_format)
     optimizer_bytes_per_param(optimizer)  # validates
+    key = (id(net), id(hw), precision, optimizer, float(compute_scale), int(cudnn_major), memory_format, fusion,
+           amp_runtime)
+    hit = _CONTEXTS.get(key)
+    if hit is not None and hit[0] is net and hit[1] is hw:
+        _CONTEXTS.move_to_end(key)
+        return hit[2]
     cc = compile_counts(net)
     starts = np.array([lk.start for lk in net.links])
     cut = np.array([lk.cut_elems_per_sample for lk in net.links], dtype=float)
-    return Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale, int(cudnn_major),
-                   memory_format, fusion, amp_runtime)
+    ctx = Context(net, cc, hw, precision, optimizer, starts, cut, compute_scale, int(cudnn_major),
+                  memory_format, fusion, amp_runtime)
+    _CONTEXTS[key] = (net, hw, ctx)
+    while len(_CONTEXTS) > CONTEXTS_KEPT:
+        _CONTEXTS.popitem(last=False)
+    return ctx
+
+
+#: Contexts :func:`context` keeps, the latest used: calls with the same network and profile
+#: objects and settings share one, and with it its memoised layer times and priced plans (a
+#: loop of ``predict`` calls in a notebook prices each micro-batch's layers once).
+CONTEXTS_KEPT = 8
+def clear_contexts() -> None:
+    """Forget the contexts :func:`context` keeps (after changing what pricing reads in place)."""
+    _CONTEXTS.clear()
+
+
+#: :func:`context`'s contexts by argument (network and profile by identity; the entry holds both,
+#: so neither id can be reused by another object while it is kept)
+_CONTEXTS: OrderedDict[tuple[object, ...], tuple[Network, Hardware, Context]] = OrderedDict()
 
 
 def split_batch(global_batch: int, s: Strategy) -> tuple[int, int]:

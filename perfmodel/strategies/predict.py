@@ -304,13 +304,13 @@ def predict_in(
         speedup_baseline=text,
         memory_per_gpu_bytes=float(mem),
         memory_capacity_bytes=hw.device.memory_bytes,
-        breakdown=priced.breakdown,
-        memory=priced.memory,
+        breakdown=dict(priced.breakdown),  # copies: the priced plan stays in its context's memo
+        memory=dict(priced.memory),
         assumptions={**assumptions(ctx, text), "gradient_exchange": exchange_assumption(s),
                      **({"stage_split": stage_split_assumption(s, priced.details, len(ctx.net.links))}
                         if s.pp > 1 else {}),
                      **({"mp_partition": priced.details["partition_choice"]["why"]} if s.mp > 1 else {})},
-        details=priced.details,
+        details=dict(priced.details),
         baseline=base,
         cudnn_major=ctx.cudnn_major,
         memory_format=ctx.memory_format,
