@@ -164,7 +164,7 @@ def no_candidate_reasons(
             reasons[kind] = f"{kind} splits a step over 2 or more GPUs (on 1 GPU only dp=1 runs)"
         elif kind == "pp":
             reasons[kind] = (f"pp={gpus} needs {gpus} pipeline stages, and {net.name} has {links} chain links"
-                             f"{f' (at most {max_pp} stages)' if gpus > max_pp else ''}")
+                             f"{f'; the search tries at most {max_pp} stages' if gpus > max_pp else ''}")
         elif kind == "sp":
             ext = "x".join(str(e) for e in net.input_shape[1:]) or "non-spatial"
             reasons[kind] = (f"sp splits at most {max_sp} GPUs" if gpus > max_sp else
