@@ -26,6 +26,7 @@ from typing import TextIO
 from .errors import DataError, PerfmodelError, UsageError
 
 __all__ = [
+    "CHART_SUFFIXES",
     "MAX_PROFILE_BYTES",
     "MAX_CSV_BYTES",
     "atomic_write_bytes",
@@ -46,6 +47,10 @@ MAX_CSV_BYTES = 1 << 30
 Check = Callable[[Path], None]
 
 
+#: The files a chart can be drawn to, by extension (matplotlib's PNG, SVG and PDF writers).
+CHART_SUFFIXES = (".png", ".svg", ".pdf")
+
+
 def check_target(path: str | Path, suffixes: tuple[str, ...] = ()) -> Path:
     """``path`` if it can be written: a known suffix, an existing writable folder, not a folder.
 
@@ -57,6 +62,8 @@ def check_target(path: str | Path, suffixes: tuple[str, ...] = ()) -> Path:
     if "\n" in str(p) or "\r" in str(p):
         raise UsageError(f"cannot write {str(p)!r}: a file name with a line break")
     parent = p.parent if str(p.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"cannot write '{p}': '{parent}' is a file, not a folder")
     if not parent.is_dir():
         raise UsageError(f"cannot write '{p}': folder '{parent}' does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):

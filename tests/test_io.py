@@ -85,6 +85,12 @@ def test_target_checks(tmp_path: Path, name: str, suffixes: tuple[str, ...], phr
         pio.check_target(tmp_path / name, suffixes)
 
 
+def test_a_file_is_not_a_folder_to_write_into(tmp_path: Path) -> None:
+    (tmp_path / "measured.csv").write_text("x\n")
+    with pytest.raises(UsageError, match="'.*measured.csv' is a file, not a folder"):
+        pio.check_target(tmp_path / "measured.csv" / "cal.toml", (".toml",))
+
+
 def test_a_folder_is_not_a_target(tmp_path: Path) -> None:
     (tmp_path / "d.png").mkdir()
     with pytest.raises(UsageError, match="is a folder"):

@@ -14,7 +14,7 @@ from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, MEMORY_FORMATS
 from ..errors import UsageError, did_you_mean
 from ..hardware import DEFAULT_HARDWARE, PRECISIONS
-from ..io import check_target
+from ..io import CHART_SUFFIXES, check_target
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
 from ..network.importers import input_options, is_import_spec
 from ..report import FORMATS
@@ -169,11 +169,8 @@ def gpus_option(f: F) -> F:
 
 def chart_option(f: F) -> F:
     return click.option("--chart", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                        help="Also draw a chart to this file (.png or .svg).")(f)
+                        help=f"Also draw a chart to this file ({', '.join(CHART_SUFFIXES)}).")(f)
 
-
-#: The files ``--chart`` can draw, by extension.
-CHART_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def check_writable(path: Path | None, suffixes: tuple[str, ...] = CHART_SUFFIXES) -> None:

@@ -19,6 +19,7 @@ from ..strategies.amp_step import amp_assumption
 from ..units import GIB
 from .answer_options import training_options, training_request
 from .common import (
+    CHART_SUFFIXES,
     amp_runtime_option,
     chart_option,
     check_writable,
@@ -192,14 +193,12 @@ def scale_cmd(
     (--global-batch) keeps the samples per step. The speedup is over one GPU of the same
     profile (see the baseline line); a strategy with no feasible plan at a count shows '-'
     and the reason. With --chart, also draws the curves with the ideal line and the
-    parallel efficiency (.png or .svg).
+    parallel efficiency (.png, .svg or .pdf).
     """
     if global_batch is not None and batch_per_gpu is not None:
         raise UsageError(
             "give at most one of --global-batch (strong scaling) and --batch-per-gpu (weak scaling)"
         )
-    from ..report.charts import CHART_SUFFIXES
-
     if chart is not None and chart.suffix.lower() not in CHART_SUFFIXES:
         raise UsageError(
             f"cannot draw a chart to '{chart}': unknown extension '{chart.suffix}' "

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..errors import UsageError
-from ..io import atomic_write_bytes, check_target
+from ..io import CHART_SUFFIXES, atomic_write_bytes, check_target
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -30,8 +30,6 @@ __all__ = [
     "stacked_bars",
 ]
 
-#: File types a chart can be saved as (by the file's extension).
-CHART_SUFFIXES = (".png", ".svg", ".pdf")
 #: Resolution of saved raster charts.
 DPI = 150
 
