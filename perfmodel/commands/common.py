@@ -13,7 +13,7 @@ from ..cost.fusion import DEFAULT_FUSION, FUSIONS
 from ..cost.grouped import CUDNN_MAJORS, DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, MEMORY_FORMATS
 from ..errors import UsageError, did_you_mean
-from ..hardware import DEFAULT_HARDWARE, PRECISIONS
+from ..hardware import DEFAULT_HARDWARE, PRECISIONS, precision_hint
 from ..io import CHART_SUFFIXES, check_target
 from ..limits import MAX_GPUS, MAX_IMAGE_SIZE
 from ..network.importers import input_options, is_import_spec
@@ -44,13 +44,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Choice(click.Choice):  # type: ignore[type-arg]
-    """``click.Choice`` whose refusal also names the closest valid choices."""
+    """``click.Choice`` whose refusal also names the closest valid choices (or what ``hint`` says
+    of the value: another name of a choice)."""
+
+    def __init__(self, choices: Any, hint: Callable[[object], str] | None = None) -> None:
+        super().__init__(choices)
+        self.hint = hint
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as e:
-            hint = did_you_mean(str(value), [str(c) for c in self.choices])
+            hint = (self.hint(value) if self.hint else "") or did_you_mean(str(value), [str(c) for c in self.choices])
             if not hint:
                 raise
             self.fail(f"{e.message.rstrip('.')}{hint}", param, ctx)
@@ -73,7 +78,7 @@ def hardware_option(f: F) -> F:
 
 
 def precision_option(f: F) -> F:
-    return click.option("--precision", type=Choice(PRECISIONS), default="amp", show_default=True,
+    return click.option("--precision", type=Choice(PRECISIONS, precision_hint), default="amp", show_default=True,
                         help="fp32, tf32, amp (fp16 mixed precision) or bf16.")(f)
 
 

@@ -11,7 +11,7 @@ from .loader import (
     profile_names,
     profiles_dir,
 )
-from .profile import PRECISIONS, CollectiveParams, ComputeEfficiency, Device, Hardware, LinkTier
+from .profile import PRECISIONS, CollectiveParams, ComputeEfficiency, Device, Hardware, LinkTier, precision_hint
 
 __all__ = [
     "DEFAULT_HARDWARE",
@@ -25,6 +25,7 @@ __all__ = [
     "load_hardware",
     "load_profile",
     "parse_profile",
+    "precision_hint",
     "profile_names",
     "profiles_dir",
 ]

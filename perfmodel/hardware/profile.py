@@ -34,6 +34,7 @@ from .ranges import (
 
 __all__ = [
     "PRECISIONS",
+    "precision_hint",
     "TOPOLOGIES",
     "Device",
     "LinkTier",
@@ -46,6 +47,21 @@ __all__ = [
 
 #: Training precisions and the peak they run convolutions and matmuls at.
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+#: Names people give a precision that perfmodel spells otherwise (framework and paper names).
+_PRECISION_ALIASES = {"fp16": "amp", "float16": "amp", "half": "amp", "mixed": "amp", "16-mixed": "amp",
+                      "float32": "fp32", "single": "fp32", "bfloat16": "bf16", "bf16-mixed": "bf16"}
+
+
+def precision_hint(name: object) -> str:
+    """``"; fp16 is amp here (...)"`` where ``name`` is another name of one of :data:`PRECISIONS`, else ``""``."""
+    target = _PRECISION_ALIASES.get(str(name).strip().lower())
+    if target is None:
+        return ""
+    what = (" (16-bit tensor-core math with fp32 master weights; amp runtime pytorch-half for a model.half() run)"
+            if target == "amp" else "")
+    return f"; {name} is {target} here{what}"
+
+
 #: Which entry of ``peak_flops_per_s`` each precision's convolutions and matmuls use.
 PEAK_KEY = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "bf16": "bf16"}
 #: Interconnect topologies a link tier may name (informational; the cost model reads the
