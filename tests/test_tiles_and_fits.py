@@ -11,11 +11,11 @@ import pytest
 from perfmodel.errors import PerfmodelError
 from perfmodel.hardware import load_hardware
 from perfmodel.network.zoo import get_model
-from perfmodel.search.plan import Priced, Pricer, plan_in
+from perfmodel.search.plan import Pricer, plan_in
 from perfmodel.strategies.compose import memory_ceiling_bytes, price, split_memory_bytes, tiles_and_fits
 from perfmodel.strategies.context import clear_contexts, context
 from perfmodel.strategies.spatial import sample_layers, spatial_layers
-from perfmodel.strategies.spec import Strategy, parse_strategy
+from perfmodel.strategies.spec import parse_strategy
 from perfmodel.strategies.split_search import split_pool
 
 #: (model, profile, plan, global batches): spatial pipelines on both sides of both answers
@@ -85,31 +85,7 @@ def test_probe_raises_what_price_raises() -> None:
 class _FullPricer(Pricer):
     """The search's pricer without the early check: every spatial pipeline priced in full first."""
 
-    def evaluate(self, s: Strategy) -> Priced | None:
-        ctx, B = self.ctx, self.B
-        if s in self.seen or s.sp_degree == 1 or s.pp == 1:
-            return super().evaluate(s)
-        self.seen.add(s)
-        self.n_cand += 1
-        try:
-            r = price(ctx, s, B)
-            if not r.details.get("spatial_links"):
-                if not self._tiles_instead(s, sum(r.memory.values()) > self.cap):
-                    return None
-                s = s.with_(decomp="spatial")
-                r = price(ctx, s, B)
-        except PerfmodelError as e:
-            self.rejected += 1
-            self.errors.append(str(e))
-            return None
-        mem = sum(r.memory.values())
-        if mem > self.cap and not s.recompute:
-            s2 = s.with_(recompute=True)
-            r2 = price(ctx, s2, B)
-            self.n_cand += 1
-            if sum(r2.memory.values()) < mem:
-                s, r, mem = s2, r2, sum(r2.memory.values())
-        return B / r.time_s, mem, s, r.time_s
+    early_check = False
 
 
 @pytest.mark.parametrize(("model", "profile", "gpus", "batch"),

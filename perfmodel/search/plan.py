@@ -264,6 +264,10 @@ Priced = tuple[float, float, Strategy, float]
 class Pricer:
     """Prices candidates once each at one global batch and keeps (throughput, memory, plan, step)."""
 
+    #: settle a spatial pipeline's fallback to samples before its split search (:func:`tiles_and_fits`);
+    #: off, every such plan is priced in full first (the same ranking, slower: tests/test_tiles_and_fits.py)
+    early_check = True
+
     def __init__(self, ctx: Context, B: int) -> None:
         self.ctx, self.B = ctx, B
         self.cap = ctx.hw.device.memory_bytes
@@ -281,7 +285,7 @@ class Pricer:
         self.n_cand += 1
         ctx, B = self.ctx, self.B
         try:
-            if s.sp_degree > 1 and s.pp > 1 and s.filter == s.channel == 1:
+            if self.early_check and s.sp_degree > 1 and s.pp > 1 and s.filter == s.channel == 1:
                 # a pipeline's split search is the dear part of its price: settle the fallback first
                 tiles, fits = tiles_and_fits(ctx, s, B)
                 if not tiles:

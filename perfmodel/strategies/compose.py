@@ -15,7 +15,8 @@ The terms are built by :func:`.chain_terms.chain_terms`, on numbers here and on 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -40,17 +41,23 @@ from .split_search import EXHAUSTIVE_SPLITS, cheapest_split, exchange_floor_s, f
 __all__ = ["price", "price_chain", "tiles_and_fits", "chain_memory", "split_memory_bytes", "memory_ceiling_bytes",
            "numeric_step"]
 
+T = TypeVar("T")
+
 
 def price(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     """Step terms, memory and details of plan ``s`` at ``global_batch`` (no 1-GPU baseline),
     memoised per context (:attr:`~.context.Context.priced`, at most :data:`PRICED_MEMO` plans)."""
-    key = (s, int(global_batch))
-    hit = ctx.priced.get(key)
+    return _memoised(ctx.priced, (s, int(global_batch)), lambda: _price(ctx, s, global_batch))
+
+
+def _memoised(memo: dict[Any, T], key: Any, compute: Callable[[], T]) -> T:
+    """``memo[key]``, computed once (a full memo is emptied first: at most :data:`PRICED_MEMO` entries)."""
+    hit = memo.get(key)
     if hit is None:
-        hit = _price(ctx, s, global_batch)
-        if len(ctx.priced) >= PRICED_MEMO:
-            ctx.priced.clear()
-        ctx.priced[key] = hit
+        hit = compute()
+        if len(memo) >= PRICED_MEMO:
+            memo.clear()
+        memo[key] = hit
     return hit
 
 
@@ -158,14 +165,7 @@ def tiles_and_fits(ctx: Context, s: Strategy, global_batch: int) -> tuple[bool, 
     device's), without a pipeline's split search: the search takes a split that fits where one
     does, so the plan fits if any split of its pool does. Raises what :func:`price` raises for
     the plan's shape and batch. Memoised per context like :func:`price`."""
-    key = (s, int(global_batch))
-    hit = ctx.tiled.get(key)
-    if hit is None:
-        hit = _tiles_and_fits(ctx, s, global_batch)
-        if len(ctx.tiled) >= PRICED_MEMO:
-            ctx.tiled.clear()
-        ctx.tiled[key] = hit
-    return hit
+    return _memoised(ctx.tiled, (s, int(global_batch)), lambda: _tiles_and_fits(ctx, s, global_batch))
 
 
 def _tiles_and_fits(ctx: Context, s: Strategy, global_batch: int) -> tuple[bool, bool]:
