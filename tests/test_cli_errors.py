@@ -327,6 +327,8 @@ CASES: list[tuple[str, str, int, str]] = [
     ("hardware", "--format x", 2, "'x' is not one of"),
     # export (and plan --export)
     ("export", "resnet50 -n 4 -s sp=2x2 -o {out}.py", 1, "cannot be exported yet: spatial parallelism"),
+    ("plan", "cosmoflow -n 16 -B 8 --strategies hybrid --top 1 --export {out}.py", 1,
+     "none of the 1 ranked plan can be exported yet"),
     ("export", "resnet50 -n 4 -s dp=4,comm=ps-central -o {out}.py", 1, "parameter servers"),
     ("export", "tiny_cnn -n 2 -s pp=2,mb=3 -B 16 -o {out}.py", 2, "mb=3 equal micro-batches"),
     ("export", "tiny_cnn -n 2 -s dp=2 -o {out}.txt", 2, "unknown extension '.txt' (use .py)"),

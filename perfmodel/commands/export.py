@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..export import ExportPlan, check_exportable, export_plan, write_program
-from ..export.plan import check_model_exportable, refusal, user_module
+from ..export.plan import EXPORTABLE, NotExportableError, check_model_exportable, refusal, user_module
 from ..hardware import profile_names
 from ..network import get_model
 from ..report import to_json
@@ -52,10 +52,14 @@ def export_prediction(p: Prediction, hardware: str, output: Path, model: str = "
 
 def export_best(plans: Sequence[Prediction], hardware: str, output: Path, model: str = "") -> str:
     """Write the fastest exportable plan of ``plans`` (ranked); the text says which, and why faster
-    ones were passed over. Raises the first plan's :class:`NotExportableError` if none can be."""
+    ones were passed over. Raises :class:`NotExportableError` naming the first plan's reason if none can be."""
     ok = [i for i, p in enumerate(plans) if not refusal(p.strategy)]
     if not ok:
-        check_exportable(plans[0].strategy)
+        first = plans[0].strategy
+        raise NotExportableError(
+            f"export: none of the {len(plans)} ranked plan{'s' if len(plans) > 1 else ''} can be exported yet "
+            f"(rank 1, {first.spec()}: {refusal(first)}); rank more with --top, or search exportable kinds "
+            f"only (--strategies dp,pp; exportable: {EXPORTABLE})")
     skipped = [
         f"note: rank {i + 1} ({p.strategy.spec()}) not exported: {refusal(p.strategy)}"
         for i, p in enumerate(plans[: ok[0]])
