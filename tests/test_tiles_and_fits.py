@@ -1,4 +1,4 @@
-"""The search's early check of spatial pipelines against their full price: ``tiles_and_fits``
+"""The search's early check of spatial plans against their full price: ``tiles_and_fits``
 says what ``price`` reports (any tiled link; memory within the GPU's), and a search that uses it
 ranks the same plans as pricing every candidate in full."""
 
@@ -20,6 +20,8 @@ from perfmodel.strategies.split_search import split_pool
 
 #: (model, profile, plan, global batches): spatial pipelines on both sides of both answers
 CASES = [
+    ("resnet50", "a100-80gb-dgx", "sp=2x2,dp=2,decomp=auto", (4, 16384)),  # no pipeline
+    ("unet", "v100-16gb-dgx1", "sp=2x2,dp=2,mb=2", (8, 512)),
     ("resnet50", "a100-80gb-dgx", "sp=2x2,pp=2,dp=2", (16, 32768)),
     ("resnet50", "a100-80gb-dgx", "sp=2x2,pp=2,dp=2,decomp=auto", (16, 4096, 32768)),
     ("resnet50", "v100-16gb-dgx1", "sp=2x2,pp=4,dp=2,mb=4,schedule=1f1b,decomp=auto", (32, 8192, 65536)),

@@ -264,7 +264,7 @@ Priced = tuple[float, float, Strategy, float]
 class Pricer:
     """Prices candidates once each at one global batch and keeps (throughput, memory, plan, step)."""
 
-    #: settle a spatial pipeline's fallback to samples before its split search (:func:`tiles_and_fits`);
+    #: settle a spatial chain plan's fallback to samples before pricing it (:func:`tiles_and_fits`);
     #: off, every such plan is priced in full first (the same ranking, slower: tests/test_tiles_and_fits.py)
     early_check = True
 
@@ -285,8 +285,8 @@ class Pricer:
         self.n_cand += 1
         ctx, B = self.ctx, self.B
         try:
-            if self.early_check and s.sp_degree > 1 and s.pp > 1 and s.filter == s.channel == 1:
-                # a pipeline's split search is the dear part of its price: settle the fallback first
+            if self.early_check and s.sp_degree > 1 and s.filter == s.channel == 1:
+                # settle the fallback before the price (a pipeline's split search is its dear part)
                 tiles, fits = tiles_and_fits(ctx, s, B)
                 if not tiles:
                     if not self._tiles_instead(s, not fits):
