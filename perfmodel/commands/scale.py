@@ -19,7 +19,6 @@ from ..strategies.amp_step import amp_assumption
 from ..units import GIB
 from .answer_options import training_options, training_request
 from .common import (
-    CHART_SUFFIXES,
     amp_runtime_option,
     chart_option,
     check_writable,
@@ -199,12 +198,7 @@ def scale_cmd(
         raise UsageError(
             "give at most one of --global-batch (strong scaling) and --batch-per-gpu (weak scaling)"
         )
-    if chart is not None and chart.suffix.lower() not in CHART_SUFFIXES:
-        raise UsageError(
-            f"cannot draw a chart to '{chart}': unknown extension '{chart.suffix}' "
-            f"(use {', '.join(CHART_SUFFIXES)})"
-        )
-    check_writable(chart)
+    check_writable(chart)  # the extension too (CHART_SUFFIXES)
     check_writable(cost_chart)
     req = training_request(epochs, dataset_size, price_per_gpu_hour, currency)
     if cost_chart is not None and not req.asked:
