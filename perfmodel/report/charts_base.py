@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..errors import UsageError
 from ..io import CHART_SUFFIXES, atomic_write_bytes, check_target
 
 if TYPE_CHECKING:
@@ -84,12 +83,7 @@ def save_chart(fig: Figure, path: str | Path) -> None:
     The chart is drawn in memory and written atomically: an existing file is replaced only
     by a complete chart (a full disk leaves it as it was, never a 0-byte or cut file).
     """
-    p = Path(path)
-    if p.suffix.lower() not in CHART_SUFFIXES:
-        raise UsageError(
-            f"cannot draw a chart to '{p}': unknown extension '{p.suffix}' (use {', '.join(CHART_SUFFIXES)})"
-        )
-    check_target(p, CHART_SUFFIXES)
+    p = check_target(path, CHART_SUFFIXES)
     buf = io.BytesIO()
     fig.savefig(buf, dpi=DPI, format=p.suffix[1:].lower())
     atomic_write_bytes(p, buf.getvalue())  # a failed write leaves no partial chart
