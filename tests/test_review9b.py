@@ -30,6 +30,7 @@ def test_compare_keeps_the_profiles_that_fit(capsys: pytest.CaptureFixture[str])
     rows = [line.split() for line in out.splitlines() if line.startswith(("gtx-1080 ", "h200-141gb-dgx "))]
     assert [r[0] for r in rows] == ["gtx-1080", "h200-141gb-dgx"]  # in the order asked
     assert rows[0][2:5] == ["no", "plan", "fits"]
+    assert rows[0][-4] == "8.00"  # cap_GiB: the GTX 1080's memory beside the need it falls short of
     assert rows[1][2] == h200.strategy.spec()
     assert "ratio to h200-141gb-dgx amp" in out  # the first priced row
     assert "gtx-1080 amp: no plan of unet3d fits in 8.0 GiB per GPU" in out  # the search's reason
@@ -40,11 +41,13 @@ def test_compare_keeps_the_profiles_that_fit(capsys: pytest.CaptureFixture[str])
     (gap,) = d["no_plan"]
     assert gap["hardware"] == "gtx-1080" and gap["global_batch"] == 1
     assert gap["min_memory_bytes"] > 8 * 2**30
+    assert gap["memory_capacity_bytes"] == load_hardware("gtx-1080").device.memory_bytes
     code, out, err = run_main([*GAP, "--format", "csv"], capsys)
     rows2 = list(csv.DictReader(io.StringIO(out)))
     assert [(r["hardware"], r["strategy"], r["global_batch"]) for r in rows2] == [
         ("gtx-1080", "no plan fits", "1"), ("h200-141gb-dgx", h200.strategy.spec(), "1")]
     assert float(rows2[0]["memory_per_gpu_bytes"]) == gap["min_memory_bytes"]
+    assert float(rows2[0]["cap_GiB"]) == 8.0
 
 
 def test_compare_with_no_plan_anywhere_still_fails_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,10 +55,12 @@ class NoPlan:
     reason: str
     global_batch: int  # the batch the smallest need is for (the last tried: 1 when none was given)
     min_memory_bytes: float  # the smallest memory per GPU any plan needs there
+    memory_capacity_bytes: float  # one GPU's memory there
 
     def to_dict(self) -> dict[str, Any]:
         return {"hardware": self.hardware, "precision": self.precision, "reason": self.reason,
-                "global_batch": self.global_batch, "min_memory_bytes": self.min_memory_bytes}
+                "global_batch": self.global_batch, "min_memory_bytes": self.min_memory_bytes,
+                "memory_capacity_bytes": self.memory_capacity_bytes}
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,8 @@ def compare(
         if gpus > prof.max_gpus:  # a row saying so; the profiles that hold them still compared
             e = UsageError(f"{gpus} GPUs exceed {hw}'s {prof.max_gpus} ({prof.gpus_per_node} per node x "
                            f"{prof.max_nodes} nodes)")
-            gaps.append((NoPlan(i, hw, prec, str(e), B or default_global_batch(gpus), math.nan), e))
+            gaps.append((NoPlan(i, hw, prec, str(e), B or default_global_batch(gpus), math.nan,
+                                prof.device.memory_bytes), e))
             continue
         if strategy != "best":
             preds.append(predict(model, gpus, strategy, hw, prec, None, B or default_global_batch(gpus),
@@ -127,7 +130,7 @@ def compare(
             preds.append(plan(model, gpus, hw, prec, B, optimizer, image_size, top=1, cudnn_major=cudnn_major,
                               memory_format=memory_format, fusion=fusion, amp_runtime=amp_runtime).plans[0])
         except NoFeasiblePlanError as e:  # a row saying so; the others still compared
-            gaps.append((NoPlan(i, hw, prec, str(e), B or 1, e.min_memory_bytes), e))
+            gaps.append((NoPlan(i, hw, prec, str(e), B or 1, e.min_memory_bytes, prof.device.memory_bytes), e))
     if not preds:
         raise gaps[0][1]  # nothing to compare: the first profile's one line, as for one profile
     return Comparison(preds[0].model, gpus, strategy, tuple(preds), tuple(g for g, _ in gaps))
@@ -161,8 +164,9 @@ def with_gaps(c: Comparison, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
         row: dict[str, Any] = dict.fromkeys(rows[0])
         row.update(hardware=g.hardware, precision=g.precision, fits="no", global_batch=g.global_batch,
                    strategy="no plan fits" if math.isfinite(g.min_memory_bytes) else "too few GPUs",
-                   mem_GiB=g.min_memory_bytes / GIB)
-        known = {"model": c.model, "gpus": c.gpus, "memory_per_gpu_bytes": g.min_memory_bytes}
+                   mem_GiB=g.min_memory_bytes / GIB, cap_GiB=g.memory_capacity_bytes / GIB)
+        known = {"model": c.model, "gpus": c.gpus, "memory_per_gpu_bytes": g.min_memory_bytes,
+                 "memory_capacity_bytes": g.memory_capacity_bytes}
         row.update({k: v for k, v in known.items() if k in row})
         out.insert(g.position, row)
     return out
