@@ -35,3 +35,17 @@ def test_the_csv_columns_follow_the_priced_steps(capsys: pytest.CaptureFixture[s
                               "--memory-format", fmt, "--format", "csv", "-H", V100], capsys)
         steps[(cudnn, fmt)] = float(next(csv.DictReader(io.StringIO(out)))["iteration_time_s"])
     assert steps[("7", "nchw")] > steps[("9", "nhwc")]
+
+
+@pytest.mark.parametrize("args", [
+    ["predict", "resnet18", "-n", "2", "-s", "dp=2", "-b", "4"],
+    ["plan", "resnet18", "-n", "2", "-B", "8", "--top", "2"],
+    ["scale", "resnet18", "--gpus", "1,2", "-b", "4"],
+    ["compare", "resnet18", "-n", "2", "-b", "4", "-H", f"{V100},a100-80gb-dgx"],
+])
+def test_every_csv_row_names_its_image_size(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # the image size changes every price (JSON had it; plan, scale and compare CSV rows did not)
+    code, out, err = run_main([*args, "--image-size", "160", "--format", "csv"], capsys)
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows and all(r["image_size"] == "160" for r in rows)

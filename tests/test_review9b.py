@@ -48,6 +48,7 @@ def test_compare_keeps_the_profiles_that_fit(capsys: pytest.CaptureFixture[str])
         ("gtx-1080", "no plan fits", "1"), ("h200-141gb-dgx", h200.strategy.spec(), "1")]
     assert float(rows2[0]["memory_per_gpu_bytes"]) == gap["min_memory_bytes"]
     assert float(rows2[0]["cap_GiB"]) == 8.0
+    assert [r["image_size"] for r in rows2] == ["256", "256"]
 
 
 def test_compare_with_no_plan_anywhere_still_fails_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:

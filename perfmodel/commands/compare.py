@@ -165,7 +165,8 @@ def with_gaps(c: Comparison, rows: list[dict[str, Any]]) -> list[dict[str, Any]]
         row.update(hardware=g.hardware, precision=g.precision, fits="no", global_batch=g.global_batch,
                    strategy="no plan fits" if math.isfinite(g.min_memory_bytes) else "too few GPUs",
                    mem_GiB=g.min_memory_bytes / GIB, cap_GiB=g.memory_capacity_bytes / GIB)
-        known = {"model": c.model, "gpus": c.gpus, "memory_per_gpu_bytes": g.min_memory_bytes,
+        known = {"model": c.model, "gpus": c.gpus, "image_size": c.predictions[0].image_size,
+                 "memory_per_gpu_bytes": g.min_memory_bytes,
                  "memory_capacity_bytes": g.memory_capacity_bytes}
         row.update({k: v for k, v in known.items() if k in row})
         out.insert(g.position, row)

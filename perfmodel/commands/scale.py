@@ -245,8 +245,8 @@ def _emit_scale(df: pd.DataFrame, fmt: str) -> None:
         emit(to_json({"setting": {k: v for k, v in a.items()}, "baseline": baseline_object(a),
                       "rows": df.to_dict(orient="records")}))
     elif fmt == "csv":  # every row carries the software its plans were priced for
-        keys = ("model", "hardware", "precision", "optimizer", "cudnn_major", "memory_format", "fusion",
-                "amp_runtime")
+        keys = ("model", "hardware", "image_size", "precision", "optimizer", "cudnn_major", "memory_format",
+                "fusion", "amp_runtime")
         setting = {k: a[k] for k in keys}
         emit(render_frame(df.assign(**setting, **assumption_columns(a["assumptions"])), "csv"))
     else:

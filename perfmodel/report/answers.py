@@ -220,6 +220,7 @@ def standalone_columns(p: Prediction) -> dict[str, Any]:
     """What a CSV row needs to stand alone: the model and setting it was priced for, its SI values and
     its assumptions (:func:`~.render.assumption_columns`)."""
     return {"model": p.model, "hardware": p.hardware, "gpus": p.gpus, "global_batch": p.global_batch,
+            "image_size": p.image_size,
             "optimizer": p.optimizer, "precision": p.precision, "cudnn_major": p.cudnn_major,
             "memory_format": p.memory_format, "fusion": p.fusion, "amp_runtime": p.amp_runtime,
             "iteration_time_s": p.iteration_time_s, "throughput_samples_per_s": p.throughput_samples_per_s,
