@@ -42,6 +42,13 @@ PART_COLOURS = {
     "pipeline_p2p": "#8172B3",
     "pipeline_bubble": "#C7C7C7",
     "optimizer_step": "#937860",
+    "gradient_bucket_copies": "#B07AA1",
+    "nccl_contention": "#FF9DA7",
+    "amp_casts": "#76B7B2",
+    "channel_allgather": "#F28E2B",
+    "channel_allreduce": "#FFBE7D",
+    "filter_allgather": "#499894",
+    "filter_reduce_scatter": "#86BCB6",
     "weights": "#264653",
     "gradients": "#E76F51",
     "optimizer_state": "#F4A261",
@@ -50,7 +57,8 @@ PART_COLOURS = {
     "activations": "#2A9D8F",
     "workspace": "#8D99AE",
 }
-_PALETTE = ("#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD", "#C44E52", "#1B9E77", "#7570B3")
+#: colours of parts without their own, none of them one of PART_COLOURS (a part would look like another)
+_PALETTE = ("#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD", "#1B9E77", "#7570B3", "#D37295")
 
 
 def part_colour(key: str, seen: dict[str, str]) -> str:
