@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import UsageError, did_you_mean
-from ..hardware import PRECISIONS, precision_hint
+from ..hardware import PRECISIONS, unknown_precision
 from ..limits import MAX_BATCH, MAX_GPUS, MAX_IMAGE_SIZE, check_count, shown
 from ..search.enumerate import KINDS
 from ..strategies.inputs import check_hardware, check_model, check_strategy, check_top
@@ -36,8 +36,7 @@ def check_gpus(gpus: object, what: str = "gpus") -> int:
 def check_precision(precision: object) -> str:
     if isinstance(precision, str) and precision in PRECISIONS:
         return precision
-    raise UsageError(f"unknown precision {shown(precision, 40)} (valid: {', '.join(PRECISIONS)})"
-                     f"{precision_hint(precision)}")
+    raise UsageError(unknown_precision(precision))
 
 
 def check_optimizer(optimizer: object) -> str:

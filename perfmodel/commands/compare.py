@@ -12,8 +12,8 @@ import click
 from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
-from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError, did_you_mean
-from ..hardware import PRECISIONS, load_hardware, precision_hint
+from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
+from ..hardware import PRECISIONS, load_hardware, unknown_precision
 from ..network import get_model
 from ..report import render_frame, to_json
 from ..report.answers import answers_for, interval_notes, standalone_columns
@@ -265,8 +265,7 @@ def compare_cmd(model: str, gpus: int, hardware: tuple[str, ...], strategy: str,
     profiles = [h for x in hardware for h in _split(x)]  # -H a -H b and -H a,b alike
     bad = [p for p in precs if p not in PRECISIONS]
     if bad:
-        hint = precision_hint(bad[0]) or did_you_mean(bad[0], PRECISIONS)
-        raise UsageError(f"unknown precision {bad[0]!r} (valid: {', '.join(PRECISIONS)}){hint}")
+        raise UsageError(unknown_precision(bad[0]))
     c = compare(model, gpus, profiles, precs, strategy.strip(), batch_per_gpu, global_batch, optimizer,
                 image_size, cudnn_major, memory_format, fusion, amp_runtime)
     if chart is not None:

@@ -11,7 +11,16 @@ from .loader import (
     profile_names,
     profiles_dir,
 )
-from .profile import PRECISIONS, CollectiveParams, ComputeEfficiency, Device, Hardware, LinkTier, precision_hint
+from .profile import (
+    PRECISIONS,
+    CollectiveParams,
+    ComputeEfficiency,
+    Device,
+    Hardware,
+    LinkTier,
+    precision_hint,
+    unknown_precision,
+)
 
 __all__ = [
     "DEFAULT_HARDWARE",
@@ -28,4 +37,5 @@ __all__ = [
     "precision_hint",
     "profile_names",
     "profiles_dir",
+    "unknown_precision",
 ]

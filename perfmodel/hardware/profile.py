@@ -35,6 +35,7 @@ from .ranges import (
 __all__ = [
     "PRECISIONS",
     "precision_hint",
+    "unknown_precision",
     "TOPOLOGIES",
     "Device",
     "LinkTier",
@@ -60,6 +61,13 @@ def precision_hint(name: object) -> str:
     what = (" (16-bit tensor-core math with fp32 master weights; amp runtime pytorch-half for a model.half() run)"
             if target == "amp" else "")
     return f"; {name} is {target} here{what}"
+
+
+def unknown_precision(name: object) -> str:
+    """The one line for a precision not in :data:`PRECISIONS`: the name (cut to a short line), the
+    valid ones, and the precision it is another name of (:func:`precision_hint`) or the closest."""
+    hint = precision_hint(name) or (did_you_mean(name, PRECISIONS) if isinstance(name, str) else "")
+    return f"unknown precision {shown(name, 40)} (valid: {', '.join(PRECISIONS)}){hint}"
 
 
 #: Which entry of ``peak_flops_per_s`` each precision's convolutions and matmuls use.

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
-from ..hardware import PRECISIONS
+from ..hardware import PRECISIONS, unknown_precision
 from ..network import Network
 from .measure_result import LayerTiming
 from .measure_torch import layer_module, module_to_memory_format, to_memory_format
@@ -54,9 +54,7 @@ def median_time(timer: Timer, f: Callable[[], Any], warmup: int, reps: int) -> t
 def precision_context(torch: Any, device: str, precision: str) -> Any:
     """Set the math mode of ``precision`` and return the autocast context (or a no-op)."""
     if precision not in PRECISIONS:
-        raise UsageError(
-            f"measure: unknown precision '{precision}' (valid: {', '.join(PRECISIONS)})"
-        )
+        raise UsageError(f"measure: {unknown_precision(precision)}")
     if device == "cpu" and precision in ("amp", "tf32"):
         raise UsageError(
             f"measure: precision {precision} needs --device cuda (on the CPU use fp32 or bf16)"
