@@ -150,6 +150,27 @@ def test_single_gpu_mode_scores_only_multi_gpu_rows(results):
         assert f.mape_after_pct <= f.mape_before_pct + 1.0
 
 
+def test_a_fit_is_kept_only_where_it_lowers_its_rows_mape(results, shipped):
+    """The calibrated profile prices each fit's own 1-GPU rows no worse (MAPE) than the shipped one,
+    recomputed here row by row; a fit that would have raised it keeps the profile's values."""
+    from perfmodel.validation.pricing import price_row
+
+    def mape(rows, hw):
+        return 100 * sum(abs(price_row(m, hw).throughput_samples_per_s / m.measured_throughput - 1)
+                         for m in rows) / len(rows)
+
+    cal = results[("shipped", "single-gpu")].calibration
+    for f in cal.compute:
+        rows = [shipped.rows[i - 1] for i in f.rows]
+        before, after = mape(rows, load_hardware(f.hardware)), mape(rows, cal.profiles[f.hardware])
+        assert after <= before + 1e-9
+        assert after == pytest.approx(f.mape_after_pct, rel=1e-6)
+        if not f.fitted:
+            assert f.after == f.before and "would raise their error" in f.describe()
+    # V100 DGX-1 fp32: the least-squares fit would raise its three runs' MAPE, so it is not kept
+    assert [(f.hardware, f.precision) for f in cal.compute if not f.fitted] == [("v100-16gb-dgx1", "fp32")]
+
+
 def test_fit_recovers_a_known_efficiency(shipped):
     """Rows made by the model itself at conv=0.4 are fitted back to 0.4."""
     from perfmodel.validation.calibrate import with_compute

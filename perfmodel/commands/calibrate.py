@@ -45,8 +45,9 @@ def calibrate_cmd(file: Path, hardware: str, output: Path, fmt: str) -> None:
 
     \b
     Compute is fitted per precision on the 1-GPU rows (all rows of that precision if it has
-    none); then the intra- and inter-node link efficiencies on the multi-GPU rows, where
-    the predicted times depend on them. Use the result with --hardware calibrated.toml.
+    none), kept only where it lowers those runs' MAPE; then the intra- and inter-node link
+    efficiencies on the multi-GPU rows, where the predicted times depend on them. Use the
+    result with --hardware calibrated.toml.
     """
     if output.suffix.lower() != ".toml":
         raise UsageError(f"cannot write '{output}': the calibrated profile must be a .toml file")

@@ -39,8 +39,13 @@ class ComputeFit:
     mape_after_pct: float
     at_bound: tuple[str, ...] = ()
     note: str = ""
+    #: False where the fit would have raised these rows' MAPE, so the profile's values were kept
+    fitted: bool = True
 
     def describe(self) -> str:
+        if not self.fitted:
+            kept = ", ".join(f"{p} {efficiency_text(getattr(self.before, p))}" for p in self.parameters)
+            return f"not fitted: {self.hardware} {self.precision}: {kept} kept ({len(self.rows)} run(s)): {self.note}"
         changes = ", ".join(
             f"{p} {efficiency_text(getattr(self.before, p))} -> {efficiency_text(getattr(self.after, p))}"
             for p in self.parameters
@@ -67,6 +72,7 @@ class ComputeFit:
             "mape_after_pct": self.mape_after_pct,
             "at_bound": list(self.at_bound),
             "note": self.note,
+            "fitted": self.fitted,
         }
 
 
@@ -82,7 +88,10 @@ def with_compute(hw: Hardware, precision: str, eff: ComputeEfficiency, note: str
 def fit_compute(
     rows: Sequence[Measurement], hw: Hardware, precision: str
 ) -> tuple[ComputeFit, Hardware]:
-    """Fit ``precision``'s compute efficiencies of ``hw`` to ``rows`` (log least squares).
+    """Fit ``precision``'s compute efficiencies of ``hw`` to ``rows`` (log least squares), kept
+    only where they lower the rows' MAPE (the error ``validate`` reports): least squares in log
+    space can trade a lower spread for a higher mean error, and a calibrated profile must not
+    price its own runs worse than the shipped one did.
 
     The number of free parameters grows with the data, leaving at least one degree of
     freedom: 1 or 2 rows fit ``conv`` (``linear`` scales with it: CNN runs cannot tell
@@ -135,6 +144,13 @@ def fit_compute(
         for nm, v, lo, hi in zip(names, x, lower, upper, strict=True)
         if math.isclose(v, lo, rel_tol=1e-3) or math.isclose(v, hi, rel_tol=1e-3)
     )
+    if mape_pct(r1) > mape_pct(r0):
+        tried = ", ".join(f"{nm} {efficiency_text(getattr(after, nm))}" for nm in names)
+        note = (f"the least-squares fit ({tried}) would raise their error {mape_pct(r0):.1f}% -> "
+                f"{mape_pct(r1):.1f}% MAPE")
+        fit = ComputeFit(hw.name, precision, tuple(m.row for m in rows), names, before, before, mape_pct(r0),
+                         mape_pct(r0), (), note, fitted=False)
+        return fit, hw
     fit = ComputeFit(
         hw.name,
         precision,
