@@ -106,9 +106,8 @@ def calibrate_profile(rows: Sequence[Measurement], hw: Hardware, key: str) -> Ca
         ones = [m for m in prec_rows if m.gpus == 1]
         fit, hw = fit_compute(ones or prec_rows, hw, precision)
         if not ones:
-            fit = dataclasses.replace(
-                fit, note="no 1-GPU run: fitted to multi-GPU runs, communication included"
-            )
+            why = "no 1-GPU run: fitted to multi-GPU runs, communication included"
+            fit = dataclasses.replace(fit, note=f"{why}; {fit.note}" if fit.note else why)
         fits.append(fit)
     g = hw.gpus_per_node
     for tier in ("intra", "inter"):

@@ -144,28 +144,22 @@ def fit_compute(
         for nm, v, lo, hi in zip(names, x, lower, upper, strict=True)
         if math.isclose(v, lo, rel_tol=1e-3) or math.isclose(v, hi, rel_tol=1e-3)
     )
-    if mape_pct(r1) > mape_pct(r0):
-        tried = ", ".join(f"{nm} {efficiency_text(getattr(after, nm))}" for nm in names)
-        note = (f"the least-squares fit ({tried}) would raise their error {mape_pct(r0):.1f}% -> "
-                f"{mape_pct(r1):.1f}% MAPE")
-        fit = ComputeFit(hw.name, precision, tuple(m.row for m in rows), names, before, before, mape_pct(r0),
-                         mape_pct(r0), (), note, fitted=False)
-        return fit, hw
-    fit = ComputeFit(
-        hw.name,
-        precision,
-        tuple(m.row for m in rows),
-        names,
-        before,
-        after,
-        mape_pct(r0),
-        mape_pct(r1),
-        at_bound,
-        note,
-    )
-    src = (
-        f"{', '.join(names)} fitted to {n} measured run(s) "
-        f"(rows {', '.join(str(m.row) for m in rows)}): "
-        f"MAPE {fit.mape_before_pct:.1f}% -> {fit.mape_after_pct:.1f}%"
-    )
-    return fit, with_compute(hw, precision, after, src)
+    return _outcome(ComputeFit(hw.name, precision, tuple(m.row for m in rows), names, before, after,
+                               mape_pct(r0), mape_pct(r1), at_bound, note), hw)
+
+
+def _outcome(fit: ComputeFit, hw: Hardware) -> tuple[ComputeFit, Hardware]:
+    """``fit`` and ``hw`` with its efficiencies where they lower the rows' MAPE; else the profile's
+    values, kept, with the fit that was refused in the note (and in the profile's source)."""
+    rows = ", ".join(str(r) for r in fit.rows)
+    if fit.mape_after_pct > fit.mape_before_pct:
+        tried = ", ".join(f"{nm} {efficiency_text(getattr(fit.after, nm))}" for nm in fit.parameters)
+        note = (f"the least-squares fit ({tried}) would raise their error {fit.mape_before_pct:.1f}% -> "
+                f"{fit.mape_after_pct:.1f}% MAPE")
+        kept = dataclasses.replace(fit, after=fit.before, mape_after_pct=fit.mape_before_pct, at_bound=(),
+                                   note=note, fitted=False)
+        src = f"{', '.join(fit.parameters)} kept after fitting to {len(fit.rows)} measured run(s) (rows {rows}): {note}"
+        return kept, with_compute(hw, fit.precision, fit.before, src)
+    src = (f"{', '.join(fit.parameters)} fitted to {len(fit.rows)} measured run(s) (rows {rows}): "
+           f"MAPE {fit.mape_before_pct:.1f}% -> {fit.mape_after_pct:.1f}%")
+    return fit, with_compute(hw, fit.precision, fit.after, src)
