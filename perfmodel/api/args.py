@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import UsageError, did_you_mean
-from ..hardware import PRECISIONS, unknown_precision
+from ..hardware import check_precision
 from ..limits import MAX_BATCH, MAX_GPUS, MAX_IMAGE_SIZE, check_count, shown
 from ..search.enumerate import KINDS
 from ..strategies.inputs import check_hardware, check_model, check_strategy, check_top
@@ -31,12 +31,6 @@ __all__ = [
 def check_gpus(gpus: object, what: str = "gpus") -> int:
     """A GPU count: an integer (not a bool) from 1 to ``MAX_GPUS``."""
     return check_count(what, gpus, MAX_GPUS)
-
-
-def check_precision(precision: object) -> str:
-    if isinstance(precision, str) and precision in PRECISIONS:
-        return precision
-    raise UsageError(unknown_precision(precision))
 
 
 def check_optimizer(optimizer: object) -> str:

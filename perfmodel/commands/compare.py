@@ -13,7 +13,7 @@ from ..cost.fusion import DEFAULT_FUSION
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR
 from ..cost.layout import DEFAULT_MEMORY_FORMAT
 from ..errors import NoFeasiblePlanError, PerfmodelError, UsageError
-from ..hardware import PRECISIONS, load_hardware, unknown_precision
+from ..hardware import PRECISIONS, check_precision, load_hardware
 from ..network import get_model
 from ..report import render_frame, to_json
 from ..report.answers import answers_for, interval_notes, standalone_columns
@@ -263,9 +263,8 @@ def compare_cmd(model: str, gpus: int, hardware: tuple[str, ...], strategy: str,
     if not precs:  # --precision "" or ",": an empty list priced nothing (IndexError)
         raise UsageError(f"--precision needs at least one precision (valid: {', '.join(PRECISIONS)})")
     profiles = [h for x in hardware for h in _split(x)]  # -H a -H b and -H a,b alike
-    bad = [p for p in precs if p not in PRECISIONS]
-    if bad:
-        raise UsageError(unknown_precision(bad[0]))
+    for p in precs:
+        check_precision(p)
     c = compare(model, gpus, profiles, precs, strategy.strip(), batch_per_gpu, global_batch, optimizer,
                 image_size, cudnn_major, memory_format, fusion, amp_runtime)
     if chart is not None:

@@ -18,6 +18,7 @@ from .profile import (
     Device,
     Hardware,
     LinkTier,
+    check_precision,
     precision_hint,
     unknown_precision,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "Device",
     "Hardware",
     "LinkTier",
+    "check_precision",
     "load_hardware",
     "load_profile",
     "parse_profile",

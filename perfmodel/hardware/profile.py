@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ProfileError, did_you_mean
+from ..errors import ProfileError, UsageError, did_you_mean
 from ..limits import shown
 from ..units import GIB
 from .params import CollectiveParams, KernelParams
@@ -36,6 +36,7 @@ __all__ = [
     "PRECISIONS",
     "precision_hint",
     "unknown_precision",
+    "check_precision",
     "TOPOLOGIES",
     "Device",
     "LinkTier",
@@ -68,6 +69,13 @@ def unknown_precision(name: object) -> str:
     valid ones, and the precision it is another name of (:func:`precision_hint`) or the closest."""
     hint = precision_hint(name) or (did_you_mean(name, PRECISIONS) if isinstance(name, str) else "")
     return f"unknown precision {shown(name, 40)} (valid: {', '.join(PRECISIONS)}){hint}"
+
+
+def check_precision(name: object) -> str:
+    """``name`` if it is one of :data:`PRECISIONS`, else a usage error of :func:`unknown_precision`."""
+    if isinstance(name, str) and name in PRECISIONS:
+        return name
+    raise UsageError(unknown_precision(name))
 
 
 #: Which entry of ``peak_flops_per_s`` each precision's convolutions and matmuls use.

@@ -12,10 +12,9 @@ from ..cost.compute import GRAD_BYTES_PER_PARAM
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major, cudnn_assumption
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format, memory_format_assumption
 from ..errors import BatchSplitError, UsageError
-from ..hardware import Hardware, load_hardware, unknown_precision
+from ..hardware import Hardware, check_precision, load_hardware
 from ..limits import MAX_BATCH, MAX_SEED, check_count, shown
 from ..network import Network, get_model
-from ..units import BYTES_PER_ELEMENT
 from .gathers import channel_copies, copy_seconds
 from .hypergraph import Hypergraph
 from .loads import part_seconds
@@ -233,8 +232,7 @@ def partition_report(
         )
     check_count("seed", seed, MAX_SEED, minimum=0)
     major, fmt = check_cudnn_major(cudnn_major), check_memory_format(memory_format)
-    if precision not in BYTES_PER_ELEMENT:
-        raise UsageError(unknown_precision(precision))
+    check_precision(precision)
     if isinstance(parts, bool) or not isinstance(parts, int) or parts < 2:
         raise UsageError(f"parts must be an integer >= 2, got {parts!r}")
     net = model if isinstance(model, Network) else get_model(model, image_size)

@@ -13,7 +13,7 @@ from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
 from ..cost.shares import TensorShares
 from ..errors import UsageError
-from ..hardware import REFERENCE_PROFILE, Hardware, load_hardware, unknown_precision
+from ..hardware import REFERENCE_PROFILE, Hardware, check_precision, load_hardware
 from ..network import Network, compile_counts
 from ..network.channel_split import LayerSplit, Share, channel_split, halo_reads
 from ..units import BYTES_PER_ELEMENT
@@ -174,8 +174,7 @@ def build_hypergraph(
     """
     if granularity not in GRANULARITIES:
         raise UsageError(f"unknown granularity '{granularity}' (valid: {', '.join(GRANULARITIES)})")
-    if precision not in BYTES_PER_ELEMENT:
-        raise UsageError(unknown_precision(precision))
+    check_precision(precision)
     g = groups if granularity == "channel" else 1
     if g < 1:
         raise UsageError(f"channel groups must be >= 1, got {groups}")

@@ -14,8 +14,8 @@ from ..cost.cudnn_gpus import check_cudnn_for_gpu
 from ..cost.fusion import DEFAULT_FUSION, check_fusion_setting
 from ..cost.grouped import DEFAULT_CUDNN_MAJOR, check_cudnn_major
 from ..cost.layout import DEFAULT_MEMORY_FORMAT, check_memory_format
-from ..errors import BatchSplitError, UsageError
-from ..hardware import PRECISIONS, Hardware, unknown_precision
+from ..errors import BatchSplitError
+from ..hardware import Hardware, check_precision
 from ..network import Network, compile_counts
 from ..network.counts import CompiledCounts
 from ..units import BYTES_PER_ELEMENT
@@ -134,8 +134,7 @@ def context(net: Network, hw: Hardware, precision: str, optimizer: str, compute_
         check_cudnn_for_gpu(int(cudnn_major), hw)
     check_memory_format(memory_format)
     check_amp_runtime(amp_runtime)
-    if precision not in PRECISIONS:
-        raise UsageError(unknown_precision(precision))
+    check_precision(precision)
     check_fusion_setting(fusion, precision, memory_format)
     optimizer_bytes_per_param(optimizer)  # validates
     key = (id(net), id(hw), precision, optimizer, float(compute_scale), int(cudnn_major), memory_format, fusion,
