@@ -152,8 +152,8 @@ def price_chain(ctx: Context, s: Strategy, global_batch: int) -> Priced:
     step = chain_terms(ctx, s, numeric_step(ctx, s, layers), bounds, crit)
     if s.is_ps:
         body_s, exposed_s = float(step.body_s), float(step.terms["gradient_exchange_exposed"])
-        rest_s = float(sum(float(v) for v in step.terms.values())) - body_s - exposed_s
-        _, details["parameter_server"] = parameter_server_exchange(ctx, s, body_s, rest_s)
+        rest_s = sum(float(v) for v in step.terms.values()) - body_s - exposed_s
+        details["parameter_server"] = parameter_server_exchange(ctx, s, body_s, rest_s)
     details.update(step.details)
     details["bucket_bytes"] = BUCKET_BYTES
     details["sp_group_in_node"] = layers.in_node

@@ -75,21 +75,18 @@ def parameter_server_links(ctx: Context, gpus: int, lp: LinkParams) -> tuple[Num
     return lp.bw_intra, lp.bw_intra, lp.alpha_intra
 
 
-def parameter_server_exchange(
-    ctx: Context, s: Strategy, body_s: float, rest_s: float = 0.0
-) -> tuple[float, dict[str, Any]]:
-    """(exposed seconds, details) of a parameter-server plan: the worst case (all workers at
-    once) after compute, on the node's link or, across nodes, the network's. The details' best
-    and worst cases are whole steps: each adds ``rest_s``, the step's parts outside its body and
-    the exchange (the gradient copies, amp casts and optimizer step), so the step reported, the
-    worst case, equals ``worst_case_s``."""
+def parameter_server_exchange(ctx: Context, s: Strategy, body_s: float, rest_s: float) -> dict[str, Any]:
+    """The details of a parameter-server plan's exchange: its best and worst cases (all workers
+    at once) after compute, on the node's link or, across nodes, the network's, as whole steps:
+    each adds ``rest_s``, the step's parts outside its body and the exchange (the gradient
+    copies, amp casts and optimizer step), so the step reported, the worst case, equals
+    ``worst_case_s``."""
     gb = float(ctx.cc.params.sum()) * ctx.param_bytes
     server_bw, worker_bw, lat = parameter_server_links(ctx, s.gpus, link_params(ctx.hw))
     bounds = parameter_server(body_s, gb, s.dp, server_bw, worker_bw, lat, s.comm == "ps-sharded")
-    details = {
+    return {
         "kind": s.comm,
         "best_case_s": bounds.best_s + rest_s,
         "worst_case_s": bounds.worst_s + rest_s,
         "reported": "worst case (all workers transfer at once)",
     }
-    return bounds.worst_s - body_s, details
